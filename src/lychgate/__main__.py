@@ -1,0 +1,3 @@
+from lychgate.cli import main
+
+main()

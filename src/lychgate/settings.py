@@ -1,0 +1,111 @@
+"""Control-plane settings: one model read from flags and `LYCHGATE_*` variables.
+
+Every knob the Helm chart sets reaches the controller through an environment
+variable named `LYCHGATE_<FIELD>` (upper case); the CLI flags of `lychgate run`
+and `lychgate controller` override the same fields. Structured values
+(`policy_merge`, `discovery_namespace_selectors`, `gateway_class_parameters_refs`)
+are JSON in the environment, which is how pydantic-settings reads complex fields.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["trace", "debug", "info", "warn", "error", "critical", "off"]
+
+
+class ValidationLevel(enum.StrEnum):
+    """Spec §7: what the proxy is allowed to see when input is invalid."""
+
+    STANDARD = "standard"
+    STRICT = "strict"
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "lychgate"
+
+
+class Settings(BaseSettings):
+    """All control-plane options. Field docs double as `--help` text."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LYCHGATE_", extra="forbid", validate_default=True
+    )
+
+    log_level: str = Field("info", description="Control-plane log level (all components).")
+    xds_address: str = Field("127.0.0.1:9977", description="Main xDS gRPC server address.")
+    agentgateway_xds_address: str = Field(
+        "127.0.0.1:9978", description="Agent-gateway xDS gRPC server address."
+    )
+    admin_address: str = Field(
+        "127.0.0.1:9095", description="Admin/debug server address (loopback by default)."
+    )
+    metrics_address: str = Field("127.0.0.1:9092", description="Prometheus metrics address.")
+    health_address: str = Field("127.0.0.1:9093", description="Health probe address.")
+    state_dir: Path = Field(
+        default_factory=default_state_dir,
+        description="Where local mode keeps proxy bootstraps, logs and allocated addresses.",
+    )
+    namespace: str = Field("lychgate-system", description="Installation namespace.")
+    validation_level: ValidationLevel = Field(
+        ValidationLevel.STANDARD, description="standard or strict (case-insensitive)."
+    )
+    xds_tls_enabled: bool = Field(False, description="Serve xDS over TLS.")
+    xds_tls_dir: Path = Field(
+        Path("/etc/lychgate/xds-tls"),
+        description="Directory holding tls.crt, tls.key and ca.crt for xDS TLS.",
+    )
+    policy_merge: dict[str, Any] = Field(
+        default_factory=dict,
+        description='Policy merge settings, e.g. {"trafficPolicy": {"extProc": "DeepMerge"}}.',
+    )
+    discovery_namespace_selectors: list[dict[str, Any]] = Field(
+        default_factory=list, description="Namespace label selectors (OR-ed); empty means all."
+    )
+    gateway_class_parameters_refs: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="GatewayClass name -> {name, namespace} of its GatewayParameters.",
+    )
+    waypoint_enabled: bool = Field(False, description="Serve the lychgate-waypoint class.")
+    inference_extension_enabled: bool = Field(False, description="Serve InferencePool backends.")
+    agentgateway_enabled: bool = Field(False, description="Agent gateway integration.")
+    leader_election: bool = Field(True, description="Kubernetes mode: elect one writer.")
+    proxy_image: str = Field(
+        "ghcr.io/lychgate/envoy:1.40.0", description="Default image of the Envoy proxies."
+    )
+
+    @field_validator("validation_level", mode="before")
+    @classmethod
+    def _case_insensitive_level(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_log_level(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("gateway_class_parameters_refs")
+    @classmethod
+    def _refs_complete(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        for klass, ref in value.items():
+            missing = [k for k in ("name", "namespace") if not ref.get(k)]
+            if missing:
+                raise ValueError(
+                    f"gatewayClassParametersRefs.{klass}: missing {' and '.join(missing)}"
+                )
+        return value
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """'127.0.0.1:9977' -> ('127.0.0.1', 9977); '[::1]:9977' works too."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"address {address!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
