@@ -1,0 +1,107 @@
+"""Shared shapes of every Kubernetes object: metadata, keys, conditions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar, NamedTuple
+
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Model(BaseModel):
+    """Base for API fields: camelCase on the wire, unknown fields rejected.
+
+    Rejecting unknown fields is what `kubectl apply --validate=strict` does: a typo
+    such as `backendRef` for `backendRefs` becomes an error naming the field
+    instead of a silently ignored setting.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+class OpenModel(Model):
+    """For parts we carry but do not interpret: any field is kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ObjectMeta(Model):
+    name: str = Field(min_length=1, max_length=253)
+    namespace: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    resource_version: str | None = None
+    uid: str | None = None
+    owner_references: list[dict[str, Any]] = Field(default_factory=list)
+    finalizers: list[str] = Field(default_factory=list)
+    managed_fields: list[dict[str, Any]] = Field(default_factory=list)
+    generate_name: str | None = None
+    deletion_timestamp: datetime | None = None
+
+
+class ObjectKey(NamedTuple):
+    """Identity of an object in the store: (kind, namespace, name).
+
+    namespace is "" for cluster-scoped kinds.
+    """
+
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+class Resource(Model):
+    """A top-level object. Subclasses set KIND, GROUP, VERSION and NAMESPACED."""
+
+    KIND: ClassVar[str] = ""
+    GROUP: ClassVar[str] = ""
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1",)
+    NAMESPACED: ClassVar[bool] = True
+
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    status: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.kind, self.metadata.namespace or "", self.metadata.name)
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or ""
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def generation(self) -> int:
+        return self.metadata.generation or 1
+
+    @property
+    def created(self) -> datetime:
+        return self.metadata.creation_timestamp or datetime.min.replace(tzinfo=UTC)
+
+    def spec_dict(self) -> dict[str, Any]:
+        """The object as a plain dict, as a user wrote it (camelCase, no defaults)."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json", exclude_defaults=True)
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)

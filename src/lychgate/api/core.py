@@ -1,0 +1,81 @@
+"""Core Kubernetes kinds lychgate reads: Namespace, Service, EndpointSlice, Secret."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from lychgate.api.base import Model, OpenModel, Resource
+
+
+class Namespace(Resource):
+    KIND: ClassVar[str] = "Namespace"
+    NAMESPACED: ClassVar[bool] = False
+    spec: OpenModel | None = None
+
+
+class ServicePort(Model):
+    name: str | None = None
+    port: int = Field(ge=1, le=65535)
+    target_port: int | str | None = None
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    app_protocol: str | None = None
+    node_port: int | None = None
+
+
+class ServiceSpec(OpenModel):
+    """Only ports and type matter to routing; the rest is carried as is."""
+
+    type: str = "ClusterIP"
+    ports: list[ServicePort] = Field(default_factory=list)
+    selector: dict[str, str] = Field(default_factory=dict)
+    external_name: str | None = None
+
+
+class Service(Resource):
+    KIND: ClassVar[str] = "Service"
+    spec: ServiceSpec = Field(default_factory=ServiceSpec)
+
+    def port(self, number: int) -> ServicePort | None:
+        return next((p for p in self.spec.ports if p.port == number), None)
+
+
+class EndpointConditions(Model):
+    ready: bool | None = None
+    serving: bool | None = None
+    terminating: bool | None = None
+
+
+class Endpoint(OpenModel):
+    addresses: list[str] = Field(min_length=1)
+    conditions: EndpointConditions = Field(default_factory=EndpointConditions)
+
+
+class EndpointPort(Model):
+    name: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    protocol: str = "TCP"
+    app_protocol: str | None = None
+
+
+class EndpointSlice(Resource):
+    KIND: ClassVar[str] = "EndpointSlice"
+    GROUP: ClassVar[str] = "discovery.k8s.io"
+    address_type: Literal["IPv4", "IPv6", "FQDN"] = "IPv4"
+    endpoints: list[Endpoint] = Field(default_factory=list)
+    ports: list[EndpointPort] = Field(default_factory=list)
+
+    SERVICE_LABEL: ClassVar[str] = "kubernetes.io/service-name"
+
+    @property
+    def service_name(self) -> str | None:
+        return self.metadata.labels.get(self.SERVICE_LABEL)
+
+
+class Secret(Resource):
+    KIND: ClassVar[str] = "Secret"
+    type: str = "Opaque"
+    data: dict[str, str] = Field(default_factory=dict)
+    string_data: dict[str, str] = Field(default_factory=dict)
+    immutable: bool | None = None

@@ -1,0 +1,278 @@
+"""Gateway API (gateway.networking.k8s.io) kinds that lychgate reads.
+
+Field names, defaults and enums follow the v1.6 CRDs. Parts the translator does
+not interpret yet are OpenModel so valid manifests are never rejected for them.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from lychgate.api.base import Model, OpenModel, Resource
+
+GROUP = "gateway.networking.k8s.io"
+
+
+class LocalParametersRef(Model):
+    group: str
+    kind: str
+    name: str
+    namespace: str | None = None
+
+
+class GatewayClassSpec(Model):
+    controller_name: str
+    parameters_ref: LocalParametersRef | None = None
+    description: str | None = None
+
+
+class GatewayClass(Resource):
+    KIND: ClassVar[str] = "GatewayClass"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1", "v1beta1")
+    NAMESPACED: ClassVar[bool] = False
+    spec: GatewayClassSpec
+
+
+# --- Gateway ---------------------------------------------------------------
+
+
+class SecretObjectReference(Model):
+    group: str = ""
+    kind: str = "Secret"
+    name: str
+    namespace: str | None = None
+
+
+class GatewayTLSConfig(Model):
+    mode: Literal["Terminate", "Passthrough"] = "Terminate"
+    certificate_refs: list[SecretObjectReference] = Field(default_factory=list)
+    options: dict[str, str] = Field(default_factory=dict)
+    frontend_validation: OpenModel | None = None
+
+
+class LabelSelector(Model):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class LabelSelectorRequirement(Model):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+
+class RouteNamespaces(Model):
+    from_: Literal["All", "Same", "Selector", "None"] = Field("Same", alias="from")
+    selector: LabelSelector | None = None
+
+
+class RouteGroupKind(Model):
+    group: str = GROUP
+    kind: str
+
+
+class AllowedRoutes(Model):
+    namespaces: RouteNamespaces = Field(default_factory=RouteNamespaces)
+    kinds: list[RouteGroupKind] = Field(default_factory=list)
+
+
+class Listener(Model):
+    name: str = Field(min_length=1, max_length=253)
+    hostname: str | None = None
+    port: int = Field(ge=1, le=65535)
+    protocol: str
+    tls: GatewayTLSConfig | None = None
+    allowed_routes: AllowedRoutes = Field(default_factory=AllowedRoutes)
+
+
+class GatewayAddress(Model):
+    type: str = "IPAddress"
+    value: str | None = None
+
+
+class GatewayInfrastructure(Model):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    parameters_ref: LocalParametersRef | None = None
+
+
+class GatewaySpec(Model):
+    gateway_class_name: str
+    listeners: list[Listener] = Field(min_length=1, max_length=64)
+    addresses: list[GatewayAddress] = Field(default_factory=list)
+    infrastructure: GatewayInfrastructure | None = None
+    tls: OpenModel | None = None
+    allowed_listeners: OpenModel | None = None
+    backend_tls: OpenModel | None = None
+
+
+class Gateway(Resource):
+    KIND: ClassVar[str] = "Gateway"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1", "v1beta1")
+    spec: GatewaySpec
+
+
+# --- HTTPRoute -------------------------------------------------------------
+
+
+class ParentReference(Model):
+    group: str = GROUP
+    kind: str = "Gateway"
+    namespace: str | None = None
+    name: str
+    section_name: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+
+
+class PathMatch(Model):
+    type: Literal["Exact", "PathPrefix", "RegularExpression"] = "PathPrefix"
+    value: str = "/"
+
+
+class HeaderMatch(Model):
+    type: Literal["Exact", "RegularExpression"] = "Exact"
+    name: str = Field(min_length=1)
+    value: str
+
+
+class QueryParamMatch(Model):
+    type: Literal["Exact", "RegularExpression"] = "Exact"
+    name: str = Field(min_length=1)
+    value: str
+
+
+HTTPMethod = Literal["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"]
+
+
+class HTTPRouteMatch(Model):
+    path: PathMatch | None = None
+    headers: list[HeaderMatch] = Field(default_factory=list)
+    query_params: list[QueryParamMatch] = Field(default_factory=list)
+    method: HTTPMethod | None = None
+
+
+class HTTPHeader(Model):
+    name: str = Field(min_length=1)
+    value: str
+
+
+class HeaderModifier(Model):
+    set: list[HTTPHeader] = Field(default_factory=list)
+    add: list[HTTPHeader] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+
+
+class PathModifier(Model):
+    type: Literal["ReplaceFullPath", "ReplacePrefixMatch"]
+    replace_full_path: str | None = None
+    replace_prefix_match: str | None = None
+
+
+class RequestRedirect(Model):
+    scheme: Literal["http", "https"] | None = None
+    hostname: str | None = None
+    path: PathModifier | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    status_code: Literal[301, 302, 303, 307, 308] = 302
+
+
+class URLRewrite(Model):
+    hostname: str | None = None
+    path: PathModifier | None = None
+
+
+class LocalObjectReference(Model):
+    group: str
+    kind: str
+    name: str
+
+
+class HTTPRouteFilter(Model):
+    type: Literal[
+        "RequestHeaderModifier",
+        "ResponseHeaderModifier",
+        "RequestMirror",
+        "RequestRedirect",
+        "URLRewrite",
+        "ExtensionRef",
+        "CORS",
+    ]
+    request_header_modifier: HeaderModifier | None = None
+    response_header_modifier: HeaderModifier | None = None
+    request_mirror: OpenModel | None = None
+    request_redirect: RequestRedirect | None = None
+    url_rewrite: URLRewrite | None = None
+    extension_ref: LocalObjectReference | None = None
+    cors: OpenModel | None = None
+
+
+class BackendRef(Model):
+    group: str = ""
+    kind: str = "Service"
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    weight: int = Field(1, ge=0, le=1_000_000)
+    filters: list[HTTPRouteFilter] = Field(default_factory=list)
+
+
+class HTTPRouteTimeouts(Model):
+    request: str | None = None
+    backend_request: str | None = None
+
+
+class HTTPRouteRule(Model):
+    name: str | None = None
+    matches: list[HTTPRouteMatch] = Field(
+        default_factory=lambda: [HTTPRouteMatch(path=PathMatch())], max_length=64
+    )
+    filters: list[HTTPRouteFilter] = Field(default_factory=list)
+    backend_refs: list[BackendRef] = Field(default_factory=list)
+    timeouts: HTTPRouteTimeouts | None = None
+    retry: OpenModel | None = None
+    session_persistence: OpenModel | None = None
+
+
+class HTTPRouteSpec(Model):
+    parent_refs: list[ParentReference] = Field(default_factory=list)
+    hostnames: list[str] = Field(default_factory=list)
+    rules: list[HTTPRouteRule] = Field(default_factory=lambda: [HTTPRouteRule()], max_length=16)
+
+
+class HTTPRoute(Resource):
+    KIND: ClassVar[str] = "HTTPRoute"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1", "v1beta1")
+    spec: HTTPRouteSpec
+
+
+# --- ReferenceGrant --------------------------------------------------------
+
+
+class ReferenceGrantFrom(Model):
+    group: str
+    kind: str
+    namespace: str
+
+
+class ReferenceGrantTo(Model):
+    group: str
+    kind: str
+    name: str | None = None
+
+
+class ReferenceGrantSpec(Model):
+    from_: list[ReferenceGrantFrom] = Field(alias="from", min_length=1)
+    to: list[ReferenceGrantTo] = Field(min_length=1)
+
+
+class ReferenceGrant(Resource):
+    KIND: ClassVar[str] = "ReferenceGrant"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1beta1", "v1")
+    spec: ReferenceGrantSpec
+

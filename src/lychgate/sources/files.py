@@ -1,0 +1,239 @@
+"""Local source: a directory of YAML manifests, watched for changes.
+
+It behaves like a small API server in front of the store: it stamps the
+metadata an API server would (uid, creationTimestamp, generation,
+resourceVersion), and a manifest that fails validation is rejected the way
+`kubectl apply` would be rejected: the last good version of that object stays
+in place and the error is recorded against the file, the document and the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from watchfiles import awatch
+
+from lychgate.api.base import ObjectKey, Resource, now
+from lychgate.api.registry import ManifestError, describe, parse
+from lychgate.log import component_logger
+from lychgate.store import Store
+
+log = component_logger("sources")
+
+try:  # libyaml is several times faster on large trees
+    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[attr-defined]
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _Loader = yaml.SafeLoader
+
+SUFFIXES = (".yaml", ".yml")
+
+# Kinds a cluster would run but local mode has no use for: skipped with a note
+# instead of an error, so conformance and kubectl manifests load as they are.
+IGNORED_KINDS = frozenset(
+    {"Deployment", "ConfigMap", "ServiceAccount", "Pod", "DaemonSet", "StatefulSet", "Role",
+     "RoleBinding", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A manifest problem, as shown by the log and `lychgate get errors`."""
+
+    file: str
+    document: int | None  # 1-based index in a multi-document file
+    object: str | None  # "HTTPRoute default/foo" when known
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        where = self.file + (f" (document {self.document})" if self.document else "")
+        return f"{where}: {self.message}"
+
+
+class FileSource:
+    def __init__(self, directory: Path, store: Store) -> None:
+        self.directory = directory
+        self.store = store
+        self._owned: dict[Path, dict[ObjectKey, Resource]] = {}
+        self._owner: dict[ObjectKey, Path] = {}
+        self.problems: dict[Path, list[Problem]] = {}
+        self._rv = itertools.count(1)
+
+    # --- loading ------------------------------------------------------------
+
+    def files(self) -> list[Path]:
+        if self.directory.is_file():
+            return [self.directory]
+        return sorted(
+            p for p in self.directory.rglob("*") if p.suffix in SUFFIXES and p.is_file()
+        )
+
+    def load_all(self) -> None:
+        for path in self.files():
+            self.reload(path)
+        self.store.synced = True
+        count = sum(len(v) for v in self._owned.values())
+        log.info("loaded %d objects from %d files in %s", count, len(self._owned), self.directory)
+
+    def reload(self, path: Path) -> None:
+        """Bring the store in line with one file (created, edited or deleted)."""
+        problems: list[Problem] = []
+        previous = self._owned.get(path, {})
+        if not path.exists():
+            self._replace(path, previous, {})
+            self.problems.pop(path, None)
+            return
+        try:
+            documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_Loader))
+        except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
+            # The whole file is unreadable: like a rejected apply, keep what it had.
+            problems.append(Problem(self._rel(path), None, None, f"cannot parse: {err}"))
+            self._report(path, problems)
+            return
+        current: dict[ObjectKey, Resource] = {}
+        for index, raw in enumerate(documents, start=1):
+            if raw is None:
+                continue
+            self._admit_document(path, index, raw, previous, current, problems)
+        self._replace(path, previous, current)
+        self._report(path, problems)
+
+    def _admit_document(
+        self,
+        path: Path,
+        index: int,
+        raw: Any,
+        previous: dict[ObjectKey, Resource],
+        current: dict[ObjectKey, Resource],
+        problems: list[Problem],
+    ) -> None:
+        if isinstance(raw, dict) and raw.get("kind") == "List" and isinstance(raw.get("items"), list):
+            for item in raw["items"]:
+                self._admit_document(path, index, item, previous, current, problems)
+            return
+        if isinstance(raw, dict) and raw.get("kind") in IGNORED_KINDS:
+            log.debug("%s: skipping %s (not used in local mode)", self._rel(path), describe(raw))
+            return
+        try:
+            obj = parse(raw)
+        except ManifestError as err:
+            problems.append(Problem(self._rel(path), index, describe(raw), str(err)))
+            kept = self._identity(raw)
+            if kept is not None and kept in previous:
+                current[kept] = previous[kept]  # the last good version keeps serving
+            return
+        owner = self._owner.get(obj.key)
+        if owner is not None and owner != path:
+            problems.append(
+                Problem(self._rel(path), index, str(obj.key),
+                        f"{obj.key} is already defined in {self._rel(owner)}; this copy is ignored")
+            )
+            return
+        if obj.key in current:
+            problems.append(
+                Problem(self._rel(path), index, str(obj.key),
+                        f"{obj.key} appears twice in this file; the later copy wins")
+            )
+        current[obj.key] = self._stamp(obj, previous.get(obj.key) or self.store.get_key(obj.key))
+
+    def _identity(self, raw: Any) -> ObjectKey | None:
+        if not isinstance(raw, dict):
+            return None
+        meta = raw.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            return None
+        ns = meta.get("namespace") or "default"
+        for key in (ObjectKey(str(raw.get("kind")), ns, meta["name"]),
+                    ObjectKey(str(raw.get("kind")), "", meta["name"])):
+            if key in self._owner:
+                return key
+        return None
+
+    def _stamp(self, obj: Resource, old: Resource | None) -> Resource:
+        """Set the metadata an API server would own; status is never read from files."""
+        meta = obj.metadata
+        spec_changed = old is None or _content(old) != _content(obj)
+        generation = 1 if old is None else old.generation + (1 if spec_changed else 0)
+        created = (old.metadata.creation_timestamp if old else None) or meta.creation_timestamp or now()
+        uid = meta.uid or (old.metadata.uid if old else None) or _uid(obj.key)
+        rv = str(next(self._rv)) if spec_changed or old is None else old.metadata.resource_version
+        new_meta = meta.model_copy(
+            update={"generation": generation, "creation_timestamp": created, "uid": uid,
+                    "resource_version": rv}
+        )
+        return obj.model_copy(update={"metadata": new_meta, "status": None})
+
+    def _replace(
+        self, path: Path, previous: dict[ObjectKey, Resource], current: dict[ObjectKey, Resource]
+    ) -> None:
+        for key in previous.keys() - current.keys():
+            self.store.delete(key)
+            self._owner.pop(key, None)
+        for key, obj in current.items():
+            self.store.upsert(obj)
+            self._owner[key] = path
+        if current:
+            self._owned[path] = current
+        else:
+            self._owned.pop(path, None)
+
+    def _report(self, path: Path, problems: list[Problem]) -> None:
+        old = self.problems.get(path, [])
+        if problems:
+            self.problems[path] = problems
+        else:
+            self.problems.pop(path, None)
+        if problems != old:
+            for problem in problems:
+                log.error("%s", problem)
+            if old and not problems:
+                log.info("%s: all problems resolved", self._rel(path))
+
+    def _rel(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.directory if self.directory.is_dir() else path.parent))
+        except ValueError:
+            return str(path)
+
+    def all_problems(self) -> list[Problem]:
+        return [p for problems in self.problems.values() for p in problems]
+
+    # --- watching -------------------------------------------------------------
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        """Apply file changes as they happen until stop is set."""
+        log.info("watching %s for changes", self.directory)
+        async for changes in awatch(
+            self.directory, stop_event=stop, debounce=200, step=5, recursive=True,
+            watch_filter=lambda _change, p: p.endswith(SUFFIXES),
+        ):
+            paths = sorted({Path(p) for _, p in changes})
+            log.debug("sync: %d changed files", len(paths))
+            for path in paths:
+                self.reload(path)
+
+
+def _content(obj: Resource) -> Any:
+    """Everything but metadata and status: what bumps generation in an API server."""
+    return obj.model_dump(exclude={"metadata", "status"}, by_alias=True)
+
+
+def _uid(key: ObjectKey) -> str:
+    digest = hashlib.sha1(str(key).encode(), usedforsecurity=False).digest()
+    return str(uuid.UUID(bytes=digest[:16]))
+
+
+def load_documents(paths: Iterable[Path]) -> list[Any]:
+    """All YAML documents of the given files (used by tests and `lychgate translate`)."""
+    docs: list[Any] = []
+    for path in paths:
+        docs.extend(d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_Loader) if d)
+    return docs

@@ -1,0 +1,67 @@
+"""Computed status, kept per object with stable lastTransitionTime.
+
+Translation recomputes status from scratch on every pass; this store keeps the
+previous transition time of any condition whose status did not change, and
+tells writers exactly which objects' status changed (so an API server is never
+written to when nothing changed).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from lychgate.api.base import ObjectKey
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition_lists(status: dict[str, Any]) -> Iterable[tuple[str, list[dict[str, Any]]]]:
+    """Every conditions list in a status, with a path naming where it sits."""
+    if isinstance(status.get("conditions"), list):
+        yield "", status["conditions"]
+    for group, ident in (("listeners", "name"), ("parents", "parentRef"), ("ancestors", "ancestorRef")):
+        for item in status.get(group) or []:
+            if isinstance(item.get("conditions"), list):
+                yield f"{group}/{item.get(ident)}", item["conditions"]
+
+
+class StatusStore:
+    def __init__(self) -> None:
+        self._status: dict[ObjectKey, dict[str, Any]] = {}
+        self._plain: dict[ObjectKey, dict[str, Any]] = {}
+
+    def get(self, key: ObjectKey) -> dict[str, Any] | None:
+        return self._status.get(key)
+
+    def items(self) -> Iterable[tuple[ObjectKey, dict[str, Any]]]:
+        return self._status.items()
+
+    def update(self, computed: dict[ObjectKey, dict[str, Any]]) -> set[ObjectKey]:
+        """Replace all statuses; return the keys whose status changed."""
+        changed: set[ObjectKey] = set()
+        stamp = _now()
+        for key in list(self._status):
+            if key not in computed:
+                del self._status[key]
+                del self._plain[key]
+                changed.add(key)
+        for key, status in computed.items():
+            if self._plain.get(key) == status:
+                continue
+            old = self._status.get(key, {})
+            old_conds = {(path, c["type"]): c for path, conds in _condition_lists(old) for c in conds}
+            new = copy.deepcopy(status)
+            for path, conds in _condition_lists(new):
+                for c in conds:
+                    prev = old_conds.get((path, c["type"]))
+                    same = prev is not None and prev["status"] == c["status"]
+                    c["lastTransitionTime"] = prev["lastTransitionTime"] if same and prev else stamp
+            self._plain[key] = copy.deepcopy(status)
+            self._status[key] = new
+            changed.add(key)
+        return changed

@@ -1,0 +1,3 @@
+from lychgate.store.store import Change, Store
+
+__all__ = ["Change", "Store"]

@@ -1,0 +1,116 @@
+"""The object store: every object the sources delivered, indexed for translation.
+
+Sources (files or the Kubernetes API) write here; translation reads. Each write
+records which keys changed so the control loop can tell what to recompute.
+Objects are immutable pydantic models, so readers may hold them without copying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from lychgate.api.base import ObjectKey, Resource
+from lychgate.api.core import EndpointSlice
+
+R = TypeVar("R", bound=Resource)
+
+
+@dataclass
+class Change:
+    """Keys touched since the last drain, and a counter that only goes up."""
+
+    keys: set[ObjectKey] = field(default_factory=set)
+    revision: int = 0
+
+
+class Store:
+    def __init__(self) -> None:
+        self._by_kind: dict[str, dict[ObjectKey, Resource]] = defaultdict(dict)
+        # EndpointSlices by the (namespace, service) they belong to: the one
+        # lookup translation does per backend.
+        self._slices: dict[tuple[str, str], dict[ObjectKey, EndpointSlice]] = defaultdict(dict)
+        self._pending = Change()
+        self._revision = 0
+        self._wakeup = asyncio.Event()
+        self.synced = False
+
+    # --- writes -----------------------------------------------------------
+
+    def upsert(self, obj: Resource) -> bool:
+        """Store obj; return False when it equals what is stored already."""
+        key = obj.key
+        old = self._by_kind[key.kind].get(key)
+        if old == obj:
+            return False
+        if isinstance(old, EndpointSlice):
+            self._unindex_slice(old)
+        self._by_kind[key.kind][key] = obj
+        if isinstance(obj, EndpointSlice) and obj.service_name:
+            self._slices[(key.namespace, obj.service_name)][key] = obj
+        self._touch(key)
+        return True
+
+    def delete(self, key: ObjectKey) -> Resource | None:
+        old = self._by_kind[key.kind].pop(key, None)
+        if old is None:
+            return None
+        if isinstance(old, EndpointSlice):
+            self._unindex_slice(old)
+        self._touch(key)
+        return old
+
+    def _unindex_slice(self, old: EndpointSlice) -> None:
+        if old.service_name:
+            bucket = self._slices.get((old.namespace, old.service_name))
+            if bucket is not None:
+                bucket.pop(old.key, None)
+
+    def _touch(self, key: ObjectKey) -> None:
+        self._revision += 1
+        self._pending.keys.add(key)
+        self._pending.revision = self._revision
+        self._wakeup.set()
+
+    # --- reads ------------------------------------------------------------
+
+    def get(self, cls: type[R], namespace: str, name: str) -> R | None:
+        obj = self._by_kind[cls.KIND].get(ObjectKey(cls.KIND, namespace, name))
+        return obj if isinstance(obj, cls) else None
+
+    def get_key(self, key: ObjectKey) -> Resource | None:
+        return self._by_kind[key.kind].get(key)
+
+    def list(self, cls: type[R], namespace: str | None = None) -> list[R]:
+        items: Iterable[Resource] = self._by_kind[cls.KIND].values()
+        if namespace is not None:
+            items = (o for o in items if o.namespace == namespace)
+        return [o for o in items if isinstance(o, cls)]
+
+    def kinds(self) -> list[str]:
+        return sorted(k for k, v in self._by_kind.items() if v)
+
+    def all(self) -> Iterator[Resource]:
+        for bucket in self._by_kind.values():
+            yield from bucket.values()
+
+    def endpoint_slices(self, namespace: str, service: str) -> list[EndpointSlice]:
+        return list(self._slices.get((namespace, service), {}).values())
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    # --- change feed ----------------------------------------------------------
+
+    async def wait_for_change(self) -> None:
+        await self._wakeup.wait()
+
+    def drain(self) -> Change:
+        """Take the changes recorded since the last drain."""
+        change, self._pending = self._pending, Change(revision=self._revision)
+        self._wakeup.clear()
+        return change

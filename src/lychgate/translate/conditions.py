@@ -1,0 +1,31 @@
+"""Status conditions as translation computes them.
+
+lastTransitionTime is left out here: the status layer stamps it, keeping the
+old time when a condition did not change, so that recomputing status from
+scratch on every pass does not look like a flurry of transitions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def condition(
+    type_: str, status: bool, reason: str, message: str, generation: int
+) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+    }
+
+
+def set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> None:
+    """Replace the condition of the same type, or append it."""
+    for i, old in enumerate(conditions):
+        if old["type"] == new["type"]:
+            conditions[i] = new
+            return
+    conditions.append(new)

@@ -1,0 +1,307 @@
+"""Gateway API → IR: one pass over the store, producing per-Gateway IR and status.
+
+Pure given its inputs: the store, the infrastructure facts (addresses) and the
+feedback from running proxies (for example a port Envoy could not bind).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lychgate import ir
+from lychgate.api.base import ObjectKey
+from lychgate.api.gateway import GROUP, Gateway, GatewayClass, HTTPRoute, ParentReference
+from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
+from lychgate.api.lychgate import GatewayParameters
+from lychgate.store import Store
+from lychgate.translate.conditions import condition
+from lychgate.translate.hostnames import effective_hostnames
+from lychgate.translate.listeners import ListenerState, validate_listeners
+from lychgate.translate.routes import CompiledRoute, compile_route, precedence_key
+
+CONTROLLER_NAME = "gateway.lychgate.dev/lychgate"
+
+
+@dataclass(frozen=True)
+class ProxyIntent:
+    """What the deployer needs to run one Gateway's proxy."""
+
+    namespace: str
+    name: str
+    address: str
+    log_level: str
+    ports: tuple[int, ...]
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    parameters: GatewayParameters | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class Feedback:
+    """Facts from the running data plane that status must reflect."""
+
+    # (gateway ref, port) -> why Envoy could not program that listener
+    listener_errors: dict[tuple[str, int], str] = field(default_factory=dict)
+    # gateway ref -> None (no proxy yet) / "" (programmed) / why not
+    proxy_state: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class Translation:
+    gateways: dict[str, ir.GatewayIR] = field(default_factory=dict)
+    proxies: dict[str, ProxyIntent] = field(default_factory=dict)
+    status: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
+
+
+AddressFor = Callable[[Gateway], str | None]
+
+
+@dataclass
+class _GatewayCtx:
+    gateway: Gateway
+    listeners: list[ListenerState]
+    # (port, hostname) -> [(route, ir route)]
+    vhosts: dict[tuple[int, str], list[tuple[HTTPRoute, ir.Route]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    clusters: dict[str, ir.Cluster] = field(default_factory=dict)
+
+
+def translate(
+    store: Store, address_for: AddressFor, feedback: Feedback | None = None
+) -> Translation:
+    feedback = feedback or Feedback()
+    out = Translation()
+    classes = _our_classes(store, out)
+    ctxs: dict[tuple[str, str], _GatewayCtx] = {}
+    for gw in sorted(store.list(Gateway), key=lambda g: (g.namespace, g.name)):
+        if gw.spec.gateway_class_name in classes:
+            ctxs[(gw.namespace, gw.name)] = _GatewayCtx(gw, validate_listeners(gw))
+
+    for route in sorted(store.list(HTTPRoute), key=lambda r: (r.namespace, r.name)):
+        _attach_route(store, route, ctxs, out)
+
+    for ctx in ctxs.values():
+        _finish_gateway(store, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback, out)
+    return out
+
+
+def _our_classes(store: Store, out: Translation) -> dict[str, GatewayClass]:
+    ours: dict[str, GatewayClass] = {}
+    for gc in store.list(GatewayClass):
+        if gc.spec.controller_name != CONTROLLER_NAME:
+            continue
+        ours[gc.name] = gc
+        ok, message = True, "GatewayClass is accepted by lychgate"
+        ref = gc.spec.parameters_ref
+        if ref is not None:
+            if ref.group != LYCHGATE_GROUP or ref.kind != "GatewayParameters":
+                ok, message = False, f"parametersRef must be {LYCHGATE_GROUP}/GatewayParameters, not {ref.group}/{ref.kind}"
+            elif store.get(GatewayParameters, ref.namespace or "", ref.name) is None:
+                ok, message = False, f"GatewayParameters {ref.namespace}/{ref.name} not found"
+        out.status[gc.key] = {
+            "conditions": [
+                condition("Accepted", ok, "Accepted" if ok else "InvalidParameters", message, gc.generation)
+            ]
+        }
+    return ours
+
+
+def _parent_key(route: HTTPRoute, ref: ParentReference) -> dict[str, Any]:
+    key: dict[str, Any] = {"group": ref.group, "kind": ref.kind, "name": ref.name,
+                           "namespace": ref.namespace or route.namespace}
+    if ref.section_name is not None:
+        key["sectionName"] = ref.section_name
+    if ref.port is not None:
+        key["port"] = ref.port
+    return key
+
+
+def _attach_route(
+    store: Store, route: HTTPRoute, ctxs: dict[tuple[str, str], _GatewayCtx], out: Translation
+) -> None:
+    compiled: CompiledRoute | None = None
+    parents: list[dict[str, Any]] = []
+    gen = route.generation
+    for ref in route.spec.parent_refs:
+        if ref.group != GROUP or ref.kind != "Gateway":
+            continue
+        ns = ref.namespace or route.namespace
+        ctx = ctxs.get((ns, ref.name))
+        if ctx is None:
+            if store.get(Gateway, ns, ref.name) is None:
+                parents.append(_parent_status(route, ref, [
+                    condition("Accepted", False, "NoMatchingParent", f"Gateway {ns}/{ref.name} not found", gen),
+                    condition("ResolvedRefs", True, "ResolvedRefs", "", gen),
+                ]))
+            continue  # a Gateway of another controller: not ours to report
+        if compiled is None:
+            compiled = compile_route(store, route)
+        parents.append(_parent_status(route, ref, _attach_to_gateway(store, route, ref, ctx, compiled)))
+    if parents:
+        out.status[route.key] = {"parents": parents}
+
+
+def _parent_status(route: HTTPRoute, ref: ParentReference, conds: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"parentRef": _parent_key(route, ref), "controllerName": CONTROLLER_NAME, "conditions": conds}
+
+
+def _attach_to_gateway(
+    store: Store, route: HTTPRoute, ref: ParentReference, ctx: _GatewayCtx, compiled: CompiledRoute
+) -> list[dict[str, Any]]:
+    gen = route.generation
+    gw = ctx.gateway
+    candidates = [
+        l for l in ctx.listeners
+        if (ref.section_name is None or l.name == ref.section_name)
+        and (ref.port is None or l.spec.port == ref.port)
+    ]
+    conds: list[dict[str, Any]] = []
+    if not candidates:
+        what = " and ".join(
+            part for part in (
+                f"sectionName {ref.section_name}" if ref.section_name else "",
+                f"port {ref.port}" if ref.port else "",
+            ) if part
+        )
+        conds.append(condition("Accepted", False, "NoMatchingParent",
+                               f"Gateway {gw.namespace}/{gw.name} has no listener with {what}", gen))
+    else:
+        usable = [l for l in candidates if l.usable]
+        allowed = [
+            l for l in usable
+            if "HTTPRoute" in l.allowed_kinds() and l.admits_namespace(store, gw, route.namespace)
+        ]
+        attached: list[tuple[ListenerState, list[str]]] = []
+        for listener in allowed:
+            hosts = effective_hostnames(listener.spec.hostname, list(route.spec.hostnames))
+            if hosts:
+                attached.append((listener, hosts))
+        if not usable:
+            conds.append(condition("Accepted", False, "NoMatchingParent",
+                                   "every matching listener is invalid: " + "; ".join(l.invalid_message for l in candidates), gen))
+        elif not allowed:
+            conds.append(condition("Accepted", False, "NotAllowedByListeners",
+                                   f"listeners {', '.join(l.name for l in usable)} do not allow HTTPRoutes from namespace {route.namespace}", gen))
+        elif not attached:
+            conds.append(condition("Accepted", False, "NoMatchingListenerHostname",
+                                   f"no hostname of the route ({', '.join(route.spec.hostnames)}) matches a listener hostname", gen))
+        elif compiled.rule_count and len(compiled.replaced) == compiled.rule_count:
+            conds.append(condition("Accepted", False, "UnsupportedValue",
+                                   "every rule is invalid and answers 500: " + "; ".join(compiled.replaced), gen))
+        else:
+            conds.append(condition("Accepted", True, "Accepted", f"attached to {', '.join(l.name for l, _ in attached)}", gen))
+        for listener, hosts in attached:
+            listener.attached_routes += 1
+            for host in hosts:
+                bucket = ctx.vhosts[(listener.spec.port, host)]
+                bucket.extend((route, r) for r in compiled.routes)
+        if attached:
+            ctx.clusters.update(compiled.clusters)
+    if compiled.unresolved:
+        conds.append(condition("ResolvedRefs", False, compiled.unresolved_reason or "BackendNotFound",
+                               "; ".join(compiled.unresolved), gen))
+    else:
+        conds.append(condition("ResolvedRefs", True, "ResolvedRefs", "all backend references resolved", gen))
+    if compiled.replaced and len(compiled.replaced) < compiled.rule_count:
+        conds.append(condition("PartiallyInvalid", True, "UnsupportedValue",
+                               "replaced by a direct 500 response: " + "; ".join(compiled.replaced), gen))
+    return conds
+
+
+def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayParameters | None, str | None]:
+    infra = gw.spec.infrastructure
+    if infra and infra.parameters_ref:
+        ref = infra.parameters_ref
+        if ref.group != LYCHGATE_GROUP or ref.kind != "GatewayParameters":
+            return None, f"spec.infrastructure.parametersRef must be {LYCHGATE_GROUP}/GatewayParameters, not {ref.group}/{ref.kind}"
+        params = store.get(GatewayParameters, gw.namespace, ref.name)
+        if params is None:
+            return None, f"spec.infrastructure.parametersRef: GatewayParameters {gw.namespace}/{ref.name} not found"
+        return params, None
+    cref = gc.spec.parameters_ref
+    if cref and cref.group == LYCHGATE_GROUP and cref.kind == "GatewayParameters":
+        return store.get(GatewayParameters, cref.namespace or "", cref.name), None
+    return None, None
+
+
+def _finish_gateway(
+    store: Store,
+    ctx: _GatewayCtx,
+    gc: GatewayClass,
+    address_for: AddressFor,
+    feedback: Feedback,
+    out: Translation,
+) -> None:
+    gw = ctx.gateway
+    gen = gw.generation
+    ref = f"{gw.namespace}/{gw.name}"
+    params, params_error = _parameters(store, gw, gc)
+    address = address_for(gw)
+
+    for listener in ctx.listeners:
+        error = feedback.listener_errors.get((ref, listener.spec.port))
+        if listener.usable and error:
+            listener.programmed_error = error
+
+    conds: list[dict[str, Any]] = []
+    usable = [l for l in ctx.listeners if l.usable]
+    if params_error:
+        conds.append(condition("Accepted", False, "InvalidParameters", params_error, gen))
+    elif not usable:
+        conds.append(condition("Accepted", False, "ListenersNotValid", "no listener is valid", gen))
+    elif len(usable) < len(ctx.listeners):
+        bad = ", ".join(l.name for l in ctx.listeners if not l.usable)
+        conds.append(condition("Accepted", True, "ListenersNotValid", f"invalid listeners are not served: {bad}", gen))
+    else:
+        conds.append(condition("Accepted", True, "Accepted", "Gateway is accepted", gen))
+
+    serving = not params_error and bool(usable) and address is not None
+    state = feedback.proxy_state.get(ref)
+    if address is None:
+        conds.append(condition("Programmed", False, "AddressNotAssigned", "no address could be assigned", gen))
+    elif not serving:
+        conds.append(condition("Programmed", False, "Invalid", "Gateway is not accepted, so no proxy is run", gen))
+    elif state == "":
+        conds.append(condition("Programmed", True, "Programmed", "proxy is running and has accepted its configuration", gen))
+    else:
+        conds.append(condition("Programmed", False, "Pending", state or "waiting for the proxy to start and accept its configuration", gen))
+
+    status: dict[str, Any] = {
+        "conditions": conds,
+        "listeners": [l.status(gen) for l in ctx.listeners],
+    }
+    if address is not None:
+        status["addresses"] = [{"type": "IPAddress", "value": address}]
+    out.status[gw.key] = status
+    if not serving or address is None:
+        return
+
+    listeners: list[ir.HTTPListener] = []
+    for port in sorted({l.spec.port for l in usable}):
+        hosts = sorted(h for (p, h) in ctx.vhosts if p == port)
+        vhosts = []
+        for host in hosts:
+            entries = sorted(ctx.vhosts[(port, host)], key=lambda e: precedence_key(e[0], e[1]))
+            vhosts.append(ir.VirtualHost(name=f"{port}/{host}", domains=(host,), routes=tuple(r for _, r in entries)))
+        listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts)))
+    out.gateways[ref] = ir.GatewayIR(
+        namespace=gw.namespace, name=gw.name, listeners=tuple(listeners),
+        clusters=tuple(ctx.clusters[k] for k in sorted(ctx.clusters)),
+    )
+    log_level = params.spec.kube.envoy_container.bootstrap.log_level if params else "info"
+    infra = gw.spec.infrastructure
+    out.proxies[ref] = ProxyIntent(
+        namespace=gw.namespace, name=gw.name, address=address, log_level=log_level,
+        ports=tuple(l.port for l in listeners),
+        labels=tuple(sorted(infra.labels.items())) if infra else (),
+        annotations=tuple(sorted(infra.annotations.items())) if infra else (),
+        parameters=params,
+    )

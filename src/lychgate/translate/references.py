@@ -1,0 +1,128 @@
+"""Cross-object references: ReferenceGrants and Service backends.
+
+A reference that cannot be followed becomes a `Resolution` with the Gateway API
+reason and a message that names the missing piece, never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lychgate import ir
+from lychgate.api.core import Service, ServicePort
+from lychgate.api.gateway import ReferenceGrant
+from lychgate.store import Store
+
+H2C_APP_PROTOCOLS = frozenset({"kubernetes.io/h2c", "h2c", "http2", "grpc"})
+
+
+def grant_allows(
+    store: Store,
+    from_group: str,
+    from_kind: str,
+    from_namespace: str,
+    to_group: str,
+    to_kind: str,
+    to_namespace: str,
+    to_name: str,
+) -> bool:
+    """Is a reference from (group, kind, namespace) to an object in another
+    namespace allowed by a ReferenceGrant living in the target namespace?"""
+    if from_namespace == to_namespace:
+        return True
+    for grant in store.list(ReferenceGrant, to_namespace):
+        if not any(
+            f.group == from_group and f.kind == from_kind and f.namespace == from_namespace
+            for f in grant.spec.from_
+        ):
+            continue
+        if any(
+            t.group == to_group and t.kind == to_kind and (t.name in (None, "", to_name))
+            for t in grant.spec.to
+        ):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Resolution:
+    cluster: ir.Cluster | None
+    reason: str = "ResolvedRefs"
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.cluster is not None
+
+
+def cluster_name(namespace: str, service: str, port: int) -> str:
+    return f"kube/{namespace}/{service}/{port}"
+
+
+def resolve_service(
+    store: Store,
+    *,
+    from_kind: str,
+    from_namespace: str,
+    group: str,
+    kind: str,
+    namespace: str,
+    name: str,
+    port: int | None,
+    from_group: str = "gateway.networking.k8s.io",
+) -> Resolution:
+    """Resolve a backendRef to a cluster with the Service's ready endpoints."""
+    where = f"{namespace}/{name}"
+    if group not in ("", "core") or kind != "Service":
+        return Resolution(None, "InvalidKind", f"backendRef {group or 'core'}/{kind} {where} is not a supported kind; use a Service")
+    if not grant_allows(store, from_group, from_kind, from_namespace, "", "Service", namespace, name):
+        return Resolution(
+            None,
+            "RefNotPermitted",
+            f"Service {where} is in another namespace and no ReferenceGrant in {namespace} "
+            f"allows {from_kind} from {from_namespace} to refer to it",
+        )
+    service = store.get(Service, namespace, name)
+    if service is None:
+        return Resolution(None, "BackendNotFound", f"Service {where} not found")
+    if port is None:
+        return Resolution(None, "BackendNotFound", f"backendRef to Service {where} needs a port")
+    service_port = service.port(port)
+    if service_port is None:
+        ports = ", ".join(str(p.port) for p in service.spec.ports) or "none"
+        return Resolution(None, "BackendNotFound", f"Service {where} has no port {port} (ports: {ports})")
+    protocol = "h2c" if (service_port.app_protocol or "").lower() in H2C_APP_PROTOCOLS else "http1"
+    return Resolution(
+        ir.Cluster(
+            name=cluster_name(namespace, name, port),
+            endpoints=tuple(service_endpoints(store, service, service_port)),
+            protocol=protocol,
+        )
+    )
+
+
+def service_endpoints(store: Store, service: Service, port: ServicePort) -> list[ir.Endpoint]:
+    """Ready endpoints of a Service port, from its EndpointSlices.
+
+    The Service port is matched to the slice port by name (as kube-proxy does);
+    an unnamed single port matches the slice's unnamed port.
+    """
+    out: list[ir.Endpoint] = []
+    seen: set[tuple[str, int]] = set()
+    for eps in sorted(store.endpoint_slices(service.namespace, service.name), key=lambda s: s.name):
+        number = next(
+            (p.port for p in eps.ports if (p.name or "") == (port.name or "") and p.port),
+            None,
+        )
+        if number is None and isinstance(port.target_port, int):
+            number = port.target_port
+        if number is None:
+            continue
+        for endpoint in eps.endpoints:
+            if endpoint.conditions.ready is False:
+                continue
+            for address in endpoint.addresses:
+                if (address, number) not in seen:
+                    seen.add((address, number))
+                    out.append(ir.Endpoint(address, number))
+    return out

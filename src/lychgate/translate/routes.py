@@ -1,0 +1,249 @@
+"""HTTPRoute rules → IR routes, with their references resolved.
+
+Compilation does not depend on which Gateway a route attaches to, so one
+compiled route serves every parent and hostname it is attached under.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lychgate import ir
+from lychgate.api.gateway import (
+    HeaderModifier,
+    HTTPRoute,
+    HTTPRouteFilter,
+    HTTPRouteMatch,
+    HTTPRouteRule,
+)
+from lychgate.store import Store
+from lychgate.translate.references import resolve_service
+
+# Filter type -> the model attribute that carries its configuration.
+SUPPORTED_FILTERS: dict[str, str] = {
+    "RequestHeaderModifier": "request_header_modifier",
+    "ResponseHeaderModifier": "response_header_modifier",
+    "RequestRedirect": "request_redirect",
+    "URLRewrite": "url_rewrite",
+}
+
+
+@dataclass
+class CompiledRoute:
+    routes: list[ir.Route] = field(default_factory=list)
+    clusters: dict[str, ir.Cluster] = field(default_factory=dict)
+    # ResolvedRefs=False reason and messages (first reason wins, all messages kept)
+    unresolved_reason: str | None = None
+    unresolved: list[str] = field(default_factory=list)
+    # Rules replaced by a 500 (standard validation): "rule 1: why"
+    replaced: list[str] = field(default_factory=list)
+    rule_count: int = 0
+
+
+class InvalidRule(ValueError):
+    """A rule Envoy cannot or must not serve as written."""
+
+
+def compile_route(store: Store, route: HTTPRoute) -> CompiledRoute:
+    out = CompiledRoute(rule_count=len(route.spec.rules))
+    for rule_index, rule in enumerate(route.spec.rules):
+        try:
+            _compile_rule(store, route, rule_index, rule, out)
+        except InvalidRule as err:
+            label = rule.name or str(rule_index)
+            reason = f"rule {label}: {err}"
+            out.replaced.append(reason)
+            for match_index, match in enumerate(rule.matches):
+                out.routes.append(
+                    ir.Route(
+                        source=_source(route, rule_index, match_index, rule),
+                        match=_safe_match(match),
+                        action=ir.DirectResponse(500, f"route {route.namespace}/{route.name} {reason}\n"),
+                        replaced_because=reason,
+                    )
+                )
+    return out
+
+
+def _source(route: HTTPRoute, rule: int, match: int, spec: HTTPRouteRule) -> ir.RouteSource:
+    return ir.RouteSource("HTTPRoute", route.namespace, route.name, rule, match, spec.name)
+
+
+def _compile_rule(
+    store: Store, route: HTTPRoute, rule_index: int, rule: HTTPRouteRule, out: CompiledRoute
+) -> None:
+    request_headers = ir.HeaderOps()
+    response_headers = ir.HeaderOps()
+    redirect: ir.Redirect | None = None
+    rewrite_host = rewrite_full = rewrite_prefix = None
+    for f in rule.filters:
+        _check_filter(f)
+        if f.type == "RequestHeaderModifier" and f.request_header_modifier:
+            request_headers = _header_ops(f.request_header_modifier)
+        elif f.type == "ResponseHeaderModifier" and f.response_header_modifier:
+            response_headers = _header_ops(f.response_header_modifier)
+        elif f.type == "RequestRedirect" and f.request_redirect:
+            r = f.request_redirect
+            redirect = ir.Redirect(
+                scheme=r.scheme, hostname=r.hostname, port=r.port, status=r.status_code,
+                full_path=r.path.replace_full_path if r.path and r.path.type == "ReplaceFullPath" else None,
+                prefix_rewrite=r.path.replace_prefix_match if r.path and r.path.type == "ReplacePrefixMatch" else None,
+            )
+        elif f.type == "URLRewrite" and f.url_rewrite:
+            rewrite_host = f.url_rewrite.hostname
+            if f.url_rewrite.path:
+                rewrite_full = f.url_rewrite.path.replace_full_path
+                rewrite_prefix = f.url_rewrite.path.replace_prefix_match
+    if redirect and rule.backend_refs:
+        raise InvalidRule("RequestRedirect cannot be combined with backendRefs")
+
+    action: ir.Action
+    if redirect is not None:
+        action = redirect
+    else:
+        action = _forward(store, route, rule, out)
+
+    for match_index, match in enumerate(rule.matches):
+        m = _match(match)
+        if (rewrite_prefix is not None or (redirect and redirect.prefix_rewrite is not None)) and m.path_type != "PathPrefix":
+            raise InvalidRule("ReplacePrefixMatch needs a PathPrefix match")
+        out.routes.append(
+            ir.Route(
+                source=_source(route, rule_index, match_index, rule),
+                match=m,
+                action=action,
+                request_headers=request_headers,
+                response_headers=response_headers,
+                url_rewrite_host=rewrite_host,
+                url_rewrite_path_full=rewrite_full,
+                url_rewrite_path_prefix=rewrite_prefix,
+            )
+        )
+
+
+def _forward(store: Store, route: HTTPRoute, rule: HTTPRouteRule, out: CompiledRoute) -> ir.Action:
+    backends: list[ir.WeightedCluster] = []
+    for ref in rule.backend_refs:
+        for f in ref.filters:
+            _check_filter(f)
+        res = resolve_service(
+            store, from_kind="HTTPRoute", from_namespace=route.namespace, group=ref.group,
+            kind=ref.kind, namespace=ref.namespace or route.namespace, name=ref.name, port=ref.port,
+        )
+        if not res.ok:
+            out.unresolved_reason = out.unresolved_reason or res.reason
+            out.unresolved.append(res.message)
+        elif res.cluster is not None:
+            out.clusters[res.cluster.name] = res.cluster
+        if ref.weight == 0:
+            continue
+        req = next((_header_ops(f.request_header_modifier) for f in ref.filters
+                    if f.type == "RequestHeaderModifier" and f.request_header_modifier), ir.HeaderOps())
+        resp = next((_header_ops(f.response_header_modifier) for f in ref.filters
+                     if f.type == "ResponseHeaderModifier" and f.response_header_modifier), ir.HeaderOps())
+        backends.append(ir.WeightedCluster(res.cluster.name if res.cluster else None, ref.weight, req, resp))
+    if not backends or all(b.cluster is None for b in backends):
+        # No usable backend: the Gateway API asks for a 500, not a 404 or 503.
+        why = "; ".join(out.unresolved) if rule.backend_refs else "rule has no backendRefs"
+        return ir.DirectResponse(500, f"no valid backend: {why}\n" if why else "")
+    timeout = _duration_ms(rule.timeouts.request, "timeouts.request") if rule.timeouts else None
+    backend_timeout = (
+        _duration_ms(rule.timeouts.backend_request, "timeouts.backendRequest") if rule.timeouts else None
+    )
+    return ir.Forward(tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout)
+
+
+def _check_filter(f: HTTPRouteFilter) -> None:
+    attr = SUPPORTED_FILTERS.get(f.type)
+    if attr is None:
+        raise InvalidRule(f"filter {f.type} is not supported yet")
+    if getattr(f, attr) is None:
+        raise InvalidRule(f"filter {f.type} needs its {f.type[0].lower() + f.type[1:]} field")
+
+
+def _header_ops(mod: HeaderModifier | None) -> ir.HeaderOps:
+    if mod is None:
+        return ir.HeaderOps()
+    return ir.HeaderOps(
+        set=tuple((h.name, h.value) for h in mod.set),
+        add=tuple((h.name, h.value) for h in mod.add),
+        remove=tuple(mod.remove),
+    )
+
+
+def _match(match: HTTPRouteMatch) -> ir.Match:
+    path_type, path = "PathPrefix", "/"
+    if match.path is not None:
+        path_type, path = match.path.type, match.path.value
+    if path_type == "RegularExpression":
+        _check_regex(path, "path")
+    elif not path.startswith("/"):
+        raise InvalidRule(f"path {path!r} must start with '/'")
+    for h in match.headers:
+        if h.type == "RegularExpression":
+            _check_regex(h.value, f"header {h.name}")
+    for q in match.query_params:
+        if q.type == "RegularExpression":
+            _check_regex(q.value, f"query parameter {q.name}")
+    return ir.Match(
+        path_type=path_type,  # type: ignore[arg-type]
+        path=path,
+        headers=tuple(ir.StringMatch(h.name.lower(), h.type, h.value) for h in match.headers),
+        query_params=tuple(ir.StringMatch(q.name, q.type, q.value) for q in match.query_params),
+        method=match.method,
+    )
+
+
+def _safe_match(match: HTTPRouteMatch) -> ir.Match:
+    """The match of a replaced rule, without the parts that made it invalid."""
+    try:
+        return _match(match)
+    except InvalidRule:
+        if match.path and match.path.type == "RegularExpression":
+            # A broken regex cannot be served; answer 500 on its literal text
+            # rather than widen it into a catch-all that would hide 404s.
+            return ir.Match(path_type="Exact", path="/" + match.path.value.lstrip("/"))
+        return ir.Match(path_type=match.path.type if match.path else "PathPrefix",
+                        path=match.path.value if match.path else "/")
+
+
+def _check_regex(pattern: str, what: str) -> None:
+    # Envoy uses RE2; Python's re accepts a superset of its syntax, so this catches
+    # broken patterns (strict validation asks Envoy itself).
+    try:
+        re.compile(pattern)
+    except re.error as err:
+        raise InvalidRule(f"{what} regex {pattern!r} is invalid: {err}") from None
+
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
+
+
+def _duration_ms(value: str | None, field_name: str) -> int | None:
+    """Gateway API durations: '1h', '10s', '500ms', '1m30s'; '0s' disables."""
+    if value is None:
+        return None
+    m = _DURATION.match(value)
+    if not value or m is None or not any(m.groups()):
+        raise InvalidRule(f"{field_name} {value!r} is not a duration like 10s or 500ms")
+    h, mi, s, ms = (int(g or 0) for g in m.groups())
+    return ((h * 60 + mi) * 60 + s) * 1000 + ms
+
+
+def precedence_key(route: HTTPRoute, r: ir.Route) -> tuple[object, ...]:
+    """Sort key giving the Gateway API's match precedence (first = wins)."""
+    m = r.match
+    path_rank = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}[m.path_type]
+    return (
+        path_rank,
+        -len(m.path),
+        m.method is None,
+        -len(m.headers),
+        -len(m.query_params),
+        route.created,
+        route.namespace,
+        route.name,
+        r.source.rule,
+        r.source.match,
+    )

@@ -1,0 +1,132 @@
+"""Snapshots per Gateway: the Envoy resources each proxy should hold.
+
+A snapshot is immutable. Versions are content hashes per type, so
+re-translating identical input never makes a proxy re-apply its config, and two
+control-plane replicas produce the same versions for the same input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import any_pb2
+
+from lychgate.xds import types
+from lychgate.xds.translator import Resources
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    # type_url -> name -> packed resource
+    resources: dict[str, dict[str, any_pb2.Any]]
+    versions: dict[str, str]
+    # type_url -> name -> content hash, for delta xDS and change detection
+    hashes: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def version(self, type_url: str) -> str:
+        return self.versions.get(type_url, "")
+
+    def size_bytes(self) -> int:
+        return sum(len(a.value) for byname in self.resources.values() for a in byname.values())
+
+
+def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Snapshot:
+    packed: dict[str, dict[str, any_pb2.Any]] = {}
+    hashes: dict[str, dict[str, str]] = {}
+    versions: dict[str, str] = {}
+    for type_url, byname in resources.by_type.items():
+        packed[type_url] = {}
+        hashes[type_url] = {}
+        type_hash = hashlib.blake2b(digest_size=8)
+        for name in sorted(byname):
+            message = byname[name]
+            blob = message.SerializeToString(deterministic=True)
+            any_msg = any_pb2.Any(type_url=type_url, value=blob)
+            digest = hashlib.blake2b(blob, digest_size=8).hexdigest()
+            old = previous.hashes.get(type_url, {}).get(name) if previous else None
+            if previous is not None and old == digest:
+                any_msg = previous.resources[type_url][name]  # share, don't duplicate
+            packed[type_url][name] = any_msg
+            hashes[type_url][name] = digest
+            type_hash.update(name.encode())
+            type_hash.update(digest.encode())
+        versions[type_url] = type_hash.hexdigest()
+    return Snapshot(resources=packed, versions=versions, hashes=hashes)
+
+
+class SnapshotCache:
+    """Current snapshot per node (Gateway "namespace/name"), with change wakeups."""
+
+    def __init__(self) -> None:
+        self._snapshots: dict[str, Snapshot] = {}
+        self._watchers: dict[str, set[asyncio.Event]] = {}
+
+    def get(self, node: str) -> Snapshot | None:
+        return self._snapshots.get(node)
+
+    def nodes(self) -> list[str]:
+        return sorted(self._snapshots)
+
+    def set(self, node: str, resources: Resources) -> Snapshot:
+        """Install a new snapshot; watchers wake only if some version changed."""
+        old = self._snapshots.get(node)
+        snap = make_snapshot(resources, old)
+        if old is not None and old.versions == snap.versions:
+            return old
+        self._snapshots[node] = snap
+        self._notify(node)
+        return snap
+
+    def remove(self, node: str) -> None:
+        if self._snapshots.pop(node, None) is not None:
+            self._notify(node)
+
+    def retain(self, nodes: Iterable[str]) -> None:
+        for node in set(self._snapshots) - set(nodes):
+            self.remove(node)
+
+    def watch(self, node: str, event: asyncio.Event) -> None:
+        self._watchers.setdefault(node, set()).add(event)
+
+    def unwatch(self, node: str, event: asyncio.Event) -> None:
+        self._watchers.get(node, set()).discard(event)
+
+    def _notify(self, node: str) -> None:
+        for event in self._watchers.get(node, ()):
+            event.set()
+
+    def resources_json(self, node: str) -> dict[str, Any]:
+        """Used by debug surfaces; decodes lazily because it is slow."""
+        from google.protobuf import json_format
+
+        snap = self._snapshots.get(node)
+        if snap is None:
+            return {}
+        out: dict[str, Any] = {}
+        for type_url, byname in snap.resources.items():
+            items = []
+            for any_msg in byname.values():
+                items.append(json_format.MessageToDict(_unpack(type_url, any_msg)))
+            out[types.SHORT.get(type_url, type_url)] = {"version": snap.version(type_url), "resources": items}
+        return out
+
+
+def _unpack(type_url: str, any_msg: any_pb2.Any) -> Any:
+    from envoy.config.cluster.v3 import cluster_pb2
+    from envoy.config.endpoint.v3 import endpoint_pb2
+    from envoy.config.listener.v3 import listener_pb2
+    from envoy.config.route.v3 import route_pb2
+
+    cls = {
+        types.CLUSTER: cluster_pb2.Cluster,
+        types.ENDPOINT: endpoint_pb2.ClusterLoadAssignment,
+        types.LISTENER: listener_pb2.Listener,
+        types.ROUTE: route_pb2.RouteConfiguration,
+    }[type_url]
+    msg = cls()
+    any_msg.Unpack(msg)
+    return msg

@@ -1,0 +1,278 @@
+"""The ADS server (state of the world) that feeds every proxy its snapshot.
+
+One stream per Envoy. The stream answers a type only when the version or the
+names subscribed changed (an ACK must never trigger another response), ignores
+stale nonces, and follows a Cluster push with its endpoints even when they did
+not change: otherwise Envoy keeps the cluster warming until its fetch timeout.
+The loop never lets an exception escape into gRPC, which would reset the
+stream and make Envoy reconnect with back-off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+
+from lychgate.log import component_logger
+from lychgate.xds import types
+from lychgate.xds.cache import Snapshot, SnapshotCache
+
+log = component_logger("xds")
+
+# After a push of the key type, the value type is re-sent with a fresh nonce.
+_FOLLOW = {types.CLUSTER: types.ENDPOINT, types.LISTENER: types.ROUTE}
+
+MAX_ERROR_DETAIL = 4096  # NACK messages can embed a dump of the whole resource
+
+
+@dataclass
+class TypeState:
+    names: frozenset[str] | None = None  # None: wildcard
+    pending: bool = False  # Envoy has a request outstanding
+    names_changed: bool = False
+    force: bool = False
+    nonce: str = ""
+    version_sent: str = ""
+    version_acked: str = ""
+    nack: dict[str, Any] | None = None
+
+
+@dataclass
+class ProxyConnection:
+    """What the control plane knows about one connected Envoy."""
+
+    id: int
+    node_id: str
+    gateway: str
+    peer: str
+    connected_at: float
+    node: dict[str, Any] = field(default_factory=dict)
+    types: dict[str, TypeState] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def programmed(self, snapshot: Snapshot | None) -> bool:
+        """Has this proxy accepted (ACKed) a configuration for every type?"""
+        if snapshot is None:
+            return False
+        return all(
+            self.types.get(t) is not None and self.types[t].version_acked
+            for t in (types.CLUSTER, types.LISTENER)
+        )
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "node": self.node or {"id": self.node_id},
+            "gateway": self.gateway,
+            "peer": self.peer,
+            "connectedSeconds": round(time.time() - self.connected_at, 1),
+            "types": {
+                types.SHORT.get(t, t): {
+                    "versionSent": s.version_sent,
+                    "versionAcked": s.version_acked,
+                    "nack": s.nack,
+                    "subscribed": sorted(s.names) if s.names is not None else "*",
+                }
+                for t, s in self.types.items()
+            },
+        }
+
+
+def _user_agent(node: Any) -> str:
+    v = node.user_agent_build_version.version
+    return f"{node.user_agent_name} {v.major_number}.{v.minor_number}.{v.patch}"
+
+
+def gateway_of(node_id: str) -> str:
+    """Proxies identify as "namespace/name" of their Gateway (see deploy.bootstrap)."""
+    return node_id
+
+
+FeedbackHook = Callable[[ProxyConnection], None]
+
+
+class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignore[misc]
+    def __init__(self, cache: SnapshotCache) -> None:
+        self.cache = cache
+        self.connections: dict[int, ProxyConnection] = {}
+        self._ids = itertools.count(1)
+        self._nonces = itertools.count(1)
+        # Called when a proxy connects, disconnects, first ACKs or NACKs.
+        self.on_feedback: FeedbackHook = lambda _conn: None
+
+    def for_gateway(self, gateway: str) -> list[ProxyConnection]:
+        return [c for c in self.connections.values() if c.gateway == gateway]
+
+    async def StreamAggregatedResources(  # noqa: N802 - gRPC method name
+        self, request_iterator: AsyncIterator[discovery_pb2.DiscoveryRequest], context: Any
+    ) -> AsyncIterator[discovery_pb2.DiscoveryResponse]:
+        wake = asyncio.Event()
+        requests: asyncio.Queue[discovery_pb2.DiscoveryRequest | None] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for request in request_iterator:
+                    requests.put_nowait(request)
+                    wake.set()
+            except (asyncio.CancelledError, grpc.RpcError):
+                pass
+            finally:
+                requests.put_nowait(None)
+                wake.set()
+
+        reader = asyncio.create_task(pump())
+        conn: ProxyConnection | None = None
+        try:
+            while True:
+                await wake.wait()
+                wake.clear()
+                while not requests.empty():
+                    request = requests.get_nowait()
+                    if request is None:
+                        return
+                    if conn is None:
+                        conn = self._connect(request, context, wake)
+                    self._on_request(conn, request)
+                if conn is None:
+                    continue
+                snapshot = self.cache.get(conn.gateway)
+                if snapshot is None:
+                    continue
+                for type_url in types.PUSH_ORDER:
+                    response = self._respond(conn, type_url, snapshot)
+                    if response is not None:
+                        yield response
+        finally:
+            reader.cancel()
+            if conn is not None:
+                self.cache.unwatch(conn.gateway, wake)
+                self.connections.pop(conn.id, None)
+                log.info("proxy %s disconnected", conn.node_id)
+                self._safe_feedback(conn)
+
+    def _connect(self, request: discovery_pb2.DiscoveryRequest, context: Any, wake: asyncio.Event) -> ProxyConnection:
+        node = request.node
+        conn = ProxyConnection(
+            id=next(self._ids),
+            node_id=node.id,
+            gateway=gateway_of(node.id),
+            peer=context.peer() if context is not None else "",
+            connected_at=time.time(),
+            node={"id": node.id, "cluster": node.cluster, "userAgent": _user_agent(node)},
+            wake=wake,
+        )
+        self.connections[conn.id] = conn
+        self.cache.watch(conn.gateway, wake)
+        log.info("proxy %s connected from %s", conn.node_id, conn.peer)
+        return conn
+
+    def _on_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> None:
+        try:
+            self._handle_request(conn, request)
+        except Exception:  # a bad request must not kill the stream
+            log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
+
+    def _handle_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> None:
+        type_url = request.type_url
+        state = conn.types.setdefault(type_url, TypeState())
+        if request.response_nonce and request.response_nonce != state.nonce:
+            log.debug("proxy %s: stale nonce for %s", conn.node_id, types.SHORT.get(type_url, type_url))
+            return
+        feedback = False
+        if request.response_nonce:
+            if request.HasField("error_detail"):
+                detail = request.error_detail.message[:MAX_ERROR_DETAIL]
+                state.nack = {"version": state.version_sent, "error": detail, "at": time.time()}
+                log.warning(
+                    "proxy %s rejected %s version %s: %s",
+                    conn.node_id, types.SHORT.get(type_url, type_url), state.version_sent, detail,
+                )
+                feedback = True
+            else:
+                first = not state.version_acked
+                state.version_acked = request.version_info
+                if state.nack is not None or first:
+                    feedback = True
+                state.nack = None
+        names = frozenset(request.resource_names) if type_url in types.NAMED else None
+        if names != state.names:
+            state.names = names
+            state.names_changed = True
+        state.pending = True
+        if feedback:
+            self._safe_feedback(conn)
+
+    def _respond(
+        self, conn: ProxyConnection, type_url: str, snapshot: Snapshot
+    ) -> discovery_pb2.DiscoveryResponse | None:
+        state = conn.types.get(type_url)
+        if state is None or not state.pending:
+            return None
+        version = snapshot.version(type_url)
+        if not (state.force or state.names_changed or version != state.version_sent):
+            return None
+        if state.nack is not None and state.nack["version"] == version and not state.names_changed:
+            return None  # the same content was rejected; wait for a new version
+        byname = snapshot.resources.get(type_url, {})
+        if state.names is None:
+            resources = list(byname.values())
+        else:
+            resources = [byname[n] for n in sorted(state.names) if n in byname]
+        nonce = str(next(self._nonces))
+        state.pending = state.force = state.names_changed = False
+        state.nonce = nonce
+        state.version_sent = version
+        follow = _FOLLOW.get(type_url)
+        if follow is not None and follow in conn.types:
+            conn.types[follow].force = True
+        log.debug("push %s %s version %s (%d resources)", conn.node_id,
+                  types.SHORT.get(type_url, type_url), version, len(resources))
+        return discovery_pb2.DiscoveryResponse(
+            version_info=version, resources=resources, type_url=type_url, nonce=nonce
+        )
+
+    def retry(self, conn: ProxyConnection, type_url: str) -> None:
+        """Offer a rejected type again (e.g. a listener whose port was busy)."""
+        state = conn.types.get(type_url)
+        if state is not None and state.nack is not None:
+            state.nack = None
+            state.force = True
+            conn.wake.set()
+
+    def _safe_feedback(self, conn: ProxyConnection) -> None:
+        try:
+            self.on_feedback(conn)
+        except Exception:
+            log.exception("feedback hook failed")
+
+
+async def start_server(
+    servicer: AdsServer, address: str, credentials: grpc.ServerCredentials | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """Serve ADS on address ("HOST:PORT"; port 0 picks one). Returns the bound port."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_send_message_length", 256 * 1024 * 1024),
+            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.http2.max_pings_without_data", 0),
+        ]
+    )
+    ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(servicer, server)
+    if credentials is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, credentials)
+    if port == 0:
+        raise OSError(f"cannot listen for xDS on {address}")
+    await server.start()
+    log.info("xDS server listening on %s:%d%s", address.rpartition(":")[0], port,
+             " (TLS)" if credentials else "")
+    return server, port

@@ -1,0 +1,176 @@
+"""IR routes and virtual hosts → Envoy RouteConfiguration."""
+
+from __future__ import annotations
+
+from envoy.config.core.v3 import base_pb2
+from envoy.config.route.v3 import route_components_pb2 as route_pb
+from envoy.config.route.v3 import route_pb2
+from envoy.type.matcher.v3 import regex_pb2, string_pb2
+from google.protobuf import duration_pb2
+
+from lychgate import ir
+from lychgate.xds.translator.features import FEATURES
+
+_REDIRECT_CODES = {
+    301: route_pb.RedirectAction.MOVED_PERMANENTLY,
+    302: route_pb.RedirectAction.FOUND,
+    303: route_pb.RedirectAction.SEE_OTHER,
+    307: route_pb.RedirectAction.TEMPORARY_REDIRECT,
+    308: route_pb.RedirectAction.PERMANENT_REDIRECT,
+}
+
+
+def route_configuration(listener: ir.HTTPListener) -> route_pb2.RouteConfiguration:
+    return route_pb2.RouteConfiguration(
+        name=listener.name,
+        virtual_hosts=[virtual_host(vh) for vh in listener.virtual_hosts],
+        # Route entries naming unknown clusters answer 500, the Gateway API's
+        # answer for a backend that cannot be resolved.
+        validate_clusters={"value": False},
+    )
+
+
+def virtual_host(vh: ir.VirtualHost) -> route_pb.VirtualHost:
+    return route_pb.VirtualHost(
+        name=vh.name, domains=list(vh.domains), routes=[envoy_route(r) for r in vh.routes]
+    )
+
+
+def _string_match(m: ir.StringMatch) -> string_pb2.StringMatcher:
+    if m.type == "RegularExpression":
+        return string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=m.value))
+    return string_pb2.StringMatcher(exact=m.value)
+
+
+def route_match(m: ir.Match) -> route_pb.RouteMatch:
+    out = route_pb.RouteMatch()
+    if m.path_type == "Exact":
+        out.path = m.path
+    elif m.path_type == "RegularExpression":
+        out.safe_regex.regex = m.path
+    elif m.path.rstrip("/") == "":
+        out.prefix = "/"
+    else:
+        # Gateway API prefixes match whole path segments: /foo matches /foo and
+        # /foo/bar, never /foobar. Envoy's path_separated_prefix does exactly that.
+        out.path_separated_prefix = m.path.rstrip("/")
+    for h in m.headers:
+        out.headers.append(route_pb.HeaderMatcher(name=h.name, string_match=_string_match(h)))
+    for q in m.query_params:
+        out.query_parameters.append(
+            route_pb.QueryParameterMatcher(name=q.name, string_match=_string_match(q))
+        )
+    if m.method:
+        out.headers.append(
+            route_pb.HeaderMatcher(name=":method", string_match=string_pb2.StringMatcher(exact=m.method))
+        )
+    return out
+
+
+def _ms(value: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=value // 1000, nanos=(value % 1000) * 1_000_000)
+
+
+def header_values(ops: ir.HeaderOps) -> list[base_pb2.HeaderValueOption]:
+    out = [
+        base_pb2.HeaderValueOption(
+            header=base_pb2.HeaderValue(key=k, value=v),
+            append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD,
+        )
+        for k, v in ops.set
+    ]
+    out += [
+        base_pb2.HeaderValueOption(
+            header=base_pb2.HeaderValue(key=k, value=v),
+            append_action=base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD,
+        )
+        for k, v in ops.add
+    ]
+    return out
+
+
+def _forward(r: ir.Route, action: ir.Forward) -> route_pb.RouteAction:
+    out = route_pb.RouteAction(
+        cluster_not_found_response_code=route_pb.RouteAction.INTERNAL_SERVER_ERROR
+    )
+    if len(action.backends) == 1 and not (
+        action.backends[0].request_headers or action.backends[0].response_headers
+    ):
+        # cluster=None: a name no cluster has, so Envoy answers the 500 above.
+        out.cluster = action.backends[0].cluster or INVALID_BACKEND
+    else:
+        for backend in action.backends:
+            weight = route_pb.WeightedCluster.ClusterWeight(
+                name=backend.cluster or INVALID_BACKEND, weight={"value": backend.weight}
+            )
+            weight.request_headers_to_add.extend(header_values(backend.request_headers))
+            weight.request_headers_to_remove.extend(backend.request_headers.remove)
+            weight.response_headers_to_add.extend(header_values(backend.response_headers))
+            weight.response_headers_to_remove.extend(backend.response_headers.remove)
+            for feature in FEATURES:
+                feature.patch_weighted_cluster(backend, weight)
+            out.weighted_clusters.clusters.append(weight)
+    if action.timeout_ms is not None:
+        out.timeout.CopyFrom(_ms(action.timeout_ms))
+    if action.per_try_timeout_ms is not None:
+        out.retry_policy.per_try_timeout.CopyFrom(_ms(action.per_try_timeout_ms))
+    if r.url_rewrite_host:
+        out.host_rewrite_literal = r.url_rewrite_host
+    if r.url_rewrite_path_full is not None:
+        out.regex_rewrite.pattern.regex = "^/.*$"
+        out.regex_rewrite.substitution = r.url_rewrite_path_full
+    elif r.url_rewrite_path_prefix is not None:
+        _prefix_rewrite(r.match.path, r.url_rewrite_path_prefix, out)
+    return out
+
+
+def _prefix_rewrite(prefix: str, replacement: str, out: route_pb.RouteAction) -> None:
+    prefix = prefix.rstrip("/")
+    if replacement.rstrip("/") == "":
+        # "/foo" -> "/" must turn /foo/bar into /bar, not //bar.
+        out.regex_rewrite.pattern.regex = f"^{_re_escape(prefix)}/*"
+        out.regex_rewrite.substitution = "/"
+    else:
+        out.prefix_rewrite = replacement.rstrip("/") if prefix else replacement
+
+
+def _re_escape(text: str) -> str:
+    return "".join("\\" + c if c in r".^$*+?()[]{}|\\" else c for c in text)
+
+
+INVALID_BACKEND = "lychgate/invalid-backend"
+
+
+def _redirect(action: ir.Redirect) -> route_pb.RedirectAction:
+    out = route_pb.RedirectAction(response_code=_REDIRECT_CODES[action.status])
+    if action.scheme:
+        out.scheme_redirect = action.scheme
+    if action.hostname:
+        out.host_redirect = action.hostname
+    if action.port:
+        out.port_redirect = action.port
+    if action.full_path is not None:
+        out.path_redirect = action.full_path
+    elif action.prefix_rewrite is not None:
+        out.prefix_rewrite = action.prefix_rewrite
+    return out
+
+
+def envoy_route(r: ir.Route) -> route_pb.Route:
+    out = route_pb.Route(name=r.source.ref, match=route_match(r.match))
+    action = r.action
+    if isinstance(action, ir.Forward):
+        out.route.CopyFrom(_forward(r, action))
+    elif isinstance(action, ir.Redirect):
+        out.redirect.CopyFrom(_redirect(action))
+    else:
+        out.direct_response.status = action.status
+        if action.body:
+            out.direct_response.body.inline_string = action.body
+    out.request_headers_to_add.extend(header_values(r.request_headers))
+    out.request_headers_to_remove.extend(r.request_headers.remove)
+    out.response_headers_to_add.extend(header_values(r.response_headers))
+    out.response_headers_to_remove.extend(r.response_headers.remove)
+    for feature in FEATURES:
+        feature.patch_route(r, out)
+    return out
