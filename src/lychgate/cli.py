@@ -177,11 +177,11 @@ def get(
         if p.get("object") and p["object"].split(" ", 1)[0] == resolved:
             typer.echo(f"warning: {p['file']}: {p['message']}", err=True)
     if output in ("json", "yaml"):
-        doc: Any = items[0] if name else {"apiVersion": "v1", "kind": "List", "items": items}
+        shown: Any = items[0] if name else {"apiVersion": "v1", "kind": "List", "items": items}
         if output == "json":
-            typer.echo(json.dumps(doc, indent=2))
+            typer.echo(json.dumps(shown, indent=2))
         else:
-            typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+            typer.echo(yaml.safe_dump(shown, sort_keys=False), nl=False)
         return
     if output not in (None, "wide"):
         typer.echo(f"error: unknown output format {output!r}; use yaml or json", err=True)

@@ -22,7 +22,13 @@ from lychgate.log import component_logger
 from lychgate.settings import Settings
 from lychgate.status.store import StatusStore
 from lychgate.store import Store
-from lychgate.translate.gateway import CONTROLLER_NAME, Feedback, ProxyIntent, Translation, translate
+from lychgate.translate.gateway import (
+    CONTROLLER_NAME,
+    Feedback,
+    ProxyIntent,
+    Translation,
+    translate,
+)
 from lychgate.xds import types
 from lychgate.xds.cache import SnapshotCache
 from lychgate.xds.server import AdsServer, ProxyConnection

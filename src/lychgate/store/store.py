@@ -8,6 +8,7 @@ Objects are immutable pydantic models, so readers may hold them without copying.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -84,20 +85,20 @@ class Store:
     def get_key(self, key: ObjectKey) -> Resource | None:
         return self._by_kind[key.kind].get(key)
 
-    def list(self, cls: type[R], namespace: str | None = None) -> list[R]:
+    def list(self, cls: type[R], namespace: str | None = None) -> builtins.list[R]:
         items: Iterable[Resource] = self._by_kind[cls.KIND].values()
         if namespace is not None:
             items = (o for o in items if o.namespace == namespace)
         return [o for o in items if isinstance(o, cls)]
 
-    def kinds(self) -> list[str]:
+    def kinds(self) -> builtins.list[str]:
         return sorted(k for k, v in self._by_kind.items() if v)
 
     def all(self) -> Iterator[Resource]:
         for bucket in self._by_kind.values():
             yield from bucket.values()
 
-    def endpoint_slices(self, namespace: str, service: str) -> list[EndpointSlice]:
+    def endpoint_slices(self, namespace: str, service: str) -> builtins.list[EndpointSlice]:
         return list(self._slices.get((namespace, service), {}).values())
 
     @property

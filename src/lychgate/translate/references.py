@@ -91,12 +91,12 @@ def resolve_service(
     if service_port is None:
         ports = ", ".join(str(p.port) for p in service.spec.ports) or "none"
         return Resolution(None, "BackendNotFound", f"Service {where} has no port {port} (ports: {ports})")
-    protocol = "h2c" if (service_port.app_protocol or "").lower() in H2C_APP_PROTOCOLS else "http1"
+    h2c = (service_port.app_protocol or "").lower() in H2C_APP_PROTOCOLS
     return Resolution(
         ir.Cluster(
             name=cluster_name(namespace, name, port),
             endpoints=tuple(service_endpoints(store, service, service_port)),
-            protocol=protocol,
+            protocol="h2c" if h2c else "http1",
         )
     )
 

@@ -98,11 +98,7 @@ def _compile_rule(
     if redirect and rule.backend_refs:
         raise InvalidRule("RequestRedirect cannot be combined with backendRefs")
 
-    action: ir.Action
-    if redirect is not None:
-        action = redirect
-    else:
-        action = _forward(store, route, rule, out)
+    action: ir.Action = redirect if redirect is not None else _forward(store, route, rule, out)
 
     for match_index, match in enumerate(rule.matches):
         m = _match(match)

@@ -98,7 +98,7 @@ def gateway_of(node_id: str) -> str:
 FeedbackHook = Callable[[ProxyConnection], None]
 
 
-class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignore[misc]
+class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     def __init__(self, cache: SnapshotCache) -> None:
         self.cache = cache
         self.connections: dict[int, ProxyConnection] = {}
@@ -110,7 +110,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):  # type: ignor
     def for_gateway(self, gateway: str) -> list[ProxyConnection]:
         return [c for c in self.connections.values() if c.gateway == gateway]
 
-    async def StreamAggregatedResources(  # noqa: N802 - gRPC method name
+    async def StreamAggregatedResources(
         self, request_iterator: AsyncIterator[discovery_pb2.DiscoveryRequest], context: Any
     ) -> AsyncIterator[discovery_pb2.DiscoveryResponse]:
         wake = asyncio.Event()

@@ -49,6 +49,10 @@ def http_connection_manager(listener: ir.HTTPListener) -> hcm_pb.HttpConnectionM
 def envoy_listener(listener: ir.HTTPListener) -> listener_pb2.Listener:
     return listener_pb2.Listener(
         name=listener.name,
+        # Envoy's default SO_REUSEPORT would let a second process bind the same
+        # address and port and silently take half the connections; without it
+        # a taken port is refused and reported on the listener's status.
+        enable_reuse_port={"value": False},
         address=address_pb2.Address(
             socket_address=address_pb2.SocketAddress(address=listener.address, port_value=listener.port)
         ),

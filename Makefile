@@ -1,0 +1,31 @@
+# Everything a newcomer or CI runs; see README.md.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: quickstart test lint unit bench install install-test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+install-test: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+
+# Install, start the echo backend and serve examples/quickstart (Ctrl-C stops all).
+quickstart: install
+	bash scripts/quickstart.sh $(BIN)
+
+lint: install-test
+	$(BIN)/ruff check src tests tools
+	$(BIN)/mypy
+
+# The whole suite: lint, types, unit, golden, Helm and end-to-end tests with real Envoy.
+test: lint
+	$(BIN)/pytest
+
+unit: install-test
+	$(BIN)/pytest -m "not e2e"

@@ -1,0 +1,197 @@
+"""HTTPRoutes served through a real Envoy started by `lychgate run`."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from tests.harness import EchoBackends, Lychgate, gateway_yaml, service_yaml, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def three_backends(lychgate: Lychgate, backends: EchoBackends) -> Lychgate:
+    for name in ("v1", "v2", "v3"):
+        port = backends.start(pod=name)
+        lychgate.write(f"svc-{name}.yaml", service_yaml(name, 80, port))
+    lychgate.write("gateway.yaml", gateway_yaml())
+    return lychgate
+
+
+def test_each_match_kind_reaches_its_backend(three_backends: Lychgate) -> None:
+    lg = three_backends
+    lg.write("route.yaml", """
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {name: matches}
+        spec:
+          parentRefs: [{name: gw}]
+          hostnames: [match.example.com]
+          rules:
+            - matches: [{path: {type: Exact, value: /exact}}]
+              backendRefs: [{name: v1, port: 80}]
+            - matches: [{path: {type: PathPrefix, value: /prefix}}]
+              backendRefs: [{name: v2, port: 80}]
+            - matches: [{path: {type: RegularExpression, value: "/re/[0-9]+"}}]
+              backendRefs: [{name: v3, port: 80}]
+            - matches: [{headers: [{name: X-Version, value: two}]}]
+              backendRefs: [{name: v2, port: 80}]
+            - matches: [{queryParams: [{name: v, value: "3"}]}]
+              backendRefs: [{name: v3, port: 80}]
+            - matches: [{method: DELETE}]
+              backendRefs: [{name: v3, port: 80}]
+            - backendRefs: [{name: v1, port: 80}]
+    """)
+    lg.start()
+    addr = lg.address()
+    host = {"host": "match.example.com"}
+    lg.wait_pod(addr, "v1", "/exact", **host)
+    assert lg.pod(addr, "/exact/more", **host) == "v1"  # falls to the catch-all rule
+    assert lg.pod(addr, "/prefix", **host) == "v2"
+    assert lg.pod(addr, "/prefix/deeper", **host) == "v2"
+    assert lg.pod(addr, "/prefixnot", **host) == "v1"  # prefixes match whole segments
+    assert lg.pod(addr, "/re/42", **host) == "v3"
+    assert lg.pod(addr, "/re/abc", **host) == "v1"
+    assert lg.pod(addr, "/any", headers={"x-version": "two"}, **host) == "v2"
+    assert lg.pod(addr, "/any?v=3", **host) == "v3"
+    assert lg.pod(addr, "/any", method="DELETE", **host) == "v3"
+    assert lg.pod(addr, "/any", **host) == "v1"
+    # No route for another host: Envoy answers 404.
+    assert lg.pod(addr, "/exact", host="other.example.com") == 404
+
+
+def test_precedence_follows_the_gateway_api_order(three_backends: Lychgate) -> None:
+    """Exact beats prefix, the longer prefix wins, and more header matches win,
+    whatever order the rules and routes are written in."""
+    lg = three_backends
+    lg.write("a.yaml", """
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {name: a-broad}
+        spec:
+          parentRefs: [{name: gw}]
+          rules:
+            - matches: [{path: {type: PathPrefix, value: /api}}]
+              backendRefs: [{name: v1, port: 80}]
+            - matches: [{path: {type: PathPrefix, value: /api/v2}}]
+              backendRefs: [{name: v2, port: 80}]
+    """)
+    lg.write("b.yaml", """
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {name: b-specific}
+        spec:
+          parentRefs: [{name: gw}]
+          rules:
+            - matches: [{path: {type: Exact, value: /api/v2/users}}]
+              backendRefs: [{name: v3, port: 80}]
+            - matches: [{path: {type: PathPrefix, value: /api}, headers: [{name: x-canary, value: "1"}]}]
+              backendRefs: [{name: v3, port: 80}]
+    """)
+    lg.start()
+    addr = lg.address()
+    lg.wait_pod(addr, "v3", "/api/v2/users")
+    assert lg.pod(addr, "/api/v2/users/1") == "v2"
+    assert lg.pod(addr, "/api/other") == "v1"
+    assert lg.pod(addr, "/api/other", headers={"x-canary": "1"}) == "v3"
+
+
+def test_weights_split_traffic(three_backends: Lychgate) -> None:
+    lg = three_backends
+    lg.write("route.yaml", """
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {name: split}
+        spec:
+          parentRefs: [{name: gw}]
+          rules:
+            - backendRefs:
+                - {name: v1, port: 80, weight: 3}
+                - {name: v2, port: 80, weight: 1}
+                - {name: v3, port: 80, weight: 0}
+    """)
+    lg.start()
+    addr = lg.address()
+    wait_for(lambda: lg.pod(addr) in ("v1", "v2"), 10, "the split route")
+    counts = collections.Counter(lg.pod(addr) for _ in range(400))
+    assert set(counts) <= {"v1", "v2"}, counts  # weight 0 gets nothing
+    share = counts["v1"] / 400
+    assert 0.65 <= share <= 0.85, counts  # 3:1 asked, 0.75 expected
+
+
+def test_editing_a_route_moves_traffic_and_deleting_gives_404(three_backends: Lychgate) -> None:
+    lg = three_backends
+    route = """
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {{name: moving}}
+        spec:
+          parentRefs: [{{name: gw}}]
+          rules:
+            - backendRefs: [{{name: {backend}, port: 80}}]
+    """
+    lg.write("route.yaml", route.format(backend="v1"))
+    lg.start()
+    addr = lg.address()
+    lg.wait_pod(addr, "v1")
+    lg.write("route.yaml", route.format(backend="v2"))
+    lg.wait_pod(addr, "v2", timeout=5)
+    status = lg.status("HTTPRoute", "moving")
+    assert status["parents"][0]["conditions"][0]["observedGeneration"] == 2
+    lg.delete("route.yaml")
+    lg.wait_pod(addr, 404, timeout=5)
+
+
+def test_unresolvable_backend_answers_500_and_says_why(three_backends: Lychgate) -> None:
+    lg = three_backends
+    lg.write("route.yaml", """
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {name: half-broken}
+        spec:
+          parentRefs: [{name: gw}]
+          rules:
+            - matches: [{path: {value: /missing}}]
+              backendRefs: [{name: does-not-exist, port: 80}]
+            - backendRefs: [{name: v1, port: 80}]
+    """)
+    lg.start()
+    addr = lg.address()
+    lg.wait_pod(addr, "v1", "/fine")
+    assert lg.get(addr, "/missing").status_code == 500
+    resolved = next(c for c in lg.status("HTTPRoute", "half-broken")["parents"][0]["conditions"]
+                    if c["type"] == "ResolvedRefs")
+    assert resolved["status"] == "False"
+    assert resolved["reason"] == "BackendNotFound"
+    assert "default/does-not-exist" in resolved["message"]
+
+
+def test_cross_namespace_backend_needs_a_reference_grant(three_backends: Lychgate, backends: EchoBackends) -> None:
+    lg = three_backends
+    port = backends.start(pod="other-ns")
+    lg.write("other.yaml", service_yaml("shared", 80, port, namespace="other"))
+    lg.write("route.yaml", """
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {name: cross}
+        spec:
+          parentRefs: [{name: gw}]
+          rules:
+            - backendRefs: [{name: shared, namespace: other, port: 80}]
+    """)
+    lg.start()
+    addr = lg.address()
+    wait_for(lambda: lg.get(addr).status_code == 500, 10, "a 500 without a ReferenceGrant")
+    cond = lg.status("HTTPRoute", "cross")["parents"][0]["conditions"][1]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("ResolvedRefs", "False", "RefNotPermitted")
+    lg.write("grant.yaml", """
+        apiVersion: gateway.networking.k8s.io/v1beta1
+        kind: ReferenceGrant
+        metadata: {name: allow-default, namespace: other}
+        spec:
+          from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: default}]
+          to: [{group: "", kind: Service}]
+    """)
+    lg.wait_pod(addr, "other-ns")
