@@ -95,6 +95,7 @@ def routes(
     proxies: Callable[[], list[dict[str, Any]]],
 ) -> list[web.RouteDef]:
     async def list_objects(request: web.Request) -> web.Response:
+        """Objects with their status: ?kind=Gateway&namespace=&name= (what `lychgate get` reads)."""
         kind = request.query.get("kind", "")
         cls = BY_KIND.get(kind)
         if cls is None:
@@ -111,9 +112,11 @@ def routes(
         return web.json_response({"kind": kind, "items": items})
 
     async def list_problems(_request: web.Request) -> web.Response:
+        """Manifest problems: file, document, object and field of each error."""
         return web.json_response({"items": problems()})
 
     async def list_proxies(_request: web.Request) -> web.Response:
+        """The proxy of each Gateway: address, admin port, pid, restarts, log file."""
         return web.json_response({"items": proxies()})
 
     return [

@@ -49,7 +49,9 @@ def page(title: str, body: str, *, status: int = 200) -> web.Response:
 
 def endpoint_list(endpoints: Iterable[Endpoint]) -> str:
     items = "".join(
-        f'<li><a href="{escape(e.href)}">{escape(e.href)}</a> &mdash; {escape(e.description)}</li>'
+        f'<li><a href="{escape(e.href)}">{escape(e.href)}</a>'
+        + (f" &mdash; {escape(e.description)}" if e.description else "")
+        + "</li>"
         for e in endpoints
     )
     return f"<ul>{items}</ul>"

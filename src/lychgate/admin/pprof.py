@@ -12,7 +12,9 @@ Named after Go's net/http/pprof, which the specification's admin server
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import json
 import threading
 import time
@@ -41,6 +43,7 @@ _cpu_busy = threading.Lock()
 class ProfileInfo:
     name: str
     href: str  # a ready-to-open example URL
+    summary: str  # one line for the admin index: what, which format, what opens it
     description: str
     formats: str
     how_to_open: str
@@ -50,6 +53,8 @@ PROFILES: tuple[ProfileInfo, ...] = (
     ProfileInfo(
         "profile",
         "/debug/pprof/profile?seconds=5",
+        f"CPU profile of every thread for ?seconds=N (max {MAX_SECONDS:g}): collapsed stacks "
+        "for flamegraph.pl or speedscope, or ?format=speedscope JSON for speedscope",
         f"CPU profile: samples the Python stack of every thread ~{DEFAULT_HZ} times a second "
         f"for ?seconds=N (default {DEFAULT_SECONDS:g}, at most {MAX_SECONDS:g}) and charges each "
         "stack with the CPU time its thread used; idle threads drop out "
@@ -63,6 +68,7 @@ PROFILES: tuple[ProfileInfo, ...] = (
     ProfileInfo(
         "heap",
         "/debug/pprof/heap",
+        "live allocations by line (tracemalloc, starts on first request): text, or ?format=json",
         "Live memory allocations by source line (tracemalloc), largest first (?limit=N, "
         "?group=traceback for the call path). Tracing starts with the first request; "
         "DELETE stops it.",
@@ -72,6 +78,7 @@ PROFILES: tuple[ProfileInfo, ...] = (
     ProfileInfo(
         "threads",
         "/debug/pprof/threads",
+        "the stack of every thread: text in traceback layout, or ?format=json",
         "The current stack of every thread (the event loop, executor workers, gRPC threads).",
         "text (Python traceback layout, default) or ?format=json",
         "read it in the browser",
@@ -79,6 +86,7 @@ PROFILES: tuple[ProfileInfo, ...] = (
     ProfileInfo(
         "tasks",
         "/debug/pprof/tasks",
+        "every asyncio task with the coroutines and Future it awaits: text, or ?format=json",
         "Every asyncio task of the control plane's event loop with the chain of coroutines "
         "it is suspended in and the Future it awaits (Go's goroutine profile).",
         "text (Python traceback layout, default) or ?format=json",
@@ -88,7 +96,7 @@ PROFILES: tuple[ProfileInfo, ...] = (
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("/debug/pprof", "the available profiles, their formats and how to open them"),
-    *(Endpoint(p.href, f"{p.name}: {p.description}") for p in PROFILES),
+    *(Endpoint(p.href, p.summary) for p in PROFILES),
 )
 
 
@@ -101,24 +109,28 @@ async def _in_thread(fn: Callable[[], T], name: str) -> T:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
-    def deliver(result: T | None, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)  # type: ignore[arg-type]
-
     def target() -> None:
         try:
             result = fn()
         except BaseException as exc:  # handed to the awaiting handler
-            loop.call_soon_threadsafe(deliver, None, exc)
+            settle = functools.partial(_fail, future, exc)
         else:
-            loop.call_soon_threadsafe(deliver, result, None)
+            settle = functools.partial(_succeed, future, result)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(settle)
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return await future
+
+
+def _succeed(future: asyncio.Future[T], result: T) -> None:
+    if not future.done():  # the handler may have been cancelled
+        future.set_result(result)
+
+
+def _fail(future: asyncio.Future[T], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
 
 
 def _number(request: web.Request, name: str, default: float, low: float, high: float) -> float:
@@ -145,6 +157,14 @@ def _choice(request: web.Request, name: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def _format_links(p: ProfileInfo) -> str:
+    if p.name == "profile":
+        href = escape(p.href + "&format=speedscope")
+        return f' &mdash; <a href="{href}">speedscope JSON</a>'
+    href = escape(p.href + "?format=json")
+    return f' &mdash; <a href="{href}">JSON</a>'
+
+
 async def index(request: web.Request) -> web.Response:
     """The list of profiles (HTML, or JSON with ?format=json)."""
     if wants_json(request):
@@ -153,7 +173,7 @@ async def index(request: web.Request) -> web.Response:
         [
             f'<a href="{escape(p.href)}">{escape(p.name)}</a>',
             escape(p.description),
-            escape(p.formats),
+            escape(p.formats) + _format_links(p),
             escape(p.how_to_open),
         ]
         for p in PROFILES

@@ -33,7 +33,7 @@ class ThreadDump(TypedDict):
 
 class TaskDump(TypedDict):
     name: str
-    state: str  # pending, done, cancelled
+    state: str  # pending, running (the dumping task), done, cancelled
     coroutine: str
     awaiting: str | None  # what the innermost coroutine waits on, e.g. a Future
     stack: list[StackFrame]  # outermost coroutine first
@@ -105,6 +105,7 @@ def _describe(awaited: Any) -> str:
 def task_dumps(loop: asyncio.AbstractEventLoop | None = None) -> list[TaskDump]:
     """Every task of `loop` (default: the running loop), by name."""
     tasks = asyncio.all_tasks(loop or asyncio.get_running_loop())
+    current = asyncio.current_task()
     dumps: list[TaskDump] = []
     for task in tasks:
         coro = task.get_coro()
@@ -120,7 +121,10 @@ def task_dumps(loop: asyncio.AbstractEventLoop | None = None) -> list[TaskDump]:
         waiter = getattr(task, "_fut_waiter", None)
         if waiter is not None:
             awaiting = _describe(waiter)
-        if task.cancelled():
+        if task is current:
+            # Its coroutines are on the thread's stack, not suspended in awaits.
+            state = "running (the task taking this dump)"
+        elif task.cancelled():
             state = "cancelled"
         elif task.done():
             state = "done"

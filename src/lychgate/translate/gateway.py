@@ -139,7 +139,7 @@ def _attach_route(
             if store.get(Gateway, ns, ref.name) is None:
                 parents.append(_parent_status(route, ref, [
                     condition("Accepted", False, "NoMatchingParent", f"Gateway {ns}/{ref.name} not found", gen),
-                    condition("ResolvedRefs", True, "ResolvedRefs", "", gen),
+                    condition("ResolvedRefs", True, "ResolvedRefs", "not evaluated without a parent", gen),
                 ]))
             continue  # a Gateway of another controller: not ours to report
         if compiled is None:

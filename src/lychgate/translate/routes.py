@@ -41,6 +41,12 @@ class CompiledRoute:
     rule_count: int = 0
 
 
+# Bodies say where to look, not what is wrong: clients must not learn the
+# names of Services and namespaces behind the gateway. The status says why.
+INVALID_RULE_BODY = "this route rule is invalid; see the HTTPRoute status\n"
+NO_BACKEND_BODY = "this route has no valid backend; see the HTTPRoute status\n"
+
+
 class InvalidRule(ValueError):
     """A rule Envoy cannot or must not serve as written."""
 
@@ -59,7 +65,7 @@ def compile_route(store: Store, route: HTTPRoute) -> CompiledRoute:
                     ir.Route(
                         source=_source(route, rule_index, match_index, rule),
                         match=_safe_match(match),
-                        action=ir.DirectResponse(500, f"route {route.namespace}/{route.name} {reason}\n"),
+                        action=ir.DirectResponse(500, INVALID_RULE_BODY),
                         replaced_because=reason,
                     )
                 )
@@ -141,8 +147,7 @@ def _forward(store: Store, route: HTTPRoute, rule: HTTPRouteRule, out: CompiledR
         backends.append(ir.WeightedCluster(res.cluster.name if res.cluster else None, ref.weight, req, resp))
     if not backends or all(b.cluster is None for b in backends):
         # No usable backend: the Gateway API asks for a 500, not a 404 or 503.
-        why = "; ".join(out.unresolved) if rule.backend_refs else "rule has no backendRefs"
-        return ir.DirectResponse(500, f"no valid backend: {why}\n" if why else "")
+        return ir.DirectResponse(500, NO_BACKEND_BODY)
     timeout = _duration_ms(rule.timeouts.request, "timeouts.request") if rule.timeouts else None
     backend_timeout = (
         _duration_ms(rule.timeouts.backend_request, "timeouts.backendRequest") if rule.timeouts else None

@@ -1,0 +1,83 @@
+"""The file source behaves like an API server in front of the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lychgate.api.base import ObjectKey
+from lychgate.api.gateway import HTTPRoute
+from lychgate.sources.files import FileSource
+from lychgate.store import Store
+
+ROUTE = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r, labels: {{team: {team}}}}}
+spec:
+  rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]
+"""
+
+
+def _route(store: Store) -> HTTPRoute:
+    route = store.get(HTTPRoute, "default", "r")
+    assert route is not None
+    return route
+
+
+def test_generation_moves_with_spec_only(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(ROUTE.format(team="a", backend="one"))
+    store = Store()
+    source = FileSource(tmp_path, store)
+    source.load_all()
+    first = _route(store)
+    assert first.generation == 1 and first.metadata.uid
+    path.write_text(ROUTE.format(team="b", backend="one"))  # labels: no new generation
+    source.reload(path)
+    assert _route(store).generation == 1
+    path.write_text(ROUTE.format(team="b", backend="two"))
+    source.reload(path)
+    assert _route(store).generation == 2
+    assert _route(store).metadata.creation_timestamp == first.metadata.creation_timestamp
+
+
+def test_rejected_edit_keeps_the_last_good_object(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(ROUTE.format(team="a", backend="one"))
+    store = Store()
+    source = FileSource(tmp_path, store)
+    source.load_all()
+    path.write_text(ROUTE.format(team="a", backend="one").replace("port: 80", "port: -1"))
+    source.reload(path)
+    assert _route(store).spec.rules[0].backend_refs[0].port == 80
+    [problem] = source.all_problems()
+    assert problem.file == "r.yaml" and problem.document == 1
+    assert "spec.rules[0].backendRefs[0].port" in problem.message
+    path.write_text("{not yaml: [")
+    source.reload(path)
+    assert _route(store) is not None and "cannot parse" in source.all_problems()[0].message
+    path.unlink()
+    source.reload(path)
+    assert store.get(HTTPRoute, "default", "r") is None
+    assert source.all_problems() == []
+
+
+def test_the_same_object_in_two_files_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(ROUTE.format(team="a", backend="one"))
+    (tmp_path / "b.yaml").write_text(ROUTE.format(team="b", backend="two"))
+    store = Store()
+    source = FileSource(tmp_path, store)
+    source.load_all()
+    assert _route(store).spec.rules[0].backend_refs[0].name == "one"
+    [problem] = source.all_problems()
+    assert problem.file == "b.yaml" and "already defined in a.yaml" in problem.message
+
+
+def test_unknown_kind_and_empty_documents(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text("---\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n")
+    store = Store()
+    source = FileSource(tmp_path, store)
+    source.load_all()
+    [problem] = source.all_problems()
+    assert "unknown kind 'Widget'" in problem.message and problem.document == 2
+    assert store.get_key(ObjectKey("Widget", "default", "w")) is None
