@@ -1,0 +1,180 @@
+"""The ADS server's protocol, driven by a real gRPC client over loopback.
+
+These are the properties Envoy relies on (ENVOY-NOTES): an ACK never triggers
+another response, stale nonces are ignored, a NACKed version is not re-sent,
+and a Cluster push is followed by its endpoints even when they did not change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+from envoy.config.core.v3 import base_pb2
+from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+from google.rpc import status_pb2
+
+from lychgate import ir
+from lychgate.xds import types
+from lychgate.xds.cache import SnapshotCache
+from lychgate.xds.server import AdsServer, start_server
+from lychgate.xds.translator import build
+
+NODE = "default/gw"
+
+
+def gateway(timeout_ms: int = 5000, port: int = 3000) -> ir.GatewayIR:
+    cluster = ir.Cluster("kube/default/svc/80", (ir.Endpoint("127.0.0.1", port),), connect_timeout_ms=timeout_ms)
+    route = ir.Route(ir.RouteSource("HTTPRoute", "default", "r", 0, 0), ir.Match(),
+                     ir.Forward((ir.WeightedCluster(cluster.name, 1),)))
+    listener = ir.HTTPListener("http-8080", "127.0.0.1", 8080,
+                               (ir.VirtualHost("8080/*", ("*",), (route,)),))
+    return ir.GatewayIR("default", "gw", (listener,), (cluster,))
+
+
+class Client:
+    def __init__(self, address: str) -> None:
+        self.channel = grpc.aio.insecure_channel(address)
+        self.requests: asyncio.Queue[discovery_pb2.DiscoveryRequest] = asyncio.Queue()
+        stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(self.channel)
+        self.call = stub.StreamAggregatedResources(self._iter())
+        self.first = True
+        # One reader for the whole stream: cancelling a pending read() on a
+        # timeout would cancel the gRPC call itself.
+        self.responses: asyncio.Queue[discovery_pb2.DiscoveryResponse] = asyncio.Queue()
+        self.reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for response in self.call:
+            self.responses.put_nowait(response)
+
+    async def _iter(self) -> AsyncIterator[discovery_pb2.DiscoveryRequest]:
+        while True:
+            yield await self.requests.get()
+
+    def send(self, type_url: str, names: list[str] | None = None, version: str = "", nonce: str = "",
+             error: str | None = None) -> None:
+        req = discovery_pb2.DiscoveryRequest(type_url=type_url, resource_names=names or [],
+                                             version_info=version, response_nonce=nonce)
+        if self.first:
+            req.node.CopyFrom(base_pb2.Node(id=NODE, cluster="default.gw"))
+            self.first = False
+        if error is not None:
+            req.error_detail.CopyFrom(status_pb2.Status(code=3, message=error))
+        self.requests.put_nowait(req)
+
+    async def recv(self, timeout: float = 2.0) -> discovery_pb2.DiscoveryResponse:
+        return await asyncio.wait_for(self.responses.get(), timeout)
+
+    async def silent(self, seconds: float = 0.3) -> bool:
+        await asyncio.sleep(seconds)
+        return self.responses.empty()
+
+    async def close(self) -> None:
+        self.call.cancel()
+        self.reader.cancel()
+        await self.channel.close()
+
+
+@pytest.fixture
+async def setup() -> AsyncIterator[tuple[SnapshotCache, AdsServer, Client]]:
+    cache = SnapshotCache()
+    ads = AdsServer(cache)
+    server, port = await start_server(ads, "127.0.0.1:0")
+    client = Client(f"127.0.0.1:{port}")
+    yield cache, ads, client
+    await client.close()
+    await server.stop(0)
+
+
+async def test_ack_does_not_trigger_a_response(setup: tuple[SnapshotCache, AdsServer, Client]) -> None:
+    cache, ads, client = setup
+    cache.set(NODE, build(gateway()))
+    client.send(types.CLUSTER)
+    resp = await client.recv()
+    assert resp.type_url == types.CLUSTER and len(resp.resources) == 1
+    client.send(types.CLUSTER, version=resp.version_info, nonce=resp.nonce)
+    assert await client.silent()
+    [conn] = ads.connections.values()
+    assert conn.gateway == NODE
+    assert conn.types[types.CLUSTER].version_acked == resp.version_info
+
+
+async def test_identical_input_keeps_the_version(setup: tuple[SnapshotCache, AdsServer, Client]) -> None:
+    cache, _, client = setup
+    first = cache.set(NODE, build(gateway()))
+    second = cache.set(NODE, build(gateway()))
+    assert first is second
+    third = cache.set(NODE, build(gateway(port=3001)))
+    assert third.version(types.ENDPOINT) != first.version(types.ENDPOINT)
+    assert third.version(types.CLUSTER) == first.version(types.CLUSTER)
+    # Unchanged resources are shared between snapshots, not copied.
+    assert third.resources[types.CLUSTER]["kube/default/svc/80"] is first.resources[types.CLUSTER]["kube/default/svc/80"]
+
+
+async def test_cluster_push_is_followed_by_its_endpoints(setup: tuple[SnapshotCache, AdsServer, Client]) -> None:
+    cache, _, client = setup
+    cache.set(NODE, build(gateway()))
+    client.send(types.CLUSTER)
+    cds = await client.recv()
+    client.send(types.CLUSTER, version=cds.version_info, nonce=cds.nonce)
+    client.send(types.ENDPOINT, names=["kube/default/svc/80"])
+    eds = await client.recv()
+    assert eds.type_url == types.ENDPOINT
+    client.send(types.ENDPOINT, names=["kube/default/svc/80"], version=eds.version_info, nonce=eds.nonce)
+    assert await client.silent()
+    # Change the cluster only: its endpoints must still be sent again, or Envoy
+    # keeps the cluster warming until its fetch timeout.
+    cache.set(NODE, build(gateway(timeout_ms=1000)))
+    cds2 = await client.recv()
+    eds2 = await client.recv()
+    assert cds2.type_url == types.CLUSTER and cds2.version_info != cds.version_info
+    assert eds2.type_url == types.ENDPOINT and eds2.version_info == eds.version_info
+    assert eds2.nonce != eds.nonce
+
+
+async def test_nack_is_recorded_and_not_resent(setup: tuple[SnapshotCache, AdsServer, Client]) -> None:
+    cache, ads, client = setup
+    cache.set(NODE, build(gateway()))
+    client.send(types.LISTENER)
+    lds = await client.recv()
+    client.send(types.LISTENER, version="", nonce=lds.nonce, error="cannot bind '127.0.0.1:8080': Address already in use")
+    assert await client.silent()
+    [conn] = ads.connections.values()
+    nack = conn.types[types.LISTENER].nack
+    assert nack is not None and nack["version"] == lds.version_info and "Address already in use" in nack["error"]
+    # A new version is sent, and its ACK clears the NACK.
+    cache.set(NODE, build(_other_listener()))
+    lds2 = await client.recv()
+    assert lds2.version_info != lds.version_info
+    client.send(types.LISTENER, version=lds2.version_info, nonce=lds2.nonce)
+    await asyncio.sleep(0.1)
+    assert conn.types[types.LISTENER].nack is None
+
+
+async def test_stale_nonce_is_ignored(setup: tuple[SnapshotCache, AdsServer, Client]) -> None:
+    cache, ads, client = setup
+    cache.set(NODE, build(gateway()))
+    client.send(types.CLUSTER)
+    first = await client.recv()
+    client.send(types.CLUSTER, version=first.version_info, nonce=first.nonce)
+    cache.set(NODE, build(gateway(timeout_ms=2000)))
+    second = await client.recv()
+    # A late NACK of the first response arrives after the second was sent: it
+    # speaks of a superseded version and must not count against the new one.
+    client.send(types.CLUSTER, version=first.version_info, nonce=first.nonce, error="late")
+    assert await client.silent()
+    [conn] = ads.connections.values()
+    assert conn.types[types.CLUSTER].nack is None
+    client.send(types.CLUSTER, version=second.version_info, nonce=second.nonce)
+    await asyncio.sleep(0.1)
+    assert conn.types[types.CLUSTER].version_acked == second.version_info
+
+
+def _other_listener() -> ir.GatewayIR:
+    gw = gateway()
+    listener = gw.listeners[0]
+    moved = ir.HTTPListener(listener.name, listener.address, 9090, listener.virtual_hosts)
+    return ir.GatewayIR(gw.namespace, gw.name, (moved,), gw.clusters)
