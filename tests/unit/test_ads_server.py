@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
@@ -35,22 +36,23 @@ def gateway(timeout_ms: int = 5000, port: int = 3000) -> ir.GatewayIR:
 
 
 class Client:
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, delta: bool = False) -> None:
         self.channel = grpc.aio.insecure_channel(address)
-        self.requests: asyncio.Queue[discovery_pb2.DiscoveryRequest] = asyncio.Queue()
+        self.requests: asyncio.Queue[Any] = asyncio.Queue()
         stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(self.channel)
-        self.call = stub.StreamAggregatedResources(self._iter())
+        method = stub.DeltaAggregatedResources if delta else stub.StreamAggregatedResources
+        self.call = method(self._iter())
         self.first = True
         # One reader for the whole stream: cancelling a pending read() on a
         # timeout would cancel the gRPC call itself.
-        self.responses: asyncio.Queue[discovery_pb2.DiscoveryResponse] = asyncio.Queue()
+        self.responses: asyncio.Queue[Any] = asyncio.Queue()
         self.reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
         async for response in self.call:
             self.responses.put_nowait(response)
 
-    async def _iter(self) -> AsyncIterator[discovery_pb2.DiscoveryRequest]:
+    async def _iter(self) -> AsyncIterator[Any]:
         while True:
             yield await self.requests.get()
 
@@ -65,7 +67,7 @@ class Client:
             req.error_detail.CopyFrom(status_pb2.Status(code=3, message=error))
         self.requests.put_nowait(req)
 
-    async def recv(self, timeout: float = 2.0) -> discovery_pb2.DiscoveryResponse:
+    async def recv(self, timeout: float = 2.0) -> Any:
         return await asyncio.wait_for(self.responses.get(), timeout)
 
     async def silent(self, seconds: float = 0.3) -> bool:
@@ -103,7 +105,7 @@ async def test_ack_does_not_trigger_a_response(setup: tuple[SnapshotCache, AdsSe
 
 
 async def test_identical_input_keeps_the_version(setup: tuple[SnapshotCache, AdsServer, Client]) -> None:
-    cache, _, client = setup
+    cache, _, _client = setup
     first = cache.set(NODE, build(gateway()))
     second = cache.set(NODE, build(gateway()))
     assert first is second
@@ -178,3 +180,89 @@ def _other_listener() -> ir.GatewayIR:
     listener = gw.listeners[0]
     moved = ir.HTTPListener(listener.name, listener.address, 9090, listener.virtual_hosts)
     return ir.GatewayIR(gw.namespace, gw.name, (moved,), gw.clusters)
+
+
+class DeltaClient(Client):
+    def delta(self, type_url: str, subscribe: list[str] | None = None, nonce: str = "",
+              error: str | None = None, initial: dict[str, str] | None = None) -> None:
+        req = discovery_pb2.DeltaDiscoveryRequest(
+            type_url=type_url, resource_names_subscribe=subscribe or [], response_nonce=nonce,
+            initial_resource_versions=initial or {},
+        )
+        if self.first:
+            req.node.CopyFrom(base_pb2.Node(id=NODE, cluster="default.gw"))
+            self.first = False
+        if error is not None:
+            req.error_detail.CopyFrom(status_pb2.Status(code=3, message=error))
+        self.requests.put_nowait(req)
+
+
+@pytest.fixture
+async def delta_setup() -> AsyncIterator[tuple[SnapshotCache, AdsServer, DeltaClient]]:
+    cache = SnapshotCache()
+    ads = AdsServer(cache)
+    server, port = await start_server(ads, "127.0.0.1:0")
+    client = DeltaClient(f"127.0.0.1:{port}", delta=True)
+    yield cache, ads, client
+    await client.close()
+    await server.stop(0)
+
+
+def _two_clusters(port_b: int = 4000, with_b: bool = True) -> ir.GatewayIR:
+    gw = gateway()
+    b = ir.Cluster("kube/default/b/80", (ir.Endpoint("127.0.0.1", port_b),))
+    return ir.GatewayIR(gw.namespace, gw.name, gw.listeners, (*gw.clusters, b) if with_b else gw.clusters)
+
+
+async def test_delta_sends_only_what_changed(delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    cache, ads, client = delta_setup
+    cache.set(NODE, build(_two_clusters()))
+    client.delta(types.CLUSTER)  # wildcard
+    first = await client.recv()
+    assert sorted(r.name for r in first.resources) == ["kube/default/b/80", "kube/default/svc/80"]
+    client.delta(types.CLUSTER, nonce=first.nonce)
+    client.delta(types.ENDPOINT, subscribe=["kube/default/b/80", "kube/default/svc/80"])
+    eds = await client.recv()
+    assert len(eds.resources) == 2
+    client.delta(types.ENDPOINT, nonce=eds.nonce)
+    assert await client.silent()
+    # One endpoint changes: only that ClusterLoadAssignment is sent.
+    cache.set(NODE, build(_two_clusters(port_b=4001)))
+    eds2 = await client.recv()
+    assert [r.name for r in eds2.resources] == ["kube/default/b/80"] and not eds2.removed_resources
+    client.delta(types.ENDPOINT, nonce=eds2.nonce)
+    # A cluster goes away: it is removed by name.
+    cache.set(NODE, build(_two_clusters(with_b=False)))
+    cds = await client.recv()
+    assert list(cds.removed_resources) == ["kube/default/b/80"] and not cds.resources
+    [conn] = ads.connections.values()
+    assert conn.protocol == "delta"
+
+
+async def test_delta_nack_keeps_the_old_state(delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    cache, ads, client = delta_setup
+    cache.set(NODE, build(gateway()))
+    client.delta(types.LISTENER)
+    lds = await client.recv()
+    client.delta(types.LISTENER, nonce=lds.nonce, error="cannot bind")
+    assert await client.silent()  # the rejected content is not pushed again
+    [conn] = ads.connections.values()
+    state = conn.types[types.LISTENER]
+    assert state.nack is not None and state.known == {}
+    cache.set(NODE, build(_other_listener()))
+    again = await client.recv()
+    assert [r.name for r in again.resources] == ["http-8080"]
+    client.delta(types.LISTENER, nonce=again.nonce)
+    await asyncio.sleep(0.1)
+    assert state.nack is None and state.version_acked == again.system_version_info
+
+
+async def test_delta_reconnect_with_initial_versions_sends_nothing_new(
+    delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]
+) -> None:
+    cache, _, client = delta_setup
+    snap = cache.set(NODE, build(gateway()))
+    have = dict(snap.hashes[types.CLUSTER])
+    client.delta(types.CLUSTER, initial=have)
+    first = await client.recv()  # the first answer, with nothing in it
+    assert not first.resources and not first.removed_resources

@@ -32,7 +32,11 @@ def bootstrap(
     xds: XdsTarget,
     admin_address: str = "127.0.0.1",
     admin_port: int = 19000,
+    delta: bool = True,
 ) -> dict[str, Any]:
+    """Delta xDS by default: a change to one of thousands of clusters then sends
+    that cluster alone (10 ms to ACK at 5,000 clusters, against 125 ms for the
+    state of the world, as measured in ENVOY-NOTES)."""
     xds_cluster: dict[str, Any] = {
         "name": "lychgate_xds",
         "type": "STATIC" if _is_ip(xds.host) else "STRICT_DNS",
@@ -77,7 +81,7 @@ def bootstrap(
         "admin": {"address": {"socket_address": {"address": admin_address, "port_value": admin_port}}},
         "dynamic_resources": {
             "ads_config": {
-                "api_type": "GRPC",
+                "api_type": "DELTA_GRPC" if delta else "GRPC",
                 "transport_api_version": "V3",
                 "grpc_services": [{"envoy_grpc": {"cluster_name": "lychgate_xds"}}],
                 "set_node_on_first_message_only": True,

@@ -42,6 +42,14 @@ class TypeState:
     version_sent: str = ""
     version_acked: str = ""
     nack: dict[str, Any] | None = None
+    # Delta xDS only: what the proxy holds (name -> content hash), the
+    # responses in flight (nonce -> version and the hashes they replaced, to
+    # roll back on NACK), and the type version last rejected.
+    wildcard: bool = False
+    known: dict[str, str] = field(default_factory=dict)
+    inflight: dict[str, tuple[str, dict[str, str | None]]] = field(default_factory=dict)
+    rejected: str | None = None
+    answered: bool = False
 
 
 @dataclass
@@ -53,6 +61,7 @@ class ProxyConnection:
     gateway: str
     peer: str
     connected_at: float
+    protocol: str = "sotw"
     node: dict[str, Any] = field(default_factory=dict)
     types: dict[str, TypeState] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
@@ -72,6 +81,7 @@ class ProxyConnection:
             "node": self.node or {"id": self.node_id},
             "gateway": self.gateway,
             "peer": self.peer,
+            "protocol": self.protocol,
             "connectedSeconds": round(time.time() - self.connected_at, 1),
             "types": {
                 types.SHORT.get(t, t): {
@@ -113,8 +123,27 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     async def StreamAggregatedResources(
         self, request_iterator: AsyncIterator[discovery_pb2.DiscoveryRequest], context: Any
     ) -> AsyncIterator[discovery_pb2.DiscoveryResponse]:
+        async for response in self._stream(request_iterator, context, "sotw", self._handle_request, self._respond):
+            yield response
+
+    async def DeltaAggregatedResources(
+        self, request_iterator: AsyncIterator[discovery_pb2.DeltaDiscoveryRequest], context: Any
+    ) -> AsyncIterator[discovery_pb2.DeltaDiscoveryResponse]:
+        async for response in self._stream(request_iterator, context, "delta", self._handle_delta, self._respond_delta):
+            yield response
+
+    async def _stream(
+        self,
+        request_iterator: AsyncIterator[Any],
+        context: Any,
+        protocol: str,
+        handle: Callable[[ProxyConnection, Any], None],
+        respond: Callable[[ProxyConnection, str, Snapshot], Any],
+    ) -> AsyncIterator[Any]:
+        """One proxy's stream: read requests, and answer whenever a request or a
+        snapshot change gives something to send."""
         wake = asyncio.Event()
-        requests: asyncio.Queue[discovery_pb2.DiscoveryRequest | None] = asyncio.Queue()
+        requests: asyncio.Queue[Any] = asyncio.Queue()
 
         async def pump() -> None:
             try:
@@ -138,15 +167,18 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                     if request is None:
                         return
                     if conn is None:
-                        conn = self._connect(request, context, wake)
-                    self._on_request(conn, request)
+                        conn = self._connect(request, context, wake, protocol)
+                    try:
+                        handle(conn, request)
+                    except Exception:  # a bad request must not kill the stream
+                        log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
                 if conn is None:
                     continue
                 snapshot = self.cache.get(conn.gateway)
                 if snapshot is None:
                     continue
                 for type_url in types.PUSH_ORDER:
-                    response = self._respond(conn, type_url, snapshot)
+                    response = respond(conn, type_url, snapshot)
                     if response is not None:
                         yield response
         finally:
@@ -157,7 +189,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 log.info("proxy %s disconnected", conn.node_id)
                 self._safe_feedback(conn)
 
-    def _connect(self, request: discovery_pb2.DiscoveryRequest, context: Any, wake: asyncio.Event) -> ProxyConnection:
+    def _connect(self, request: Any, context: Any, wake: asyncio.Event, protocol: str) -> ProxyConnection:
         node = request.node
         conn = ProxyConnection(
             id=next(self._ids),
@@ -165,19 +197,14 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             gateway=gateway_of(node.id),
             peer=context.peer() if context is not None else "",
             connected_at=time.time(),
+            protocol=protocol,
             node={"id": node.id, "cluster": node.cluster, "userAgent": _user_agent(node)},
             wake=wake,
         )
         self.connections[conn.id] = conn
         self.cache.watch(conn.gateway, wake)
-        log.info("proxy %s connected from %s", conn.node_id, conn.peer)
+        log.info("proxy %s connected from %s (%s xDS)", conn.node_id, conn.peer, protocol)
         return conn
-
-    def _on_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> None:
-        try:
-            self._handle_request(conn, request)
-        except Exception:  # a bad request must not kill the stream
-            log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
 
     def _handle_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> None:
         type_url = request.type_url
@@ -187,20 +214,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             return
         feedback = False
         if request.response_nonce:
-            if request.HasField("error_detail"):
-                detail = request.error_detail.message[:MAX_ERROR_DETAIL]
-                state.nack = {"version": state.version_sent, "error": detail, "at": time.time()}
-                log.warning(
-                    "proxy %s rejected %s version %s: %s",
-                    conn.node_id, types.SHORT.get(type_url, type_url), state.version_sent, detail,
-                )
-                feedback = True
-            else:
-                first = not state.version_acked
-                state.version_acked = request.version_info
-                if state.nack is not None or first:
-                    feedback = True
-                state.nack = None
+            feedback = self._record_reply(conn, type_url, state, state.version_sent, request)
         names = frozenset(request.resource_names) if type_url in types.NAMED else None
         if names != state.names:
             state.names = names
@@ -208,6 +222,19 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         state.pending = True
         if feedback:
             self._safe_feedback(conn)
+
+    def _record_reply(self, conn: ProxyConnection, type_url: str, state: TypeState, version: str, request: Any) -> bool:
+        """Record an ACK or NACK of `version`; True when status should look again."""
+        if request.HasField("error_detail"):
+            detail = request.error_detail.message[:MAX_ERROR_DETAIL]
+            state.nack = {"version": version, "error": detail, "at": time.time()}
+            log.warning("proxy %s rejected %s version %s: %s",
+                        conn.node_id, types.SHORT.get(type_url, type_url), version, detail)
+            return True
+        changed = state.nack is not None or not state.version_acked
+        state.version_acked = version
+        state.nack = None
+        return changed
 
     def _respond(
         self, conn: ProxyConnection, type_url: str, snapshot: Snapshot
@@ -238,12 +265,96 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             version_info=version, resources=resources, type_url=type_url, nonce=nonce
         )
 
+    # --- delta xDS -------------------------------------------------------------
+
+    def _handle_delta(self, conn: ProxyConnection, request: discovery_pb2.DeltaDiscoveryRequest) -> None:
+        type_url = request.type_url
+        state = conn.types.get(type_url)
+        if state is None:
+            state = conn.types[type_url] = TypeState(names=frozenset())
+            # An empty first subscription to a wildcard type means "everything".
+            state.wildcard = type_url not in types.NAMED and not request.resource_names_subscribe
+        feedback = False
+        if request.response_nonce:
+            sent = state.inflight.pop(request.response_nonce, None)
+            if sent is None:
+                log.debug("proxy %s: stale nonce for %s", conn.node_id, types.SHORT.get(type_url, type_url))
+            else:
+                version, replaced = sent
+                feedback = self._record_reply(conn, type_url, state, version, request)
+                if state.nack is not None:
+                    # The proxy kept what it had: forget what we assumed it took.
+                    for name, old in replaced.items():
+                        if old is None:
+                            state.known.pop(name, None)
+                        else:
+                            state.known[name] = old
+                    state.rejected = version
+                else:
+                    state.rejected = None
+        names = set(state.names or ())
+        for name in request.resource_names_subscribe:
+            if name == "*":
+                state.wildcard = True
+            else:
+                names.add(name)
+                state.known.pop(name, None)  # (re)subscribing asks for the resource again
+        for name in request.resource_names_unsubscribe:
+            if name == "*":
+                state.wildcard = False
+            names.discard(name)
+            state.known.pop(name, None)
+        state.names = frozenset(names)
+        state.known.update(request.initial_resource_versions)
+        if feedback:
+            self._safe_feedback(conn)
+
+    def _respond_delta(
+        self, conn: ProxyConnection, type_url: str, snapshot: Snapshot
+    ) -> discovery_pb2.DeltaDiscoveryResponse | None:
+        state = conn.types.get(type_url)
+        if state is None:
+            return None
+        version = snapshot.version(type_url)
+        if state.rejected == version:
+            return None  # the same content was rejected; wait for a new version
+        hashes = snapshot.hashes.get(type_url, {})
+        wanted = set(hashes) if state.wildcard else set(state.names or ()) & set(hashes)
+        changed = sorted(n for n in wanted if state.known.get(n) != hashes[n])
+        removed = sorted(n for n in state.known if n not in wanted)
+        if not changed and not removed and state.answered:
+            return None
+        nonce = str(next(self._nonces))
+        replaced: dict[str, str | None] = {n: state.known.get(n) for n in (*changed, *removed)}
+        byname = snapshot.resources.get(type_url, {})
+        resources = [discovery_pb2.Resource(name=n, version=hashes[n], resource=byname[n]) for n in changed]
+        for n in changed:
+            state.known[n] = hashes[n]
+        for n in removed:
+            state.known.pop(n, None)
+        state.inflight[nonce] = (version, replaced)
+        state.version_sent = version
+        state.answered = True
+        follow = _FOLLOW.get(type_url)
+        if follow is not None and follow in conn.types:
+            for name in changed:
+                conn.types[follow].known.pop(name, None)
+        log.debug("push %s %s version %s (delta: %d changed, %d removed)", conn.node_id,
+                  types.SHORT.get(type_url, type_url), version, len(changed), len(removed))
+        return discovery_pb2.DeltaDiscoveryResponse(
+            system_version_info=version, resources=resources, type_url=type_url,
+            removed_resources=removed, nonce=nonce,
+        )
+
     def retry(self, conn: ProxyConnection, type_url: str) -> None:
         """Offer a rejected type again (e.g. a listener whose port was busy)."""
         state = conn.types.get(type_url)
         if state is not None and state.nack is not None:
             state.nack = None
             state.force = True
+            if state.rejected is not None:  # delta: forget what the proxy refused
+                state.rejected = None
+                state.known.clear()
             conn.wake.set()
 
     def _safe_feedback(self, conn: ProxyConnection) -> None:
