@@ -138,6 +138,7 @@ class Lychgate:
         self.log_path = root / "lychgate.log"
         self.admin = f"127.0.0.1:{free_port()}"
         self.xds = f"127.0.0.1:{free_port()}"
+        self.metrics = f"127.0.0.1:{free_port()}"
         self.process: subprocess.Popen[bytes] | None = None
         self.client = httpx.Client(timeout=5)
 
@@ -160,7 +161,7 @@ class Lychgate:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lychgate", "run", str(directory or self.manifests),
              "--state-dir", str(self.state), "--admin-address", self.admin,
-             "--xds-address", self.xds, "--metrics-address", f"127.0.0.1:{free_port()}",
+             "--xds-address", self.xds, "--metrics-address", self.metrics,
              "--health-address", f"127.0.0.1:{free_port()}", *extra],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT, env=env,
         )

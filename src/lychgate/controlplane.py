@@ -10,12 +10,14 @@ stop the control plane.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lychgate.admin import metrics
 from lychgate.api.base import ObjectMeta, now
 from lychgate.api.gateway import Gateway, GatewayClass, GatewayClassSpec
 from lychgate.log import component_logger
@@ -30,9 +32,10 @@ from lychgate.translate.gateway import (
     translate,
 )
 from lychgate.xds import types
-from lychgate.xds.cache import SnapshotCache
+from lychgate.xds.cache import Snapshot, SnapshotCache, decode
 from lychgate.xds.server import AdsServer, ProxyConnection
-from lychgate.xds.translator import build
+from lychgate.xds.translator import Resources, build
+from lychgate.xds.validate import Blocked, Preflight
 
 log = component_logger("controlplane")
 
@@ -103,6 +106,32 @@ class PassReport:
     status_changed: int
 
 
+def _route_owner(route_name: str) -> tuple[str, str, str]:
+    """("HTTPRoute", ns, name) from an Envoy route name "httproute/ns/name/rule/i/match/j"."""
+    parts = route_name.split("/")
+    kind = {"httproute": "HTTPRoute"}.get(parts[0], parts[0])
+    return (kind, parts[1], parts[2]) if len(parts) >= 3 else (kind, "", route_name)
+
+
+def _keep_last_good(resources: Resources, previous: Snapshot | None, blocked: Blocked) -> None:
+    """Put back the last accepted version of a blocked resource (or leave it out)."""
+    names = [(blocked.type_url, blocked.name)]
+    if blocked.type_url == types.LISTENER and previous is not None:
+        names.append((types.ROUTE, blocked.name))  # a listener's routes share its name
+        # The routes kept may point at clusters the new input dropped: keep those too.
+        current = resources.by_type.setdefault(types.CLUSTER, {})
+        for name in previous.resources.get(types.CLUSTER, {}).keys() - current.keys():
+            names += [(types.CLUSTER, name), (types.ENDPOINT, name)]
+    if blocked.type_url == types.CLUSTER:
+        names.append((types.ENDPOINT, blocked.name))
+    for type_url, name in names:
+        old = previous.resources.get(type_url, {}).get(name) if previous else None
+        if old is not None:
+            resources.add(type_url, name, decode(type_url, old))
+        else:
+            resources.by_type.get(type_url, {}).pop(name, None)
+
+
 class ControlPlane:
     def __init__(
         self,
@@ -111,6 +140,7 @@ class ControlPlane:
         cache: SnapshotCache | None = None,
         ads: AdsServer | None = None,
         on_status: Callable[[set[Any]], Awaitable[None]] | None = None,
+        preflight: Preflight | None = None,
     ) -> None:
         self.settings = settings
         self.deployer = deployer
@@ -123,6 +153,13 @@ class ControlPlane:
         self.on_status = on_status
         self.passes = 0
         self.last_pass: PassReport | None = None
+        self.preflight = preflight
+        self.blocked: dict[str, list[Blocked]] = {}
+        # Clusters the new routes no longer use, kept until every proxy of the
+        # Gateway has accepted those routes: removing them earlier would turn
+        # the routes a proxy still holds (say, after a NACK) into 500s.
+        self._retired: dict[str, dict[str, tuple[Any, Any]]] = {}
+        self.ads.on_ack = self._on_ack
         self._feedback_changed = asyncio.Event()
 
     # --- the loop ------------------------------------------------------------
@@ -159,15 +196,28 @@ class ControlPlane:
         change = self.store.drain()
         self._feedback_changed.clear()
         try:
-            self.translation = translate(self.store, self.deployer.address_for, self._feedback())
-            for ref, gw in self.translation.gateways.items():
-                self.cache.set(ref, build(gw))
-            self.cache.retain(self.translation.gateways)
+            with metrics.TRANSLATION_DURATION.time():
+                self.translation = translate(self.store, self.deployer.address_for, self._feedback())
+                built = {ref: build(gw) for ref, gw in self.translation.gateways.items()}
+            for ref, resources in built.items():
+                if self.preflight is not None:
+                    resources = await self._preflight(ref, resources)
+                self._keep_retired_clusters(ref, resources)
+                self._record_snapshot(ref, self.cache.set(ref, resources))
+            for ref in set(self.cache.nodes()) - built.keys():
+                self.cache.remove(ref)
+                self._forget_snapshot(ref)
+                self._retired.pop(ref, None)
             await self.deployer.sync(self.translation.proxies)
             changed = self.status.update(self.translation.status)
+            for key in changed:
+                metrics.STATUS_WRITES.labels(key.kind, "success").inc()
             if changed and self.on_status is not None:
                 await self.on_status(changed)
+            for kind in self.store.kinds():
+                metrics.OBJECTS.labels(kind).set(self.store.count(kind))
         except Exception:
+            metrics.ERRORS.labels("controlplane").inc()
             log.exception("sync pass failed at store revision %d; the next change retries", change.revision)
             changed = set()
         self.passes += 1
@@ -177,6 +227,85 @@ class ControlPlane:
         log.debug("sync pass %d: revision %d, %d gateways, %d status changes in %.1f ms",
                   self.passes, report.revision, report.gateways, report.status_changed, report.seconds * 1000)
         return report
+
+    # --- make before break -----------------------------------------------------------
+
+    def _keep_retired_clusters(self, ref: str, resources: Resources) -> None:
+        previous = self.cache.get(ref)
+        retired = self._retired.setdefault(ref, {})
+        released: set[str] = set()
+        if retired and self._routes_settled(ref):
+            released = set(retired)  # the previous snapshot still lists them: let them go
+            retired.clear()
+        clusters = resources.by_type.setdefault(types.CLUSTER, {})
+        if previous is not None:
+            old_endpoints = previous.resources.get(types.ENDPOINT, {})
+            for name, packed in previous.resources.get(types.CLUSTER, {}).items():
+                if name not in clusters and name not in retired and name not in released:
+                    retired[name] = (packed, old_endpoints.get(name))
+        for name in list(retired):
+            if name in clusters:
+                del retired[name]  # in use again
+                continue
+            packed, endpoints = retired[name]
+            resources.add(types.CLUSTER, name, decode(types.CLUSTER, packed))
+            if endpoints is not None:
+                resources.add(types.ENDPOINT, name, decode(types.ENDPOINT, endpoints))
+        if not retired:
+            self._retired.pop(ref, None)
+
+    def _routes_settled(self, ref: str) -> bool:
+        """Has every proxy of the Gateway accepted the current routes?"""
+        snapshot = self.cache.get(ref)
+        if snapshot is None:
+            return True
+        version = snapshot.version(types.ROUTE)
+        for conn in self.ads.for_gateway(ref):
+            state = conn.types.get(types.ROUTE)
+            if state is not None and (state.nack is not None or state.version_acked != version):
+                return False
+        return True
+
+    def _on_ack(self, conn: ProxyConnection, type_url: str) -> None:
+        if type_url == types.ROUTE and conn.gateway in self._retired:
+            self.notify()  # retired clusters may go now
+
+    # --- strict validation ---------------------------------------------------------
+
+    async def _preflight(self, ref: str, resources: Resources) -> Resources:
+        """Withhold what Envoy would reject; the proxy keeps the last accepted version."""
+        assert self.preflight is not None
+        blocked = await self.preflight.check(resources)
+        previous = self.cache.get(ref)
+        for b in blocked:
+            _keep_last_good(resources, previous, b)
+        if blocked:
+            metrics.BLOCKED_SNAPSHOTS.labels(ref).inc()
+        if blocked != self.blocked.get(ref, []):
+            for b in blocked:
+                log.error("strict validation blocked %s %s of Gateway %s: %s (routes: %s)",
+                          types.SHORT.get(b.type_url, b.type_url), b.name, ref, b.error,
+                          ", ".join(b.routes) or "none identified")
+            if blocked:
+                self.blocked[ref] = blocked
+            else:
+                self.blocked.pop(ref, None)
+            self.notify()  # status must say what was blocked
+        return resources
+
+    def _record_snapshot(self, ref: str, snapshot: Snapshot) -> None:
+        for type_url, byname in snapshot.resources.items():
+            short = types.SHORT.get(type_url, type_url)
+            metrics.SNAPSHOT_RESOURCES.labels(ref, short).set(len(byname))
+            metrics.SNAPSHOT_BYTES.labels(ref, short).set(sum(len(a.value) for a in byname.values()))
+
+    def _forget_snapshot(self, ref: str) -> None:
+        self.blocked.pop(ref, None)
+        for type_url in types.PUSH_ORDER:
+            short = types.SHORT.get(type_url, type_url)
+            for gauge in (metrics.SNAPSHOT_RESOURCES, metrics.SNAPSHOT_BYTES):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(ref, short)
 
     # --- proxy feedback ---------------------------------------------------------
 
@@ -197,8 +326,23 @@ class ControlPlane:
             else:
                 fb.proxy_state[ref] = self.deployer.proxy_state(ref)
             for conn in conns:
-                for port, message in listener_errors(conn).items():
+                bind_errors = listener_errors(conn)
+                for port, message in bind_errors.items():
                     fb.listener_errors[(ref, port)] = message
+                for type_url, state in conn.types.items():
+                    if state.nack is not None and not (type_url == types.LISTENER and bind_errors):
+                        fb.rejected[ref] = (
+                            f"the proxy rejected {types.SHORT.get(type_url, type_url)} version "
+                            f"{state.nack['version']}: {state.nack['error']}. It keeps serving the "
+                            "last configuration it accepted; fix the input and the next update recovers"
+                        )
+        for ref, blocked in self.blocked.items():
+            for b in blocked:
+                for route in b.routes:
+                    fb.blocked_routes.setdefault(_route_owner(route), []).append(
+                        f"strict validation: Envoy rejects {route}: {b.error}; the proxy keeps the last "
+                        f"accepted routes of listener {b.name} on Gateway {ref}"
+                    )
         return fb
 
     async def _retry_nacked(self, stop: asyncio.Event) -> None:

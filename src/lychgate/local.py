@@ -21,13 +21,14 @@ from lychgate.admin.server import (
 )
 from lychgate.controlplane import ControlPlane, builtin_class
 from lychgate.deploy.bootstrap import XdsTarget
-from lychgate.deploy.local import LocalDeployer
+from lychgate.deploy.local import LocalDeployer, envoy_binary
 from lychgate.log import component_logger
 from lychgate.objects_api import krt_snapshot, routes, xds_snapshot
-from lychgate.settings import Settings, split_host_port
+from lychgate.settings import Settings, ValidationLevel, split_host_port
 from lychgate.sources.files import FileSource
 from lychgate.xds.cache import SnapshotCache
 from lychgate.xds.server import AdsServer, start_server
+from lychgate.xds.validate import Preflight
 
 log = component_logger("controlplane")
 
@@ -49,7 +50,10 @@ async def run_local(directory: Path, settings: Settings, stop: asyncio.Event | N
         grpc_server, xds_port = await start_server(ads, settings.xds_address)
         cleanups.append(lambda: grpc_server.stop(grace=1))
         deployer = LocalDeployer(settings.state_dir, XdsTarget(xds_host, xds_port))
-        cp = ControlPlane(settings=settings, deployer=deployer, cache=cache, ads=ads)
+        preflight = None
+        if settings.validation_level is ValidationLevel.STRICT:
+            preflight = Preflight(envoy_binary(), settings.state_dir / "validate")
+        cp = ControlPlane(settings=settings, deployer=deployer, cache=cache, ads=ads, preflight=preflight)
 
         source = FileSource(directory, cp.store)
         cp.store.upsert(builtin_class())

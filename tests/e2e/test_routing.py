@@ -138,6 +138,14 @@ def test_editing_a_route_moves_traffic_and_deleting_gives_404(three_backends: Ly
     lg.wait_pod(addr, "v1")
     lg.write("route.yaml", route.format(backend="v2"))
     lg.wait_pod(addr, "v2", timeout=5)
+
+    def clusters() -> set[str]:
+        xds = lg.client.get(f"http://{lg.admin}/snapshots/xds").json()
+        cds = next(t for url, t in xds["proxies"][0]["types"].items() if url.endswith("Cluster"))
+        return {c["name"] for c in cds["resources"]}
+
+    # v1's cluster lingers only until Envoy has accepted the routes that left it.
+    wait_for(lambda: clusters() == {"kube/default/v2/80"}, 5, "the unused cluster to be removed")
     status = lg.status("HTTPRoute", "moving")
     assert status["parents"][0]["conditions"][0]["observedGeneration"] == 2
     lg.delete("route.yaml")

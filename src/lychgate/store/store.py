@@ -94,6 +94,9 @@ class Store:
     def kinds(self) -> builtins.list[str]:
         return sorted(k for k, v in self._by_kind.items() if v)
 
+    def count(self, kind: str) -> int:
+        return len(self._by_kind.get(kind, ()))
+
     def all(self) -> Iterator[Resource]:
         for bucket in self._by_kind.values():
             yield from bucket.values()

@@ -51,6 +51,10 @@ class Feedback:
     listener_errors: dict[tuple[str, int], str] = field(default_factory=dict)
     # gateway ref -> None (no proxy yet) / "" (programmed) / why not
     proxy_state: dict[str, str | None] = field(default_factory=dict)
+    # gateway ref -> why the proxy rejected its latest configuration (NACK)
+    rejected: dict[str, str] = field(default_factory=dict)
+    # (kind, namespace, name) of a route -> why strict validation blocked it
+    blocked_routes: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -86,7 +90,7 @@ def translate(
             ctxs[(gw.namespace, gw.name)] = _GatewayCtx(gw, validate_listeners(gw))
 
     for route in sorted(store.list(HTTPRoute), key=lambda r: (r.namespace, r.name)):
-        _attach_route(store, route, ctxs, out)
+        _attach_route(store, route, ctxs, out, feedback.blocked_routes.get(("HTTPRoute", route.namespace, route.name)))
 
     for ctx in ctxs.values():
         _finish_gateway(store, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback, out)
@@ -125,7 +129,11 @@ def _parent_key(route: HTTPRoute, ref: ParentReference) -> dict[str, Any]:
 
 
 def _attach_route(
-    store: Store, route: HTTPRoute, ctxs: dict[tuple[str, str], _GatewayCtx], out: Translation
+    store: Store,
+    route: HTTPRoute,
+    ctxs: dict[tuple[str, str], _GatewayCtx],
+    out: Translation,
+    blocked: list[str] | None = None,
 ) -> None:
     compiled: CompiledRoute | None = None
     parents: list[dict[str, Any]] = []
@@ -144,7 +152,10 @@ def _attach_route(
             continue  # a Gateway of another controller: not ours to report
         if compiled is None:
             compiled = compile_route(store, route)
-        parents.append(_parent_status(route, ref, _attach_to_gateway(store, route, ref, ctx, compiled)))
+        conds = _attach_to_gateway(store, route, ref, ctx, compiled)
+        if blocked:
+            conds.append(condition("Programmed", False, "Rejected", "; ".join(blocked), gen))
+        parents.append(_parent_status(route, ref, conds))
     if parents:
         out.status[route.key] = {"parents": parents}
 
@@ -269,6 +280,8 @@ def _finish_gateway(
         conds.append(condition("Programmed", False, "AddressNotAssigned", "no address could be assigned", gen))
     elif not serving:
         conds.append(condition("Programmed", False, "Invalid", "Gateway is not accepted, so no proxy is run", gen))
+    elif ref in feedback.rejected:
+        conds.append(condition("Programmed", False, "Invalid", feedback.rejected[ref], gen))
     elif state == "":
         conds.append(condition("Programmed", True, "Programmed", "proxy is running and has accepted its configuration", gen))
     else:

@@ -110,12 +110,13 @@ class SnapshotCache:
         for type_url, byname in snap.resources.items():
             items = []
             for any_msg in byname.values():
-                items.append(json_format.MessageToDict(_unpack(type_url, any_msg)))
+                items.append(json_format.MessageToDict(decode(type_url, any_msg)))
             out[types.SHORT.get(type_url, type_url)] = {"version": snap.version(type_url), "resources": items}
         return out
 
 
-def _unpack(type_url: str, any_msg: any_pb2.Any) -> Any:
+def decode(type_url: str, any_msg: any_pb2.Any) -> Any:
+    """A packed resource as its Envoy message."""
     from envoy.config.cluster.v3 import cluster_pb2
     from envoy.config.endpoint.v3 import endpoint_pb2
     from envoy.config.listener.v3 import listener_pb2

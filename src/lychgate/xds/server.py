@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
+from lychgate.admin import metrics
 from lychgate.log import component_logger
 from lychgate.xds import types
 from lychgate.xds.cache import Snapshot, SnapshotCache
@@ -116,6 +117,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._nonces = itertools.count(1)
         # Called when a proxy connects, disconnects, first ACKs or NACKs.
         self.on_feedback: FeedbackHook = lambda _conn: None
+        # Called on every ACK, with the type acknowledged.
+        self.on_ack: Callable[[ProxyConnection, str], None] = lambda _conn, _type: None
 
     def for_gateway(self, gateway: str) -> list[ProxyConnection]:
         return [c for c in self.connections.values() if c.gateway == gateway]
@@ -186,6 +189,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             if conn is not None:
                 self.cache.unwatch(conn.gateway, wake)
                 self.connections.pop(conn.id, None)
+                metrics.CONNECTED_PROXIES.labels(conn.gateway).dec()
                 log.info("proxy %s disconnected", conn.node_id)
                 self._safe_feedback(conn)
 
@@ -203,6 +207,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         )
         self.connections[conn.id] = conn
         self.cache.watch(conn.gateway, wake)
+        metrics.CONNECTED_PROXIES.labels(conn.gateway).inc()
         log.info("proxy %s connected from %s (%s xDS)", conn.node_id, conn.peer, protocol)
         return conn
 
@@ -226,11 +231,14 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     def _record_reply(self, conn: ProxyConnection, type_url: str, state: TypeState, version: str, request: Any) -> bool:
         """Record an ACK or NACK of `version`; True when status should look again."""
         if request.HasField("error_detail"):
+            metrics.XDS_NACKS.labels(type_url, conn.gateway).inc()
             detail = request.error_detail.message[:MAX_ERROR_DETAIL]
             state.nack = {"version": version, "error": detail, "at": time.time()}
             log.warning("proxy %s rejected %s version %s: %s",
                         conn.node_id, types.SHORT.get(type_url, type_url), version, detail)
             return True
+        metrics.XDS_ACKS.labels(type_url, conn.gateway).inc()
+        self.on_ack(conn, type_url)
         changed = state.nack is not None or not state.version_acked
         state.version_acked = version
         state.nack = None
@@ -259,6 +267,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         follow = _FOLLOW.get(type_url)
         if follow is not None and follow in conn.types:
             conn.types[follow].force = True
+        metrics.XDS_PUSHES.labels(type_url, conn.gateway).inc()
         log.debug("push %s %s version %s (%d resources)", conn.node_id,
                   types.SHORT.get(type_url, type_url), version, len(resources))
         return discovery_pb2.DiscoveryResponse(
@@ -339,6 +348,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if follow is not None and follow in conn.types:
             for name in changed:
                 conn.types[follow].known.pop(name, None)
+        metrics.XDS_PUSHES.labels(type_url, conn.gateway).inc()
         log.debug("push %s %s version %s (delta: %d changed, %d removed)", conn.node_id,
                   types.SHORT.get(type_url, type_url), version, len(changed), len(removed))
         return discovery_pb2.DeltaDiscoveryResponse(

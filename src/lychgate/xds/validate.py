@@ -1,0 +1,230 @@
+"""Strict validation: ask the real Envoy whether it would accept a snapshot.
+
+With `validation.level: strict`, every changed resource of a Gateway's snapshot
+is checked by `envoy --mode validate` (the proxies' own binary) before it is
+sent. What Envoy would reject is blocked: the proxy keeps the last accepted
+version of that resource while everything else moves on, and the rejection is
+attributed to the routes that caused it.
+
+Envoy validates a static bootstrap, so each check inlines the dynamic parts:
+listeners carry their RouteConfiguration, clusters become STATIC with their
+ClusterLoadAssignment. Verdicts are cached by content hash, so a resource is
+validated once however often it is translated; a failing batch is split in
+halves until the culprits are found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envoy.config.bootstrap.v3 import bootstrap_pb2
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.config.listener.v3 import listener_pb2
+from envoy.config.route.v3 import route_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb,
+)
+
+from lychgate.log import component_logger
+from lychgate.xds import types
+from lychgate.xds.translator import Resources
+
+log = component_logger("xds")
+
+MAX_ERROR = 2000
+HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A resource Envoy would reject, and the route entries to blame."""
+
+    type_url: str
+    name: str
+    error: str
+    routes: tuple[str, ...] = ()  # Envoy route names: "httproute/NS/NAME/rule/I/match/J"
+
+
+@dataclass
+class _Unit:
+    """What is validated together: a listener and its routes, or a cluster and its endpoints."""
+
+    type_url: str
+    name: str
+    listener: listener_pb2.Listener | None = None
+    routes: route_pb2.RouteConfiguration | None = None
+    cluster: cluster_pb2.Cluster | None = None
+    key: str = field(default="")
+
+    def __post_init__(self) -> None:
+        digest = hashlib.blake2b(digest_size=12)
+        for part in (self.listener, self.routes, self.cluster):
+            if part is not None:
+                digest.update(part.SerializeToString(deterministic=True))
+        self.key = digest.hexdigest()
+
+
+class Preflight:
+    def __init__(self, binary: str, workdir: Path | None = None) -> None:
+        self.binary = binary
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="lychgate-validate-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.verdicts: dict[str, str | None] = {}
+        self.blamed: dict[str, tuple[str, ...]] = {}
+        self.runs = 0
+        self._lock = asyncio.Lock()
+
+    async def check(self, resources: Resources) -> list[Blocked]:
+        """The resources of one snapshot that Envoy would reject."""
+        units = _units(resources)
+        fresh = [u for u in units if u.key not in self.verdicts]
+        if fresh:
+            async with self._lock:
+                await self._settle(fresh)
+        blocked = []
+        for unit in units:
+            error = self.verdicts.get(unit.key)
+            if error is not None:
+                if unit.key not in self.blamed:
+                    self.blamed[unit.key] = await self._blame(unit) if unit.routes is not None else ()
+                blocked.append(Blocked(unit.type_url, unit.name, error, self.blamed[unit.key]))
+        return blocked
+
+    async def _settle(self, units: list[_Unit]) -> None:
+        error = await self._validate(units)
+        if error is None:
+            for u in units:
+                self.verdicts[u.key] = None
+        elif len(units) == 1:
+            self.verdicts[units[0].key] = error
+        else:
+            half = len(units) // 2
+            await self._settle(units[:half])
+            await self._settle(units[half:])
+
+    async def _blame(self, unit: _Unit) -> tuple[str, ...]:
+        """The route entries of a rejected listener that Envoy refuses on their own."""
+        assert unit.listener is not None and unit.routes is not None
+        entries = [(vi, ri) for vi, vh in enumerate(unit.routes.virtual_hosts) for ri in range(len(vh.routes))]
+        culprits: list[str] = []
+
+        async def search(part: list[tuple[int, int]]) -> None:
+            if not part or await self._validate([_with_routes(unit, part)]) is None:
+                return
+            if len(part) == 1:
+                vi, ri = part[0]
+                culprits.append(unit.routes.virtual_hosts[vi].routes[ri].name)  # type: ignore[union-attr]
+                return
+            half = len(part) // 2
+            await search(part[:half])
+            await search(part[half:])
+
+        async with self._lock:
+            await search(entries)
+        return tuple(culprits)
+
+    async def _validate(self, units: list[_Unit]) -> str | None:
+        """Run `envoy --mode validate` on a bootstrap holding the units; None if valid."""
+        boot = bootstrap_pb2.Bootstrap()
+        for unit in units:
+            if unit.listener is not None:
+                boot.static_resources.listeners.append(_inline_routes(unit.listener, unit.routes))
+            if unit.cluster is not None:
+                boot.static_resources.clusters.append(unit.cluster)
+        path = self.workdir / f"check-{self.runs}.pb"
+        path.write_bytes(boot.SerializeToString())
+        self.runs += 1
+        proc = await asyncio.create_subprocess_exec(
+            self.binary, "--mode", "validate", "-c", str(path), "--disable-hot-restart",
+            "-l", "critical", "--base-id", str(60000 + self.runs % 1000),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await proc.communicate()
+        path.unlink(missing_ok=True)
+        if proc.returncode == 0:
+            return None
+        return _clean_error(out.decode(errors="replace"))
+
+
+def _units(resources: Resources) -> list[_Unit]:
+    routes = resources.by_type.get(types.ROUTE, {})
+    endpoints = resources.by_type.get(types.ENDPOINT, {})
+    units = []
+    for name, listener in resources.by_type.get(types.LISTENER, {}).items():
+        rds = _rds_name(listener)
+        units.append(_Unit(types.LISTENER, name, listener=listener, routes=routes.get(rds) if rds else None))
+    for name, cluster in resources.by_type.get(types.CLUSTER, {}).items():
+        units.append(_Unit(types.CLUSTER, name, cluster=_static_cluster(cluster, endpoints.get(name))))
+    return units
+
+
+def _rds_name(listener: listener_pb2.Listener) -> str | None:
+    for chain in listener.filter_chains:
+        for f in chain.filters:
+            if f.typed_config.type_url == HCM_TYPE:
+                hcm = hcm_pb.HttpConnectionManager()
+                f.typed_config.Unpack(hcm)
+                if hcm.HasField("rds"):
+                    return str(hcm.rds.route_config_name)
+    return None
+
+
+def _inline_routes(
+    listener: listener_pb2.Listener, routes: route_pb2.RouteConfiguration | None
+) -> listener_pb2.Listener:
+    out = listener_pb2.Listener()
+    out.CopyFrom(listener)
+    for chain in out.filter_chains:
+        for f in chain.filters:
+            if f.typed_config.type_url == HCM_TYPE:
+                hcm = hcm_pb.HttpConnectionManager()
+                f.typed_config.Unpack(hcm)
+                if hcm.HasField("rds"):
+                    hcm.route_config.CopyFrom(routes or route_pb2.RouteConfiguration(name=hcm.rds.route_config_name))
+                f.typed_config.Pack(hcm)
+    return out
+
+
+def _with_routes(unit: _Unit, keep: list[tuple[int, int]]) -> _Unit:
+    """The same listener with only some of its route entries."""
+    assert unit.routes is not None
+    routes = route_pb2.RouteConfiguration()
+    routes.CopyFrom(unit.routes)
+    wanted: dict[int, set[int]] = {}
+    for vi, ri in keep:
+        wanted.setdefault(vi, set()).add(ri)
+    for vi, vh in enumerate(routes.virtual_hosts):
+        kept = [r for ri, r in enumerate(vh.routes) if ri in wanted.get(vi, set())]
+        del vh.routes[:]
+        vh.routes.extend(kept)
+    return _Unit(unit.type_url, unit.name, listener=unit.listener, routes=routes)
+
+
+def _static_cluster(
+    cluster: cluster_pb2.Cluster, endpoints: endpoint_pb2.ClusterLoadAssignment | None
+) -> cluster_pb2.Cluster:
+    out = cluster_pb2.Cluster()
+    out.CopyFrom(cluster)
+    if out.type == cluster_pb2.Cluster.EDS:
+        out.type = cluster_pb2.Cluster.STATIC
+        out.ClearField("eds_cluster_config")
+        out.load_assignment.CopyFrom(endpoints or endpoint_pb2.ClusterLoadAssignment())
+        out.load_assignment.cluster_name = cluster.name
+    return out
+
+
+def _clean_error(output: str) -> str:
+    """Envoy's complaint without log prefixes, the file name or resource dumps."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    text = lines[-1] if lines else output
+    marker = "error initializing configuration"
+    if marker in text:
+        text = text.split(marker, 1)[1].split(":", 1)[-1].strip()
+    elif "] " in text:
+        text = text.rsplit("] ", 1)[-1]
+    return text[:MAX_ERROR]

@@ -1,0 +1,42 @@
+"""Strict validation asks the real Envoy binary, and remembers its verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lychgate import ir
+from lychgate.deploy.local import envoy_binary
+from lychgate.xds import types
+from lychgate.xds.translator import build
+from lychgate.xds.validate import Preflight
+
+
+def _gateway(*paths: tuple[str, str]) -> ir.GatewayIR:
+    cluster = ir.Cluster("kube/default/svc/80", (ir.Endpoint("127.0.0.1", 3000),))
+    routes = tuple(
+        ir.Route(ir.RouteSource("HTTPRoute", "default", name, 0, 0),
+                 ir.Match(path_type="RegularExpression", path=regex),
+                 ir.Forward((ir.WeightedCluster(cluster.name, 1),)))
+        for name, regex in paths
+    )
+    listener = ir.HTTPListener("http-80", "127.0.0.1", 80, (ir.VirtualHost("80/*", ("*",), routes),))
+    return ir.GatewayIR("default", "gw", (listener,), (cluster,))
+
+
+async def test_valid_snapshot_passes_and_verdicts_are_cached(tmp_path: Path) -> None:
+    pre = Preflight(envoy_binary(), tmp_path)
+    resources = build(_gateway(("ok", "/a/[0-9]+")))
+    assert await pre.check(resources) == []
+    runs = pre.runs
+    assert await pre.check(build(_gateway(("ok", "/a/[0-9]+")))) == []
+    assert pre.runs == runs  # nothing new: Envoy is not asked again
+
+
+async def test_rejected_routes_are_named(tmp_path: Path) -> None:
+    pre = Preflight(envoy_binary(), tmp_path)
+    # Python's re accepts a lookahead; Envoy's RE2 does not.
+    resources = build(_gateway(("good", "/a/.*"), ("lookahead", "/b(?=c)"), ("other", "/d")))
+    [blocked] = await pre.check(resources)
+    assert blocked.type_url == types.LISTENER and blocked.name == "http-80"
+    assert "(?=" in blocked.error
+    assert blocked.routes == ("httproute/default/lookahead/rule/0/match/0",)
