@@ -69,6 +69,9 @@ def run(
     state_dir: Annotated[Path | None, typer.Option(help="Where proxy bootstraps, logs and address allocations live.")] = None,
     log_level: Annotated[str | None, typer.Option(help="Control-plane log level.")] = None,
     validation_level: Annotated[str | None, typer.Option(help="standard or strict.")] = None,
+    xds_tls: Annotated[bool | None, typer.Option("--xds-tls/--no-xds-tls", help="Serve xDS over TLS.")] = None,
+    xds_tls_dir: Annotated[Path | None, typer.Option(help="Directory with tls.crt, tls.key and ca.crt.")] = None,
+    xds_tls_require_client_cert: Annotated[bool | None, typer.Option(help="Proxies must present a client certificate.")] = None,
 ) -> None:
     """Serve the manifests in DIRECTORY through local Envoy proxies, live."""
     if not directory.exists():
@@ -77,14 +80,15 @@ def run(
     settings = _settings(
         xds_address=xds_address, admin_address=admin_address, metrics_address=metrics_address,
         health_address=health_address, state_dir=state_dir, log_level=log_level,
-        validation_level=validation_level,
+        validation_level=validation_level, xds_tls_enabled=xds_tls, xds_tls_dir=xds_tls_dir,
+        xds_tls_require_client_cert=xds_tls_require_client_cert,
     )
     logsetup.setup(settings.log_level)
     from lychgate.local import run_local
 
     try:
         asyncio.run(run_local(directory, settings))
-    except OSError as err:
+    except OSError as err:  # a port in use, missing TLS files: say it, no traceback
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
 

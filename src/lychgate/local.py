@@ -26,6 +26,7 @@ from lychgate.log import component_logger
 from lychgate.objects_api import krt_snapshot, routes, xds_snapshot
 from lychgate.settings import Settings, ValidationLevel, split_host_port
 from lychgate.sources.files import FileSource
+from lychgate.xds import tls
 from lychgate.xds.cache import SnapshotCache
 from lychgate.xds.server import AdsServer, start_server
 from lychgate.xds.validate import Preflight
@@ -47,9 +48,16 @@ async def run_local(directory: Path, settings: Settings, stop: asyncio.Event | N
         # Proxies need the xDS port in their bootstrap, and it may be 0 (pick one).
         cache = SnapshotCache()
         ads = AdsServer(cache)
-        grpc_server, xds_port = await start_server(ads, settings.xds_address)
+        credentials = None
+        if settings.xds_tls_enabled:
+            credentials = tls.server_credentials(settings.xds_tls_dir, settings.xds_tls_require_client_cert)
+        grpc_server, xds_port = await start_server(ads, settings.xds_address, credentials)
         cleanups.append(lambda: grpc_server.stop(grace=1))
-        deployer = LocalDeployer(settings.state_dir, XdsTarget(xds_host, xds_port))
+        target = (
+            tls.proxy_target(xds_host, xds_port, settings.xds_tls_dir, settings.xds_tls_require_client_cert)
+            if settings.xds_tls_enabled else XdsTarget(xds_host, xds_port)
+        )
+        deployer = LocalDeployer(settings.state_dir, target)
         preflight = None
         if settings.validation_level is ValidationLevel.STRICT:
             preflight = Preflight(envoy_binary(), settings.state_dir / "validate")

@@ -62,6 +62,9 @@ class Settings(BaseSettings):
         Path("/etc/lychgate/xds-tls"),
         description="Directory holding tls.crt, tls.key and ca.crt for xDS TLS.",
     )
+    xds_tls_require_client_cert: bool = Field(
+        False, description="With xDS TLS: proxies must present a certificate signed by ca.crt."
+    )
     policy_merge: dict[str, Any] = Field(
         default_factory=dict,
         description='Policy merge settings, e.g. {"trafficPolicy": {"extProc": "DeepMerge"}}.',
@@ -79,6 +82,34 @@ class Settings(BaseSettings):
     leader_election: bool = Field(True, description="Kubernetes mode: elect one writer.")
     proxy_image: str = Field(
         "ghcr.io/lychgate/envoy:1.40.0", description="Default image of the Envoy proxies."
+    )
+    # --- Kubernetes mode (`lychgate controller`) -------------------------------------------
+    kubeconfig: Path | None = Field(
+        None,
+        description="Kubeconfig file; unset: in-cluster service account, then $KUBECONFIG, "
+        "then ~/.kube/config.",
+    )
+    xds_service_name: str = Field(
+        "lychgate",
+        description="The controller's Service; proxies dial <name>.<namespace>.svc (the chart's full name).",
+    )
+    xds_service_port: int = Field(
+        9977, ge=1, le=65535, description="The xDS port of that Service, as proxies dial it."
+    )
+    leader_election_lease_name: str = Field(
+        "lychgate", description="Name of the coordination.k8s.io Lease in the install namespace."
+    )
+    leader_election_identity: str = Field(
+        "", description="This replica's name in the Lease; empty: host name plus a random suffix."
+    )
+    leader_election_lease_duration: float = Field(
+        15.0, gt=0, description="Seconds a Lease is valid without renewal before another replica takes it."
+    )
+    leader_election_renew_deadline: float = Field(
+        10.0, gt=0, description="Seconds the leader keeps writing without a successful renewal."
+    )
+    leader_election_retry_period: float = Field(
+        2.0, gt=0, description="Seconds between attempts to acquire or renew the Lease."
     )
 
     @field_validator("validation_level", mode="before")

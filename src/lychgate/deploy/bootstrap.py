@@ -63,12 +63,17 @@ def bootstrap(
                 "certificate_chain": {"filename": str(xds.cert_file)},
                 "private_key": {"filename": str(xds.key_file)},
             }]
+        # Verify the server's name too, not only that ca.crt signed its certificate.
+        san_type = "IP_ADDRESS" if _is_ip(xds.host) else "DNS"
+        tls["validation_context"]["match_typed_subject_alt_names"] = [
+            {"san_type": san_type, "matcher": {"exact": xds.host}}
+        ]
         xds_cluster["transport_socket"] = {
             "name": "envoy.transport_sockets.tls",
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
                 "common_tls_context": tls,
-                "sni": xds.host,
+                **({} if _is_ip(xds.host) else {"sni": xds.host}),
             },
         }
     ads = {"ads": {}, "resource_api_version": "V3"}

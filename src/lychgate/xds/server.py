@@ -375,9 +375,11 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
 
 
 async def start_server(
-    servicer: AdsServer, address: str, credentials: grpc.ServerCredentials | None = None
+    servicer: AdsServer, address: str, credentials: grpc.ServerCredentials | None = None,
+    extra_addresses: tuple[str, ...] = (),
 ) -> tuple[grpc.aio.Server, int]:
-    """Serve ADS on address ("HOST:PORT"; port 0 picks one). Returns the bound port."""
+    """Serve ADS on address ("HOST:PORT"; port 0 picks one) and any extra
+    addresses (the agent-gateway port). Returns the port bound for `address`."""
     server = grpc.aio.server(
         options=[
             ("grpc.max_send_message_length", 256 * 1024 * 1024),
@@ -387,12 +389,12 @@ async def start_server(
         ]
     )
     ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(servicer, server)
-    if credentials is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, credentials)
-    if port == 0:
-        raise OSError(f"cannot listen for xDS on {address}")
+    port = 0
+    for i, addr in enumerate((address, *extra_addresses)):
+        bound = server.add_insecure_port(addr) if credentials is None else server.add_secure_port(addr, credentials)
+        if bound == 0:
+            raise OSError(f"cannot listen for xDS on {addr}")
+        port = port if i else bound
     await server.start()
     log.info("xDS server listening on %s:%d%s", address.rpartition(":")[0], port,
              " (TLS)" if credentials else "")
