@@ -139,6 +139,7 @@ class Lychgate:
         self.admin = f"127.0.0.1:{free_port()}"
         self.xds = f"127.0.0.1:{free_port()}"
         self.metrics = f"127.0.0.1:{free_port()}"
+        self.health = f"127.0.0.1:{free_port()}"
         self.process: subprocess.Popen[bytes] | None = None
         self.client = httpx.Client(timeout=5)
 
@@ -162,7 +163,7 @@ class Lychgate:
             [sys.executable, "-m", "lychgate", "run", str(directory or self.manifests),
              "--state-dir", str(self.state), "--admin-address", self.admin,
              "--xds-address", self.xds, "--metrics-address", self.metrics,
-             "--health-address", f"127.0.0.1:{free_port()}", *extra],
+             "--health-address", self.health, *extra],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT, env=env,
         )
         wait_for(self._ready, 20, "the control plane to answer")

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,6 +44,8 @@ for _kind, _names in {
     "EndpointSlice": ("endpointslices", "endpointslice"),
     "Namespace": ("namespaces", "namespace", "ns"),
     "Secret": ("secrets", "secret"),
+    "TrafficPolicy": ("trafficpolicies", "trafficpolicy", "tp"),
+    "GatewayExtension": ("gatewayextensions", "gatewayextension", "gwe"),
 }.items():
     for _n in _names:
         KIND_ALIASES[_n] = _kind
@@ -72,6 +78,8 @@ def run(
     xds_tls: Annotated[bool | None, typer.Option("--xds-tls/--no-xds-tls", help="Serve xDS over TLS.")] = None,
     xds_tls_dir: Annotated[Path | None, typer.Option(help="Directory with tls.crt, tls.key and ca.crt.")] = None,
     xds_tls_require_client_cert: Annotated[bool | None, typer.Option(help="Proxies must present a client certificate.")] = None,
+    policy_merge: Annotated[str | None, typer.Option(
+        help='policyMerge as JSON, e.g. \'{"trafficPolicy": {"extAuth": "DeepMerge"}}\'.')] = None,
 ) -> None:
     """Serve the manifests in DIRECTORY through local Envoy proxies, live."""
     if not directory.exists():
@@ -82,6 +90,7 @@ def run(
         health_address=health_address, state_dir=state_dir, log_level=log_level,
         validation_level=validation_level, xds_tls_enabled=xds_tls, xds_tls_dir=xds_tls_dir,
         xds_tls_require_client_cert=xds_tls_require_client_cert,
+        policy_merge=_json_option("--policy-merge", policy_merge),
     )
     logsetup.setup(settings.log_level)
     from lychgate.local import run_local
@@ -89,6 +98,87 @@ def run(
     try:
         asyncio.run(run_local(directory, settings))
     except OSError as err:  # a port in use, missing TLS files: say it, no traceback
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _json_option(flag: str, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError as err:
+        typer.echo(f"error: {flag}: not valid JSON ({err})", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def controller(
+    kubeconfig: Annotated[Path | None, typer.Option(help="Kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config).")] = None,
+    namespace: Annotated[str | None, typer.Option(help="Installation namespace (Lease, xDS Service) (default: lychgate-system).")] = None,
+    xds_address: Annotated[str | None, typer.Option(help="xDS server address (default: 127.0.0.1:9977; the chart sets 0.0.0.0:9977).")] = None,
+    xds_service_name: Annotated[str | None, typer.Option(help="The controller's Service proxies dial: <name>.<namespace>.svc (default: lychgate).")] = None,
+    xds_service_port: Annotated[int | None, typer.Option(help="Its xDS port (default: 9977).")] = None,
+    admin_address: Annotated[str | None, typer.Option(help="Admin server address (default: 127.0.0.1:9095).")] = None,
+    metrics_address: Annotated[str | None, typer.Option(help="Metrics address (default: 127.0.0.1:9092).")] = None,
+    health_address: Annotated[str | None, typer.Option(help="Health probe address (default: 127.0.0.1:9093).")] = None,
+    log_level: Annotated[str | None, typer.Option(help="Control-plane log level.")] = None,
+    validation_level: Annotated[str | None, typer.Option(help="standard or strict.")] = None,
+    xds_tls: Annotated[bool | None, typer.Option("--xds-tls/--no-xds-tls", help="Serve xDS over TLS.")] = None,
+    xds_tls_dir: Annotated[Path | None, typer.Option(help="Directory with tls.crt, tls.key and ca.crt.")] = None,
+    policy_merge: Annotated[str | None, typer.Option(help='JSON, e.g. \'{"trafficPolicy": {"extProc": "DeepMerge"}}\'.')] = None,
+    discovery_namespace_selectors: Annotated[str | None, typer.Option(help='JSON list of label selectors (OR-ed), e.g. \'[{"matchLabels": {"team": "edge"}}]\'.')] = None,
+    gateway_class_parameters_refs: Annotated[str | None, typer.Option(help='JSON map: class -> {"name", "namespace"} of its GatewayParameters.')] = None,
+    waypoint: Annotated[bool | None, typer.Option("--waypoint/--no-waypoint", help="Serve the lychgate-waypoint class.")] = None,
+    inference_extension: Annotated[bool | None, typer.Option("--inference-extension/--no-inference-extension", help="Serve InferencePool backends.")] = None,
+    agentgateway: Annotated[bool | None, typer.Option("--agentgateway/--no-agentgateway", help="Agent gateway integration.")] = None,
+    leader_election: Annotated[bool | None, typer.Option("--leader-election/--no-leader-election", help="Elect one writer among replicas.")] = None,
+    leader_election_lease_name: Annotated[str | None, typer.Option(help="Lease name (default: lychgate).")] = None,
+    proxy_image: Annotated[str | None, typer.Option(help="Default Envoy image of the proxies.")] = None,
+    state_dir: Annotated[Path | None, typer.Option(help="Scratch space (strict validation).")] = None,
+) -> None:
+    """Run the control plane in Kubernetes: watch the API server, write status, deploy proxies.
+
+    Every option also reads LYCHGATE_<OPTION> (e.g. LYCHGATE_NAMESPACE), which is how
+    the Helm chart configures it.
+    """
+    from pydantic_settings import SettingsError
+
+    try:
+        settings = _settings(
+            kubeconfig=kubeconfig, namespace=namespace, xds_address=xds_address,
+            xds_service_name=xds_service_name, xds_service_port=xds_service_port,
+            admin_address=admin_address, metrics_address=metrics_address, health_address=health_address,
+            log_level=log_level, validation_level=validation_level, xds_tls_enabled=xds_tls,
+            xds_tls_dir=xds_tls_dir, policy_merge=_json_option("--policy-merge", policy_merge),
+            discovery_namespace_selectors=_json_option(
+                "--discovery-namespace-selectors", discovery_namespace_selectors),
+            gateway_class_parameters_refs=_json_option(
+                "--gateway-class-parameters-refs", gateway_class_parameters_refs),
+            waypoint_enabled=waypoint, inference_extension_enabled=inference_extension,
+            agentgateway_enabled=agentgateway, leader_election=leader_election,
+            leader_election_lease_name=leader_election_lease_name, proxy_image=proxy_image,
+            state_dir=state_dir,
+        )
+    except SettingsError as err:  # e.g. a LYCHGATE_* variable holding invalid JSON
+        import re
+
+        field = re.search(r'field "(\w+)"', str(err))
+        where = f"LYCHGATE_{field.group(1).upper()}: " if field else ""
+        cause = f" ({err.__cause__})" if err.__cause__ else ""
+        typer.echo(f"error: {where}cannot read the value{cause}; structured settings are JSON", err=True)
+        raise typer.Exit(2) from None
+    logsetup.setup(settings.log_level)
+    from lightkube import ConfigError
+
+    from lychgate.kube_main import run_controller
+
+    try:
+        asyncio.run(run_controller(settings))
+    except ValueError as err:  # settings the controller cannot run with
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    except (OSError, ConfigError) as err:  # no kubeconfig, a port in use, missing TLS files
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
 
@@ -143,6 +233,17 @@ def _columns(kind: str, obj: dict[str, Any], proxies: dict[str, dict[str, Any]])
         return {"HOSTNAMES": ",".join(spec.get("hostnames", [])) or "*", "PARENTS": " ".join(parents)}
     if kind == "GatewayClass":
         return {"CONTROLLER": spec.get("controllerName", ""), "ACCEPTED": _cond(status, "Accepted")}
+    if kind == "TrafficPolicy":
+        targets = [f"{r['kind']}/{r['name']}" + (f":{r['sectionName']}" if r.get("sectionName") else "")
+                   for r in spec.get("targetRefs", [])]
+        targets += [f"{s['kind']}{{{','.join(f'{k}={v}' for k, v in (s.get('matchLabels') or {}).items())}}}"
+                    for s in spec.get("targetSelectors", [])]
+        return {"ACCEPTED": _cond(status, "Accepted"), "APPLIED": _cond(status, "Applied"),
+                "TARGETS": " ".join(targets)}
+    if kind == "GatewayExtension":
+        kinds = [k for k in ("extAuth", "extProc", "rateLimit", "jwtProviders") if spec.get(k)]
+        return {"TYPE": spec.get("type") or ",".join(kinds), "ACCEPTED": _cond(status, "Accepted"),
+                "RESOLVED": _cond(status, "ResolvedRefs")}
     return {}
 
 
@@ -247,6 +348,108 @@ def echo(
     from lychgate.echo import run_echo
 
     run_echo(host, port, pod=pod)
+
+
+proxy_app = typer.Typer(help="Envoy's admin interface of a Gateway's proxy (spec §4.2).", no_args_is_help=True)
+app.add_typer(proxy_app, name="proxy")
+
+KubeOpt = Annotated[bool, typer.Option("--kube", help="Reach the proxy in Kubernetes through `kubectl port-forward`.")]
+NsOpt = Annotated[str, typer.Option("-n", "--namespace")]
+
+
+@contextlib.contextmanager
+def _proxy_admin(gateway: str, namespace: str, admin: str, kube: bool) -> Iterator[str]:
+    """The base URL of a proxy's Envoy admin, locally or through a port-forward."""
+    if not kube:
+        proxies = {p["gateway"]: p for p in _fetch(admin, "/api/v1/proxies")["items"]}
+        proxy = proxies.get(f"{namespace}/{gateway}")
+        if proxy is None:
+            typer.echo(f"error: Gateway {namespace}/{gateway} has no proxy; see `lychgate get gateways`", err=True)
+            raise typer.Exit(1)
+        yield f"http://{proxy['admin']}"
+        return
+    forward = subprocess.Popen(
+        ["kubectl", "-n", namespace, "port-forward", f"deployment/{gateway}", ":19000"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert forward.stdout is not None
+        line = forward.stdout.readline()
+        match = re.search(r"127\.0\.0\.1:(\d+)", line)
+        if match is None:
+            typer.echo(f"error: kubectl port-forward failed: {line.strip()}", err=True)
+            raise typer.Exit(1)
+        yield f"http://127.0.0.1:{match.group(1)}"
+    finally:
+        forward.terminate()
+
+
+def _envoy_admin(base: str, method: str, path: str, **params: str) -> str:
+    try:
+        resp = httpx.request(method, base + path, params=params, timeout=10)
+    except httpx.HTTPError as err:
+        typer.echo(f"error: cannot reach the proxy's admin at {base}: {err}", err=True)
+        raise typer.Exit(1) from None
+    if resp.status_code >= 400:
+        typer.echo(f"error: {resp.status_code} {resp.text.strip()}", err=True)
+        raise typer.Exit(1)
+    return resp.text
+
+
+@proxy_app.command("config-dump")
+def proxy_config_dump(
+    gateway: str, namespace: NsOpt = "default", admin_address: AdminOpt = "127.0.0.1:9095", kube: KubeOpt = False,
+    resource: Annotated[str | None, typer.Option(help="e.g. dynamic_route_configs, dynamic_active_clusters")] = None,
+) -> None:
+    """The configuration the proxy holds (Envoy /config_dump)."""
+    with _proxy_admin(gateway, namespace, admin_address, kube) as base:
+        typer.echo(_envoy_admin(base, "GET", "/config_dump", **({"resource": resource} if resource else {})))
+
+
+@proxy_app.command("listeners")
+def proxy_listeners(gateway: str, namespace: NsOpt = "default", admin_address: AdminOpt = "127.0.0.1:9095",
+                    kube: KubeOpt = False) -> None:
+    """The listeners configured on the proxy (Envoy /listeners)."""
+    with _proxy_admin(gateway, namespace, admin_address, kube) as base:
+        typer.echo(_envoy_admin(base, "GET", "/listeners"), nl=False)
+
+
+@proxy_app.command("logging")
+def proxy_logging(
+    gateway: str, namespace: NsOpt = "default", admin_address: AdminOpt = "127.0.0.1:9095", kube: KubeOpt = False,
+    level: Annotated[str | None, typer.Option(help="Set every logger to this level (e.g. debug).")] = None,
+) -> None:
+    """Log level of each proxy component; --level changes them at once (Envoy /logging)."""
+    with _proxy_admin(gateway, namespace, admin_address, kube) as base:
+        params = {"level": "warning" if level == "warn" else level} if level else {}
+        typer.echo(_envoy_admin(base, "POST", "/logging", **params), nl=False)
+
+
+@proxy_app.command("stats")
+def proxy_stats(gateway: str, namespace: NsOpt = "default", admin_address: AdminOpt = "127.0.0.1:9095",
+                kube: KubeOpt = False) -> None:
+    """The proxy's metrics in Prometheus text format (Envoy /stats/prometheus)."""
+    with _proxy_admin(gateway, namespace, admin_address, kube) as base:
+        typer.echo(_envoy_admin(base, "GET", "/stats/prometheus"), nl=False)
+
+
+@app.command()
+def debug(
+    gateway: Annotated[str | None, typer.Argument(help="Only this Gateway.")] = None,
+    namespace: NsOpt = "default",
+    output: Annotated[str | None, typer.Option("-o", "--output", help="json for scripts.")] = None,
+    admin_address: AdminOpt = "127.0.0.1:9095",
+) -> None:
+    """Run the debug procedure (spec §4.5) and report what is wrong; exits 1 if anything is."""
+    from lychgate import debug as procedure
+
+    report = procedure.run(admin_address, gateway, namespace)
+    if output == "json":
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        typer.echo(procedure.render(report))
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -32,7 +32,7 @@ from lychgate.translate.gateway import (
     translate,
 )
 from lychgate.xds import types
-from lychgate.xds.cache import Snapshot, SnapshotCache, decode
+from lychgate.xds.cache import Snapshot, SnapshotCache, decode, make_snapshot, route_hash
 from lychgate.xds.server import AdsServer, ProxyConnection
 from lychgate.xds.translator import Resources, build
 from lychgate.xds.validate import Blocked, Preflight
@@ -155,6 +155,9 @@ class ControlPlane:
         self.last_pass: PassReport | None = None
         self.preflight = preflight
         self.blocked: dict[str, list[Blocked]] = {}
+        # Gateway -> the snapshot translation produced, where strict validation
+        # sent something else (blocked resources keep their last good version).
+        self.intended: dict[str, Snapshot] = {}
         # Clusters the new routes no longer use, kept until every proxy of the
         # Gateway has accepted those routes: removing them earlier would turn
         # the routes a proxy still holds (say, after a NACK) into 500s.
@@ -197,7 +200,13 @@ class ControlPlane:
         self._feedback_changed.clear()
         try:
             with metrics.TRANSLATION_DURATION.time():
-                self.translation = translate(self.store, self.deployer.address_for, self._feedback())
+                self.translation = translate(
+                    self.store, self.deployer.address_for, self._feedback(),
+                    # Optional: a deployer whose clients reach the Gateway elsewhere
+                    # than it binds (Kubernetes: the Service) says where.
+                    status_addresses=getattr(self.deployer, "status_addresses", None),
+                    policy_merge=self.settings.policy_merge,
+                )
                 built = {ref: build(gw) for ref, gw in self.translation.gateways.items()}
             for ref, resources in built.items():
                 if self.preflight is not None:
@@ -207,6 +216,7 @@ class ControlPlane:
             for ref in set(self.cache.nodes()) - built.keys():
                 self.cache.remove(ref)
                 self._forget_snapshot(ref)
+                self.intended.pop(ref, None)
                 self._retired.pop(ref, None)
             await self.deployer.sync(self.translation.proxies)
             changed = self.status.update(self.translation.status)
@@ -277,6 +287,11 @@ class ControlPlane:
         assert self.preflight is not None
         blocked = await self.preflight.check(resources)
         previous = self.cache.get(ref)
+        if blocked:
+            # What translation wanted, for `lychgate debug` to compare the proxy with.
+            self.intended[ref] = make_snapshot(Resources({t: dict(v) for t, v in resources.by_type.items()}))
+        else:
+            self.intended.pop(ref, None)
         for b in blocked:
             _keep_last_good(resources, previous, b)
         if blocked:
@@ -292,6 +307,18 @@ class ControlPlane:
                 self.blocked.pop(ref, None)
             self.notify()  # status must say what was blocked
         return resources
+
+    def intended_routes(self, ref: str) -> dict[str, str]:
+        """Envoy route name -> content hash of what translation produced for a Gateway."""
+        snapshot = self.intended.get(ref) or self.cache.get(ref)
+        if snapshot is None:
+            return {}
+        out = {}
+        for packed in snapshot.resources.get(types.ROUTE, {}).values():
+            for vh in decode(types.ROUTE, packed).virtual_hosts:
+                for route in vh.routes:
+                    out[route.name] = route_hash(route)
+        return out
 
     def _record_snapshot(self, ref: str, snapshot: Snapshot) -> None:
         for type_url, byname in snapshot.resources.items():

@@ -94,6 +94,148 @@ class RouteSource:
         return f"{self.kind.lower()}/{self.namespace}/{self.name}/rule/{self.rule}/match/{self.match}"
 
 
+# --- policies (TrafficPolicy features resolved for one route) --------------------
+
+
+@dataclass(frozen=True)
+class BodyBuffer:
+    """How much of the request body a filter waits for before it decides."""
+
+    max_bytes: int
+    allow_partial: bool = False
+    pack_as_bytes: bool = False
+
+
+@dataclass(frozen=True)
+class ExtAuthService:
+    """One GatewayExtension of type ExtAuth: one ext_authz filter in the chain."""
+
+    name: str  # "namespace/name" of the GatewayExtension
+    cluster: str
+    protocol: Literal["grpc", "http"] = "grpc"
+    authority: str | None = None
+    timeout_ms: int | None = None
+    fail_open: bool = False
+    status_on_error: int = 403
+    clear_route_cache: bool = False
+    headers_to_forward: tuple[str, ...] = ()
+    with_request_body: BodyBuffer | None = None
+    stat_prefix: str | None = None
+    # HTTP authorization services only
+    path_prefix: str | None = None
+    headers_to_add: tuple[tuple[str, str], ...] = ()
+    allowed_upstream_headers: tuple[str, ...] = ()
+    allowed_client_headers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExtAuthRoute:
+    service: ExtAuthService
+    context_extensions: tuple[tuple[str, str], ...] = ()
+    with_request_body: BodyBuffer | None = None
+
+
+@dataclass(frozen=True)
+class ProcessingMode:
+    """ext_proc processing mode; None leaves Envoy's default for that part."""
+
+    request_header: str | None = None
+    response_header: str | None = None
+    request_body: str | None = None
+    response_body: str | None = None
+    request_trailer: str | None = None
+    response_trailer: str | None = None
+
+
+@dataclass(frozen=True)
+class ExtProcService:
+    """One GatewayExtension of type ExtProc: one ext_proc filter in the chain."""
+
+    name: str
+    cluster: str
+    authority: str | None = None
+    timeout_ms: int | None = None
+    fail_open: bool = True
+    processing_mode: ProcessingMode = ProcessingMode()
+    message_timeout_ms: int | None = None
+    max_message_timeout_ms: int | None = None
+    stat_prefix: str | None = None
+    route_cache_action: str = "Default"
+
+
+@dataclass(frozen=True)
+class ExtProcRoute:
+    service: ExtProcService
+    processing_mode: ProcessingMode | None = None
+
+
+# A template is text with placeholders, compiled to parts:
+# ("text", s), ("header", name), ("request_header", name), ("path", ""),
+# ("method", ""), ("query", name), ("body", ""), ("field", "a.b.0").
+TemplatePart = tuple[str, str]
+Template = tuple[TemplatePart, ...]
+
+
+@dataclass(frozen=True)
+class MessageTransform:
+    set: tuple[tuple[str, Template], ...] = ()
+    add: tuple[tuple[str, Template], ...] = ()
+    remove: tuple[str, ...] = ()
+    body: Template | None = None
+    parse_json: bool = False
+
+
+@dataclass(frozen=True)
+class Transformation:
+    request: MessageTransform | None = None
+    response: MessageTransform | None = None
+
+
+@dataclass(frozen=True)
+class TokenBucket:
+    max_tokens: int
+    tokens_per_fill: int
+    fill_interval_ms: int
+
+
+@dataclass(frozen=True)
+class Cors:
+    allow_origins: tuple[str, ...] = ()
+    allow_methods: tuple[str, ...] = ()
+    allow_headers: tuple[str, ...] = ()
+    expose_headers: tuple[str, ...] = ()
+    max_age_s: int | None = None
+    allow_credentials: bool | None = None
+
+
+@dataclass(frozen=True)
+class Retry:
+    retry_on: tuple[str, ...] = ()
+    attempts: int = 1
+    per_try_timeout_ms: int | None = None
+    status_codes: tuple[int, ...] = ()
+    backoff_base_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class RoutePolicy:
+    """What the TrafficPolicies attached to a route make of it (None: not set)."""
+
+    ext_auth: ExtAuthRoute | None = None
+    ext_proc: ExtProcRoute | None = None
+    transformation: Transformation | None = None
+    rate_limit: TokenBucket | None = None
+    cors: Cors | None = None
+    request_headers: HeaderOps = HeaderOps()
+    response_headers: HeaderOps = HeaderOps()
+    buffer_max_bytes: int | None = None
+    timeout_ms: int | None = None
+    stream_idle_timeout_ms: int | None = None
+    retry: Retry | None = None
+    # "namespace/name" of every TrafficPolicy that contributed, oldest first.
+    sources: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Route:
     source: RouteSource
@@ -106,6 +248,7 @@ class Route:
     url_rewrite_path_prefix: str | None = None
     # Why the route answers 500 instead of forwarding (standard validation).
     replaced_because: str | None = None
+    policy: RoutePolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +266,14 @@ class HTTPListener:
     address: str
     port: int
     virtual_hosts: tuple[VirtualHost, ...]
+    # Every usable ext auth / ext proc GatewayExtension: each gets a filter in the
+    # chain (off by default) whether or not a route uses it yet, so attaching a
+    # policy changes only routes and never drains the listener's connections.
+    extensions: tuple[ExtAuthService | ExtProcService, ...] = ()
+    # The route-configured policy filters (CORS, rate limit, buffer, transformation)
+    # are installed, off by default, once any TrafficPolicy exists: from then on
+    # policies never change the listener.
+    policy_filters: bool = False
 
 
 @dataclass(frozen=True)

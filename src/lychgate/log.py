@@ -7,6 +7,7 @@ component name so a reader can follow one stage through a busy log (spec §4.4).
 
 from __future__ import annotations
 
+import collections
 import logging
 import sys
 
@@ -34,6 +35,18 @@ LEVELS: dict[str, int] = {
 }
 
 
+# The last warnings and errors, for `lychgate debug` (served at /api/v1/logs).
+RECENT: collections.deque[str] = collections.deque(maxlen=200)
+
+
+class _RecentHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            RECENT.append(self.format(record))
+        except Exception:  # never let logging break the caller
+            self.handleError(record)
+
+
 def component_logger(component: str) -> logging.Logger:
     return logging.getLogger(f"lychgate.{component}")
 
@@ -57,6 +70,10 @@ def setup(level: str = "info") -> None:
         )
         handler._lychgate = True  # type: ignore[attr-defined]
         root.addHandler(handler)
+        recent = _RecentHandler(logging.WARNING)
+        recent.setFormatter(handler.formatter)
+        recent._lychgate = True  # type: ignore[attr-defined]
+        root.addHandler(recent)
         root.propagate = False
     root.setLevel(parse_level(level))
     for component in COMPONENTS:

@@ -16,6 +16,7 @@ from lychgate.admin.redact import redact
 from lychgate.api.base import Resource
 from lychgate.api.registry import BY_KIND
 from lychgate.controlplane import ControlPlane
+from lychgate.log import RECENT
 from lychgate.xds import types
 
 
@@ -47,6 +48,10 @@ def krt_snapshot(cp: ControlPlane) -> dict[str, Any]:
     collections["GatewayIR"] = {
         "synced": cp.passes > 0,
         "items": [dataclasses.asdict(g) for g in cp.translation.gateways.values()],
+    }
+    collections["IntendedRoutes"] = {
+        "synced": cp.passes > 0,
+        "items": [{"gateway": ref, "routes": cp.intended_routes(ref)} for ref in sorted(cp.translation.gateways)],
     }
     collections["ProxyIntent"] = {
         "synced": cp.passes > 0,
@@ -119,7 +124,12 @@ def routes(
         """The proxy of each Gateway: address, admin port, pid, restarts, log file."""
         return web.json_response({"items": proxies()})
 
+    async def recent_logs(_request: web.Request) -> web.Response:
+        """The control plane's last warnings and errors (newest last)."""
+        return web.json_response({"items": list(RECENT)})
+
     return [
+        web.get("/api/v1/logs", recent_logs),
         web.get("/api/v1/objects", list_objects),
         web.get("/api/v1/problems", list_problems),
         web.get("/api/v1/proxies", list_proxies),

@@ -2,40 +2,165 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
-from lychgate.api.base import Model, OpenModel, Resource
+from lychgate.api.base import Model, Resource
 
 GROUP = "gateway.lychgate.dev"
 
 EnvoyLogLevel = Literal["trace", "debug", "info", "warn", "error", "critical", "off"]
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+
+# A Kubernetes resource quantity ("100m", "128Mi", 2): what a container's resources take.
+_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+
+
+def _quantity(value: int | str) -> int | str:
+    if isinstance(value, str) and not _QUANTITY.match(value):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (such as 500m, 128Mi or 2)")
+    return value
+
+
+Quantity = Annotated[int | str, AfterValidator(_quantity)]
+
+# Kubernetes objects passed through to the proxy's Pod as they are (a core/v1
+# SecurityContext, Affinity, Toleration, ...): the API server validates them when
+# the Deployment is written, and a rejection shows in the Gateway's status.
+KubeObject = dict[str, Any]
 
 
 class EnvoyBootstrap(Model):
+    """What Envoy starts with: its log level (all components) and per-component levels."""
+
     log_level: EnvoyLogLevel = "info"
     component_log_levels: dict[str, EnvoyLogLevel] = Field(default_factory=dict)
 
 
-class EnvoyContainer(OpenModel):
-    """Envoy container settings; `bootstrap` is interpreted, the rest is passed on."""
+class Image(Model):
+    """A container image, part by part; unset parts keep those of the default proxy image."""
+
+    registry: str | None = None
+    repository: str | None = None
+    tag: str | None = None
+    digest: str | None = None
+    pull_policy: PullPolicy | None = None
+
+
+class ResourceRequirements(Model):
+    """Requests and limits of a container (cpu, memory, ...)."""
+
+    limits: dict[str, Quantity] = Field(default_factory=dict)
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+
+
+class EnvoyContainer(Model):
+    """The Envoy container of the proxy Pod."""
 
     bootstrap: EnvoyBootstrap = Field(default_factory=EnvoyBootstrap)
+    image: Image | None = None
+    resources: ResourceRequirements | None = None
+    security_context: KubeObject | None = Field(
+        None, description="A core/v1 SecurityContext, merged over lychgate's defaults key by key."
+    )
+    env: list[KubeObject] = Field(default_factory=list, description="Extra environment variables.")
 
 
-class KubernetesProxyConfig(OpenModel):
+class ProxyDeployment(Model):
+    """The proxy's Deployment."""
+
+    replicas: int | None = Field(None, ge=0, description="Number of proxy Pods (default 1).")
+    strategy: KubeObject | None = Field(None, description="An apps/v1 DeploymentStrategy.")
+
+
+class LocalObjectReference(Model):
+    name: str = Field(min_length=1)
+
+
+class PodTemplate(Model):
+    """The proxy's Pod template."""
+
+    extra_labels: dict[str, str] = Field(default_factory=dict)
+    extra_annotations: dict[str, str] = Field(default_factory=dict)
+    security_context: KubeObject | None = Field(
+        None, description="A core/v1 PodSecurityContext, merged over lychgate's defaults key by key."
+    )
+    image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    affinity: KubeObject | None = None
+    tolerations: list[KubeObject] = Field(default_factory=list)
+    topology_spread_constraints: list[KubeObject] = Field(default_factory=list)
+    termination_grace_period_seconds: int | None = Field(None, ge=0)
+    priority_class_name: str | None = None
+
+
+class ProxyService(Model):
+    """The Service in front of the proxy (named after the Gateway)."""
+
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] | None = Field(
+        None, description="Service type (default LoadBalancer)."
+    )
+    cluster_ip: str | None = Field(None, alias="clusterIP")
+    extra_labels: dict[str, str] = Field(default_factory=dict)
+    extra_annotations: dict[str, str] = Field(default_factory=dict)
+    external_traffic_policy: Literal["Cluster", "Local"] | None = None
+    load_balancer_class: str | None = None
+    load_balancer_source_ranges: list[str] = Field(default_factory=list)
+
+
+class ProxyServiceAccount(Model):
+    """The proxy's ServiceAccount."""
+
+    extra_labels: dict[str, str] = Field(default_factory=dict)
+    extra_annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class KubernetesProxyConfig(Model):
     """`spec.kube`: shapes the proxy's Deployment, Pod and Service (kgateway field names)."""
 
+    deployment: ProxyDeployment | None = None
     envoy_container: EnvoyContainer = Field(default_factory=EnvoyContainer)
+    pod_template: PodTemplate | None = None
+    service: ProxyService | None = None
+    service_account: ProxyServiceAccount | None = None
 
 
-class GatewayParametersSpec(OpenModel):
+class GatewayParametersSpec(Model):
     kube: KubernetesProxyConfig = Field(default_factory=KubernetesProxyConfig)
 
 
 class GatewayParameters(Resource):
+    """Infrastructure of the proxies of the Gateways that refer to it (or of a whole class)."""
+
     KIND: ClassVar[str] = "GatewayParameters"
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: GatewayParametersSpec = Field(default_factory=GatewayParametersSpec)
+
+
+# --- Backend ------------------------------------------------------------------
+
+
+class StaticHost(Model):
+    host: str = Field(min_length=1, description="Host name or IP address.")
+    port: int = Field(ge=1, le=65535)
+
+
+class StaticBackend(Model):
+    hosts: list[StaticHost] = Field(min_length=1)
+
+
+class BackendSpec(Model):
+    type: Literal["Static"] = Field(description="Kind of backend; Static: fixed hosts and ports.")
+    static: StaticBackend | None = None
+
+
+class Backend(Resource):
+    """A backend outside the cluster's Services that routes can send traffic to."""
+
+    KIND: ClassVar[str] = "Backend"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
+    spec: BackendSpec

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychgate.api import core, gateway, lychgate
+from lychgate.api import core, gateway, lychgate, policy
 from lychgate.api.base import Resource
 
 KINDS: tuple[type[Resource], ...] = (
@@ -23,6 +23,8 @@ KINDS: tuple[type[Resource], ...] = (
     gateway.HTTPRoute,
     gateway.ReferenceGrant,
     lychgate.GatewayParameters,
+    policy.TrafficPolicy,
+    policy.GatewayExtension,
 )
 
 _BY_GROUP_KIND: dict[tuple[str, str], type[Resource]] = {(k.GROUP, k.KIND): k for k in KINDS}

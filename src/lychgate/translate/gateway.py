@@ -7,7 +7,7 @@ feedback from running proxies (for example a port Envoy could not bind).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,9 +20,30 @@ from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.hostnames import effective_hostnames
 from lychgate.translate.listeners import ListenerState, validate_listeners
+from lychgate.translate.policies import PolicyIndex
 from lychgate.translate.routes import CompiledRoute, compile_route, precedence_key
 
 CONTROLLER_NAME = "gateway.lychgate.dev/lychgate"
+
+# Gateway API features the translator implements, for GatewayClass status.supportedFeatures
+# (ascending, as the API asks).
+SUPPORTED_FEATURES: tuple[str, ...] = (
+    "Gateway",
+    "GatewayPort8080",
+    "HTTPRoute",
+    "HTTPRouteBackendRequestHeaderModification",
+    "HTTPRouteBackendTimeout",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestTimeout",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+)
 
 
 @dataclass(frozen=True)
@@ -65,21 +86,26 @@ class Translation:
 
 
 AddressFor = Callable[[Gateway], str | None]
+# Where clients reach a Gateway, for its status.addresses, when that is not the
+# address Envoy binds (in Kubernetes: the Service's load balancer, not 0.0.0.0).
+StatusAddresses = Callable[[Gateway], list[dict[str, str]]]
 
 
 @dataclass
 class _GatewayCtx:
     gateway: Gateway
     listeners: list[ListenerState]
-    # (port, hostname) -> [(route, ir route)]
-    vhosts: dict[tuple[int, str], list[tuple[HTTPRoute, ir.Route]]] = field(
+    # (port, hostname) -> [(route, ir route, listener name)]
+    vhosts: dict[tuple[int, str], list[tuple[HTTPRoute, ir.Route, str]]] = field(
         default_factory=lambda: defaultdict(list)
     )
     clusters: dict[str, ir.Cluster] = field(default_factory=dict)
 
 
 def translate(
-    store: Store, address_for: AddressFor, feedback: Feedback | None = None
+    store: Store, address_for: AddressFor, feedback: Feedback | None = None,
+    policy_merge: Mapping[str, Any] | None = None,
+    status_addresses: StatusAddresses | None = None,
 ) -> Translation:
     feedback = feedback or Feedback()
     out = Translation()
@@ -92,8 +118,14 @@ def translate(
     for route in sorted(store.list(HTTPRoute), key=lambda r: (r.namespace, r.name)):
         _attach_route(store, route, ctxs, out, feedback.blocked_routes.get(("HTTPRoute", route.namespace, route.name)))
 
+    policies = PolicyIndex(
+        store, {k: c.gateway for k, c in ctxs.items()},
+        {k: {l.name for l in c.listeners} for k, c in ctxs.items()}, policy_merge,
+    )
     for ctx in ctxs.values():
-        _finish_gateway(store, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback, out)
+        _finish_gateway(store, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback, out,
+                        policies, status_addresses)
+    policies.write_status(out.status)
     return out
 
 
@@ -113,7 +145,8 @@ def _our_classes(store: Store, out: Translation) -> dict[str, GatewayClass]:
         out.status[gc.key] = {
             "conditions": [
                 condition("Accepted", ok, "Accepted" if ok else "InvalidParameters", message, gc.generation)
-            ]
+            ],
+            "supportedFeatures": [{"name": f} for f in SUPPORTED_FEATURES],
         }
     return ours
 
@@ -213,7 +246,7 @@ def _attach_to_gateway(
             listener.attached_routes += 1
             for host in hosts:
                 bucket = ctx.vhosts[(listener.spec.port, host)]
-                bucket.extend((route, r) for r in compiled.routes)
+                bucket.extend((route, r, listener.name) for r in compiled.routes)
         if attached:
             ctx.clusters.update(compiled.clusters)
     if compiled.unresolved:
@@ -250,6 +283,8 @@ def _finish_gateway(
     address_for: AddressFor,
     feedback: Feedback,
     out: Translation,
+    policies: PolicyIndex,
+    status_addresses: StatusAddresses | None = None,
 ) -> None:
     gw = ctx.gateway
     gen = gw.generation
@@ -292,7 +327,10 @@ def _finish_gateway(
         "listeners": [l.status(gen) for l in ctx.listeners],
     }
     if address is not None:
-        status["addresses"] = [{"type": "IPAddress", "value": address}]
+        addresses = status_addresses(gw) if status_addresses is not None else \
+            [{"type": "IPAddress", "value": address}]
+        if addresses:
+            status["addresses"] = addresses
     out.status[gw.key] = status
     if not serving or address is None:
         return
@@ -303,8 +341,11 @@ def _finish_gateway(
         vhosts = []
         for host in hosts:
             entries = sorted(ctx.vhosts[(port, host)], key=lambda e: precedence_key(e[0], e[1]))
-            vhosts.append(ir.VirtualHost(name=f"{port}/{host}", domains=(host,), routes=tuple(r for _, r in entries)))
-        listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts)))
+            routes = tuple(policies.apply(gw, name, route, r) for route, r, name in entries)
+            vhosts.append(ir.VirtualHost(name=f"{port}/{host}", domains=(host,), routes=routes))
+        listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts),
+                                         extensions=policies.extensions, policy_filters=policies.active))
+    ctx.clusters.update(policies.clusters_for(ref))
     out.gateways[ref] = ir.GatewayIR(
         namespace=gw.namespace, name=gw.name, listeners=tuple(listeners),
         clusters=tuple(ctx.clusters[k] for k in sorted(ctx.clusters)),

@@ -115,6 +115,11 @@ class SnapshotCache:
         return out
 
 
+def route_hash(route: Any) -> str:
+    """A short content hash of one Envoy Route (for comparing intent with a proxy)."""
+    return hashlib.blake2b(route.SerializeToString(deterministic=True), digest_size=8).hexdigest()
+
+
 def decode(type_url: str, any_msg: any_pb2.Any) -> Any:
     """A packed resource as its Envoy message."""
     from envoy.config.cluster.v3 import cluster_pb2

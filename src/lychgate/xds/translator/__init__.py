@@ -7,6 +7,17 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.xds import types
+
+# Policy features register themselves on import (their `order` is the HTTP filter order).
+from lychgate.xds.translator import (  # noqa: F401
+    buffer,
+    cors,
+    ext_authz,
+    ext_proc,
+    local_ratelimit,
+    route_policy,
+    transformation,
+)
 from lychgate.xds.translator.cluster import envoy_cluster, load_assignment
 from lychgate.xds.translator.features import FEATURES
 from lychgate.xds.translator.listener import envoy_listener

@@ -23,6 +23,8 @@ class Feature:
     """Override what the feature needs; every hook defaults to doing nothing."""
 
     name = "feature"
+    # Features run (and add HTTP filters) in this order, lowest first.
+    order = 100
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
         """Add HTTP filters or settings to a listener's connection manager."""
@@ -45,4 +47,5 @@ FEATURES: list[Feature] = []
 
 def register(feature: Feature) -> Feature:
     FEATURES.append(feature)
+    FEATURES.sort(key=lambda f: f.order)  # stable: equal orders keep registration order
     return feature

@@ -1,0 +1,267 @@
+"""Policy kinds (gateway.lychgate.dev/v1alpha1): TrafficPolicy and GatewayExtension.
+
+Field names follow kgateway's CRDs (`spec.targetRefs`, `spec.targetSelectors`,
+`spec.extAuth.extensionRef`, `spec.transformation.request`, GatewayExtension
+`spec.extAuth.grpcService.backendRef`, ...) so manifests written for kgateway
+load unchanged. Only the shape is checked here; what a value means (a duration,
+a template, a reference) is checked by translation, which reports problems on
+the policy's status with the field path instead of rejecting the object.
+
+Fields kgateway has and lychgate does not implement yet are accepted as
+OpenModel and reported as unsupported on the status, so a policy that uses
+them never says Accepted while doing nothing.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from lychgate.api.base import Model, OpenModel, Resource
+from lychgate.api.gateway import BackendRef, HeaderModifier, HTTPHeader
+from lychgate.api.lychgate import GROUP
+
+# --- targets -------------------------------------------------------------------
+
+
+class LocalPolicyTargetReference(Model):
+    """`spec.targetRefs[]`: an object in the policy's namespace, optionally one section."""
+
+    group: str = "gateway.networking.k8s.io"
+    kind: str
+    name: str = Field(min_length=1)
+    section_name: str | None = None
+
+
+class LocalPolicyTargetSelector(Model):
+    """`spec.targetSelectors[]`: objects of a kind in the policy's namespace, by labels."""
+
+    group: str = "gateway.networking.k8s.io"
+    kind: str
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    section_name: str | None = None
+
+
+class NamespacedObjectReference(Model):
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class PolicyDisable(Model):
+    """`disable: {}` turns a feature off where it would otherwise be inherited."""
+
+
+# --- extAuth / extProc (TrafficPolicy side) -------------------------------------------
+
+
+class ExtAuthBufferSettings(Model):
+    max_request_bytes: int = Field(ge=1)
+    allow_partial_message: bool = False
+    pack_as_bytes: bool = False
+
+
+class ExtAuthPolicy(Model):
+    extension_ref: NamespacedObjectReference | None = None
+    with_request_body: ExtAuthBufferSettings | None = None
+    context_extensions: dict[str, str] = Field(default_factory=dict)
+    disable: PolicyDisable | None = None
+
+
+HeaderSendMode = Literal["DEFAULT", "SEND", "SKIP"]
+BodySendMode = Literal["NONE", "STREAMED", "BUFFERED", "BUFFERED_PARTIAL", "FULL_DUPLEX_STREAMED"]
+
+
+class ProcessingMode(Model):
+    request_header_mode: HeaderSendMode | None = None
+    response_header_mode: HeaderSendMode | None = None
+    request_body_mode: BodySendMode | None = None
+    response_body_mode: BodySendMode | None = None
+    request_trailer_mode: HeaderSendMode | None = None
+    response_trailer_mode: HeaderSendMode | None = None
+
+
+class ExtProcPolicy(Model):
+    extension_ref: NamespacedObjectReference | None = None
+    processing_mode: ProcessingMode | None = None
+    disable: PolicyDisable | None = None
+
+
+# --- transformation ------------------------------------------------------------------
+
+
+class HeaderTransformation(Model):
+    name: str = Field(min_length=1, max_length=256)
+    value: str = ""
+
+
+class BodyTransformation(Model):
+    parse_as: Literal["AsString", "AsJson"] = "AsString"
+    value: str | None = None
+
+
+class Transform(Model):
+    set: list[HeaderTransformation] = Field(default_factory=list, max_length=16)
+    add: list[HeaderTransformation] = Field(default_factory=list, max_length=16)
+    remove: list[str] = Field(default_factory=list, max_length=16)
+    body: BodyTransformation | None = None
+
+
+class TransformationPolicy(Model):
+    request: Transform | None = None
+    response: Transform | None = None
+
+
+# --- rate limit, CORS, headers, buffer, timeouts, retry ---------------------------------------
+
+
+class TokenBucket(Model):
+    max_tokens: int = Field(ge=1)
+    tokens_per_fill: int = Field(1, ge=1)
+    fill_interval: str
+
+
+class LocalRateLimitPolicy(Model):
+    token_bucket: TokenBucket | None = None
+
+
+class RateLimit(Model):
+    local: LocalRateLimitPolicy | None = None
+    # Global rate limiting (an external rate limit service) is not implemented:
+    # carried so the status can say so.
+    global_: OpenModel | None = Field(None, alias="global")
+
+
+class CorsPolicy(Model):
+    """The Gateway API HTTPCORSFilter fields, plus `disable`."""
+
+    allow_origins: list[str] = Field(default_factory=list, max_length=64)
+    allow_credentials: bool | None = None
+    allow_methods: list[str] = Field(default_factory=list, max_length=9)
+    allow_headers: list[str] = Field(default_factory=list, max_length=64)
+    expose_headers: list[str] = Field(default_factory=list, max_length=64)
+    max_age: int | None = Field(None, ge=1)
+    disable: PolicyDisable | None = None
+
+
+class HeaderModifiers(Model):
+    request: HeaderModifier | None = None
+    response: HeaderModifier | None = None
+
+
+class Buffer(Model):
+    max_request_size: int | str | None = None
+    disable: PolicyDisable | None = None
+
+
+class Timeouts(Model):
+    request: str | None = None
+    stream_idle: str | None = None
+
+
+class Retry(Model):
+    retry_on: list[str] = Field(default_factory=list)
+    attempts: int = Field(1, ge=0)
+    per_try_timeout: str | None = None
+    status_codes: list[int] = Field(default_factory=list)
+    backoff_base_interval: str | None = None
+
+
+class TrafficPolicySpec(Model):
+    target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
+    target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list, max_length=16)
+    ext_auth: ExtAuthPolicy | None = None
+    ext_proc: ExtProcPolicy | None = None
+    transformation: TransformationPolicy | None = None
+    rate_limit: RateLimit | None = None
+    cors: CorsPolicy | None = None
+    header_modifiers: HeaderModifiers | None = None
+    buffer: Buffer | None = None
+    timeouts: Timeouts | None = None
+    retry: Retry | None = None
+    # kgateway fields lychgate does not implement yet: reported as unsupported.
+    ai: OpenModel | None = None
+    csrf: OpenModel | None = None
+    auto_host_rewrite: bool | None = None
+    rbac: OpenModel | None = None
+    jwt_auth: OpenModel | None = None
+    basic_auth: OpenModel | None = None
+    api_key_authentication: OpenModel | None = None
+    oauth2: OpenModel | None = None
+    url_rewrite: OpenModel | None = None
+    compression: OpenModel | None = None
+    direct_response: OpenModel | None = None
+
+
+class TrafficPolicy(Resource):
+    KIND: ClassVar[str] = "TrafficPolicy"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
+    spec: TrafficPolicySpec = Field(default_factory=TrafficPolicySpec)
+
+
+# --- GatewayExtension ----------------------------------------------------------------
+
+
+class ExtGrpcService(Model):
+    backend_ref: BackendRef
+    authority: str | None = None
+    request_timeout: str | None = None
+    retry: OpenModel | None = None
+
+
+class AuthorizationRequest(Model):
+    allowed_headers: list[str] = Field(default_factory=list)
+    headers_to_add: list[HTTPHeader] = Field(default_factory=list)
+
+
+class AuthorizationResponse(Model):
+    allowed_upstream_headers: list[str] = Field(default_factory=list)
+    allowed_client_headers: list[str] = Field(default_factory=list)
+    dynamic_metadata_from_headers: list[str] = Field(default_factory=list)
+
+
+class ExtHttpService(Model):
+    backend_ref: BackendRef
+    path_prefix: str | None = None
+    request_timeout: str | None = None
+    authorization_request: AuthorizationRequest | None = None
+    authorization_response: AuthorizationResponse | None = None
+    retry: OpenModel | None = None
+
+
+class ExtAuthProvider(Model):
+    grpc_service: ExtGrpcService | None = None
+    http_service: ExtHttpService | None = None
+    headers_to_forward: list[str] = Field(default_factory=list)
+    fail_open: bool = False
+    clear_route_cache: bool = False
+    with_request_body: ExtAuthBufferSettings | None = None
+    status_on_error: int = Field(403, ge=100, le=511)
+    stat_prefix: str | None = Field(None, min_length=1)
+
+
+class ExtProcProvider(Model):
+    grpc_service: ExtGrpcService
+    fail_open: bool = True
+    processing_mode: ProcessingMode | None = None
+    message_timeout: str | None = None
+    max_message_timeout: str | None = None
+    stat_prefix: str | None = Field(None, min_length=1)
+    route_cache_action: Literal["Default", "Clear", "Retain"] = "Default"
+    metadata_options: OpenModel | None = None
+
+
+class GatewayExtensionSpec(Model):
+    type: Literal["ExtAuth", "ExtProc", "RateLimit", "JWTProviders"] | None = None
+    ext_auth: ExtAuthProvider | None = None
+    ext_proc: ExtProcProvider | None = None
+    rate_limit: OpenModel | None = None
+    jwt_providers: list[OpenModel] = Field(default_factory=list)
+
+
+class GatewayExtension(Resource):
+    KIND: ClassVar[str] = "GatewayExtension"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
+    spec: GatewayExtensionSpec = Field(default_factory=GatewayExtensionSpec)

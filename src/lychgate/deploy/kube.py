@@ -1,0 +1,416 @@
+"""Kubernetes deployer: one Envoy Deployment (+ Service, ServiceAccount, ConfigMap) per Gateway.
+
+It implements the control loop's Deployer protocol. `sync()` only records what
+should exist and wakes a worker, so the control loop never waits on the API
+server; the worker server-side-applies the objects of `deploy.manifests` for
+each Gateway whose inputs changed (a digest of the rendered objects), and only
+while this replica leads (`is_leader`). An object of the same name that lychgate
+does not own is never taken over: the Gateway's Programmed condition says why.
+
+Proxy objects are owned by their Gateway, so the garbage collector removes them
+with it. The worker deletes them itself only when the Gateway stopped being
+lychgate's (another class) or left the discovered namespaces; while a Gateway of
+ours exists but is invalid, its running proxy is left alone.
+
+A watch on the Deployments lychgate manages tells which proxies are ready (the
+readiness probe passes once Envoy has its first configuration): that is what
+makes a Gateway Programmed, whichever replica its Envoy is connected to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from lightkube.types import PatchType
+
+from lychgate.api.core import Service
+from lychgate.api.gateway import Gateway, GatewayClass
+from lychgate.api.lychgate import GatewayParameters
+from lychgate.deploy import manifests
+from lychgate.deploy.manifests import ProxyContext
+from lychgate.kubeapi import (
+    CONFIG_MAP,
+    DEPLOYMENT,
+    FIELD_MANAGER,
+    SERVICE,
+    SERVICE_ACCOUNT,
+    ApiResource,
+    Backoff,
+    describe_error,
+    error_code,
+    plain,
+)
+from lychgate.log import component_logger
+from lychgate.sources.kube import Informer
+from lychgate.store import Store
+from lychgate.translate.gateway import CONTROLLER_NAME, ProxyIntent
+
+log = component_logger("deploy")
+
+BY_KIND: dict[str, ApiResource] = {
+    r.kind: r for r in (SERVICE_ACCOUNT, CONFIG_MAP, SERVICE, DEPLOYMENT)
+}
+RESYNC_SECONDS = 600.0  # re-apply everything now and then: repairs edits made by hand
+
+
+class DeployError(Exception):
+    """Why a Gateway's proxy could not be written; shown in its Programmed condition."""
+
+
+class NotLeader(Exception):
+    """This replica lost the lease: write nothing more."""
+
+
+def _ref(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def _split(ref: str) -> tuple[str, str]:
+    ns, _, name = ref.partition("/")
+    return ns, name
+
+
+def _controlled_by(obj: dict[str, Any], uid: str | None) -> bool:
+    return any(
+        r.get("kind") == "Gateway" and r.get("controller") and (uid is None or r.get("uid") == uid)
+        for r in (obj.get("metadata") or {}).get("ownerReferences") or []
+    )
+
+
+def _digest(objs: list[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(objs, sort_keys=True).encode()).hexdigest()
+
+
+class KubeDeployer:
+    def __init__(
+        self,
+        client: Any,
+        ctx: ProxyContext,
+        is_leader: Callable[[], bool] = lambda: True,
+        class_parameters_refs: dict[str, dict[str, str]] | None = None,
+        resync_seconds: float = RESYNC_SECONDS,
+    ) -> None:
+        self.client = client
+        self.ctx = ctx
+        self.is_leader = is_leader
+        self.class_parameters_refs = class_parameters_refs or {}
+        self.resync_seconds = resync_seconds
+        self.store = Store()
+        self.notify: Callable[[], None] = lambda: None
+        # Does a Gateway (ref) exist and belong to lychgate? Decides deletions.
+        self.keep: Callable[[str], bool] = self._gateway_is_ours
+        self.intents: dict[str, ProxyIntent] = {}
+        self.applied: dict[str, str] = {}  # ref -> digest of the objects last applied
+        self.errors: dict[str, str] = {}  # ref -> why its objects could not be written
+        self.deployments: dict[str, dict[str, Any]] = {}  # ref -> managed Deployment (raw)
+        self._ready: dict[str, str] = {}  # ref -> readiness summary, to notify on change
+        self._fallback: list[GatewayParameters | None] = []
+        self._wake = asyncio.Event()
+        self._work: asyncio.Task[None] | None = None
+        self._backoff = Backoff(base=1.0, cap=60.0)
+        self.informer = Informer(
+            client, DEPLOYMENT, self._on_list, self._on_event,
+            labels={manifests.MANAGED_BY_LABEL: manifests.MANAGED_BY},
+        )
+
+    def attach(self, store: Store, notify: Callable[[], None]) -> None:
+        """Connect to the control plane's store and its 'please run a pass' hook."""
+        self.store = store
+        self.notify = notify
+
+    # --- the Deployer protocol ------------------------------------------------------
+
+    def address_for(self, gateway: Gateway) -> str | None:
+        """Where Envoy's listeners bind: every interface of the Pod."""
+        return "0.0.0.0"
+
+    def status_addresses(self, gateway: Gateway) -> list[dict[str, str]]:
+        """Gateway status.addresses: the load balancer's, else the Service's cluster IP."""
+        svc = self.store.get(Service, gateway.namespace, gateway.name)
+        if svc is None or svc.metadata.labels.get(manifests.MANAGED_BY_LABEL) != manifests.MANAGED_BY:
+            return []
+        out: list[dict[str, str]] = []
+        for ingress in ((svc.status or {}).get("loadBalancer") or {}).get("ingress") or []:
+            if ingress.get("ip"):
+                out.append({"type": "IPAddress", "value": ingress["ip"]})
+            elif ingress.get("hostname"):
+                out.append({"type": "Hostname", "value": ingress["hostname"]})
+        if not out and svc.spec.type in ("ClusterIP", "NodePort"):
+            cluster_ip = (svc.spec.model_extra or {}).get("clusterIP")
+            if cluster_ip and cluster_ip != "None":
+                out.append({"type": "IPAddress", "value": cluster_ip})
+        return out
+
+    async def sync(self, intents: dict[str, ProxyIntent]) -> None:
+        # The class-wide GatewayParameters (gatewayClassParametersRefs) are not part of
+        # the intents: a change of theirs must wake the worker too.
+        fallback = [self.store.get(GatewayParameters, r.get("namespace", ""), r.get("name", ""))
+                    for r in self.class_parameters_refs.values()]
+        if intents != self.intents or fallback != self._fallback:
+            self.intents = dict(intents)
+            self._fallback = fallback
+            self._wake.set()
+
+    def proxy_state(self, ref: str) -> str | None:
+        """"" when the proxy's Pods are ready, else why not (None: nothing known yet)."""
+        if ref in self.errors:
+            return f"cannot deploy the proxy: {self.errors[ref]}"
+        dep = self.deployments.get(ref)
+        if dep is None:
+            return None
+        return self._readiness(dep)
+
+    async def close(self) -> None:
+        self.stop_writing()
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The proxy of each Gateway, for the admin API (`lychgate get gateways`)."""
+        out = []
+        for ref in sorted(set(self.intents) | set(self.deployments)):
+            dep = self.deployments.get(ref)
+            status = (dep or {}).get("status") or {}
+            out.append({
+                "gateway": ref,
+                "deployment": ref if dep else None,
+                "readyReplicas": status.get("readyReplicas") or 0,
+                "replicas": status.get("replicas") or 0,
+                "state": self.proxy_state(ref),
+                "admin": "",  # kubectl -n <ns> port-forward deploy/<name> 19000
+            })
+        return out
+
+    # --- leadership -------------------------------------------------------------------
+
+    def resync(self) -> None:
+        """Re-apply everything (after gaining leadership, or periodically)."""
+        self.applied.clear()
+        self._wake.set()
+
+    def stop_writing(self) -> None:
+        """Abandon the write in flight at once (leadership lost, shutdown)."""
+        if self._work is not None and not self._work.done():
+            self._work.cancel()
+
+    # --- running ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        watch = asyncio.create_task(self.informer.run(), name="watch-proxy-deployments")
+        periodic = asyncio.create_task(self._periodic(stop))
+        try:
+            while not stop.is_set():
+                await self._wait(stop)
+                if stop.is_set():
+                    break
+                self._wake.clear()
+                if not self.is_leader() or not self.store.synced:
+                    continue
+                self._work = asyncio.create_task(self._reconcile())
+                try:
+                    await self._work
+                except asyncio.CancelledError:
+                    me = asyncio.current_task()
+                    if stop.is_set() or (me is not None and me.cancelling()):
+                        raise
+                    log.info("leadership lost: abandoned the proxy writes in flight")
+                    self.applied.clear()
+                except Exception:
+                    log.exception("reconciling proxies failed; retrying")
+                    self._retry_later()
+        finally:
+            self.stop_writing()
+            for task in (watch, periodic):
+                task.cancel()
+            await asyncio.gather(watch, periodic, return_exceptions=True)
+
+    async def _wait(self, stop: asyncio.Event) -> None:
+        waiters = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+
+    async def _periodic(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await asyncio.sleep(self.resync_seconds)
+            self.resync()
+
+    def _retry_later(self) -> None:
+        delay = self._backoff.next()
+
+        def again() -> None:
+            self._wake.set()
+
+        asyncio.get_running_loop().call_later(delay, again)
+
+    async def _reconcile(self) -> None:
+        failed = False
+        for ref, intent in sorted(self.intents.items()):
+            if not self.is_leader():
+                return
+            gateway = self.store.get(Gateway, intent.namespace, intent.name)
+            if gateway is None:
+                continue
+            params = intent.parameters or self._class_parameters(gateway)
+            objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx)
+            digest = _digest(objs)
+            if self.applied.get(ref) == digest:
+                continue
+            try:
+                await self._apply(gateway, objs)
+            except NotLeader:
+                return
+            except DeployError as err:
+                self._set_error(ref, str(err))
+                continue
+            except Exception as err:  # transport trouble, 5xx, 409, 429: try again soon
+                log.warning("Gateway %s: writing its proxy failed (%s); retrying", ref, describe_error(err))
+                failed = True
+                continue
+            self.applied[ref] = digest
+            if self.errors.pop(ref, None) is not None:
+                self.notify()
+            log.info("applied the proxy of Gateway %s (Deployment, Service, ServiceAccount, ConfigMap)", ref)
+        for ref in sorted((set(self.deployments) | set(self.applied)) - set(self.intents)):
+            if not self.is_leader():
+                return
+            if self.keep(ref):
+                continue
+            await self._delete(ref)
+        if failed:
+            self._retry_later()
+        else:
+            self._backoff.reset()
+
+    def _set_error(self, ref: str, message: str) -> None:
+        if self.errors.get(ref) != message:
+            log.error("Gateway %s: cannot deploy its proxy: %s", ref, message)
+            self.errors[ref] = message
+            self.notify()
+        self.applied.pop(ref, None)
+
+    def _class_parameters(self, gateway: Gateway) -> GatewayParameters | None:
+        """gatewayClassParametersRefs: the class's GatewayParameters when the Gateway names none."""
+        if gateway.spec.infrastructure and gateway.spec.infrastructure.parameters_ref:
+            return None
+        ref = self.class_parameters_refs.get(gateway.spec.gateway_class_name)
+        if not ref:
+            return None
+        params = self.store.get(GatewayParameters, ref["namespace"], ref["name"])
+        if params is None:
+            log.warning("gatewayClassParametersRefs.%s: GatewayParameters %s/%s not found; "
+                        "using defaults for Gateway %s/%s", gateway.spec.gateway_class_name,
+                        ref["namespace"], ref["name"], gateway.namespace, gateway.name)
+        return params
+
+    def _gateway_is_ours(self, ref: str) -> bool:
+        ns, name = _split(ref)
+        gateway = self.store.get(Gateway, ns, name)
+        if gateway is None:
+            return False
+        gc = self.store.get(GatewayClass, "", gateway.spec.gateway_class_name)
+        return gc is not None and gc.spec.controller_name == CONTROLLER_NAME
+
+    # --- writes -----------------------------------------------------------------------
+
+    def _check_leader(self) -> None:
+        if not self.is_leader():
+            raise NotLeader
+
+    async def _apply(self, gateway: Gateway, objs: list[dict[str, Any]]) -> None:
+        for obj in objs:
+            res = BY_KIND[obj["kind"]]
+            self._check_leader()
+            try:
+                live = await self.client.get(res.cls, gateway.name, namespace=gateway.namespace)
+            except Exception as err:
+                if error_code(err) != 404:
+                    raise
+            else:
+                if not _controlled_by(plain(live), None):
+                    raise DeployError(
+                        f"{res.kind} {gateway.namespace}/{gateway.name} already exists and is not "
+                        "managed by lychgate; delete it or rename the Gateway")
+            self._check_leader()
+            try:
+                await self.client.patch(
+                    res.cls, gateway.name, obj, namespace=gateway.namespace,
+                    patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
+                )
+            except Exception as err:
+                code = error_code(err)
+                if code is not None and code not in (409, 429) and code < 500:
+                    raise DeployError(f"the API server rejected {res.kind} "
+                                      f"{gateway.namespace}/{gateway.name}: {describe_error(err)}") from None
+                raise
+
+    async def _delete(self, ref: str) -> None:
+        ns, name = _split(ref)
+        for res in (DEPLOYMENT, SERVICE, CONFIG_MAP, SERVICE_ACCOUNT):
+            if not self.is_leader():
+                return
+            try:
+                live = plain(await self.client.get(res.cls, name, namespace=ns))
+            except Exception as err:
+                if error_code(err) == 404:
+                    continue
+                log.warning("cannot read %s %s to delete it: %s", res.kind, ref, describe_error(err))
+                self._retry_later()
+                return
+            labels = (live.get("metadata") or {}).get("labels") or {}
+            if labels.get(manifests.MANAGED_BY_LABEL) != manifests.MANAGED_BY or not _controlled_by(live, None):
+                continue
+            with contextlib.suppress(Exception):
+                await self.client.delete(res.cls, name, namespace=ns)
+        self.applied.pop(ref, None)
+        self.errors.pop(ref, None)
+        self.deployments.pop(ref, None)
+        log.info("deleted the proxy of Gateway %s: it is no longer a lychgate Gateway", ref)
+
+    # --- the Deployment watch -------------------------------------------------------------
+
+    def _on_list(self, items: list[dict[str, Any]]) -> None:
+        fresh = {}
+        for obj in items:
+            meta = obj.get("metadata") or {}
+            fresh[_ref(meta.get("namespace", ""), meta.get("name", ""))] = obj
+        for ref in set(self.deployments) - set(fresh):
+            self._on_event("DELETED", self.deployments[ref])
+        for obj in fresh.values():
+            self._on_event("MODIFIED", obj)
+
+    def _on_event(self, type_: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        ref = _ref(meta.get("namespace", ""), meta.get("name", ""))
+        if type_ == "DELETED":
+            self.deployments.pop(ref, None)
+            if ref in self.intents:
+                self.applied.pop(ref, None)  # deleted by hand: put it back
+                self._wake.set()
+            summary = ""
+        else:
+            self.deployments[ref] = obj
+            summary = self._readiness(obj)
+        if self._ready.get(ref) != summary:
+            self._ready[ref] = summary
+            self.notify()
+
+    @staticmethod
+    def _readiness(dep: dict[str, Any]) -> str:
+        status = dep.get("status") or {}
+        want = (dep.get("spec") or {}).get("replicas", 1)
+        ready = status.get("readyReplicas") or 0
+        if ready >= 1:
+            return ""
+        name = f"{(dep.get('metadata') or {}).get('namespace')}/{(dep.get('metadata') or {}).get('name')}"
+        why = ""
+        for cond in status.get("conditions") or []:
+            if cond.get("status") == "False" and cond.get("message"):
+                why = f": {cond['message']}"
+                break
+        return f"waiting for Deployment {name}: {ready} of {want} replicas ready{why}"

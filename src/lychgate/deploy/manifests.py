@@ -1,0 +1,337 @@
+"""The Kubernetes objects of one Gateway's proxy: pure functions of their inputs.
+
+Gateway + GatewayParameters (+ the listener ports translation accepted) →
+ServiceAccount, ConfigMap (the Envoy bootstrap), Service and Deployment, each
+named after the Gateway, in its namespace, owned by it and labelled
+`app.kubernetes.io/name=<gateway>`. The deployer applies them as they are
+(server-side apply), so what is not here is not on the objects.
+
+Envoy binds the listener ports themselves (the Service's targetPort is the
+port): the Pod sets `net.ipv4.ip_unprivileged_port_start=0`, so Envoy needs no
+root and no capability even for port 80. Its admin interface stays on
+127.0.0.1:19000 (reach it with `kubectl port-forward deploy/<gateway> 19000`);
+a static listener on READY_PORT answers the readiness probe from admin
+`/ready`, which turns 200 once Envoy has its first configuration from xDS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from lychgate.api.gateway import Gateway
+from lychgate.api.lychgate import GatewayParameters, Image, KubernetesProxyConfig
+from lychgate.deploy.bootstrap import XdsTarget, bootstrap
+
+MANAGED_BY = "lychgate"
+NAME_LABEL = "app.kubernetes.io/name"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+GATEWAY_LABEL = "gateway.networking.k8s.io/gateway-name"
+CLASS_LABEL = "gateway.networking.k8s.io/gateway-class-name"
+BOOTSTRAP_HASH = "gateway.lychgate.dev/bootstrap-hash"
+
+ADMIN_PORT = 19000
+READY_PORT = 19003
+CONFIG_DIR = PurePosixPath("/etc/envoy")
+BOOTSTRAP_FILE = "envoy.json"
+CA_FILE = "xds-ca.crt"
+RUN_AS_USER = 10101
+
+GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
+
+
+@dataclass(frozen=True)
+class ProxyContext:
+    """Facts of the installation every proxy shares."""
+
+    xds_host: str  # the controller's xDS Service: <name>.<namespace>.svc
+    xds_port: int = 9977
+    default_image: str = "ghcr.io/lychgate/envoy:1.40.0"
+    xds_ca_pem: str | None = None  # set when xDS is served over TLS: proxies verify with it
+
+
+# --- images -----------------------------------------------------------------------
+
+
+def split_image(ref: str) -> Image:
+    """'ghcr.io/lychgate/envoy:1.40.0' -> registry ghcr.io/lychgate, repository envoy, tag 1.40.0."""
+    name, _, digest = ref.partition("@")
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    tag = None
+    if colon > slash:
+        name, tag = name[:colon], name[colon + 1:]
+    registry, _, repository = name.rpartition("/")
+    return Image(registry=registry or None, repository=repository, tag=tag, digest=digest or None)
+
+
+def image_ref(default: str, override: Image | None) -> tuple[str, str | None]:
+    """The image of the Envoy container and its pull policy: the override part by part."""
+    base = split_image(default)
+    o = override or Image()
+    registry = o.registry if o.registry is not None else base.registry
+    repository = o.repository or base.repository or "envoy"
+    # A digest pins the image: an overriding tag drops the default's digest and vice versa.
+    if o.digest or o.tag:
+        tag, digest = o.tag, o.digest
+    else:
+        tag, digest = base.tag, base.digest
+    ref = f"{registry.rstrip('/')}/{repository}" if registry else repository
+    if digest:
+        ref += f"@{digest}"
+    elif tag:
+        ref += f":{tag}"
+    return ref, o.pull_policy
+
+
+# --- the bootstrap ----------------------------------------------------------------
+
+
+def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext) -> dict[str, Any]:
+    """The Envoy bootstrap of a Gateway's proxy in a Pod (what its ConfigMap holds)."""
+    xds = XdsTarget(ctx.xds_host, ctx.xds_port,
+                    ca_file=Path(CONFIG_DIR / CA_FILE) if ctx.xds_ca_pem else None)
+    out = bootstrap(namespace, name, xds, admin_address="127.0.0.1", admin_port=ADMIN_PORT)
+    static = out.setdefault("static_resources", {})
+    static.setdefault("clusters", []).append({
+        "name": "lychgate_admin",
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {"cluster_name": "lychgate_admin", "endpoints": [{"lb_endpoints": [
+            {"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": ADMIN_PORT}}}}]}]},
+    })
+    static.setdefault("listeners", []).append({
+        "name": "lychgate_readiness",
+        "address": {"socket_address": {"address": "0.0.0.0", "port_value": READY_PORT}},
+        "filter_chains": [{"filters": [{
+            "name": "envoy.filters.network.http_connection_manager",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                "stat_prefix": "lychgate_readiness",
+                "route_config": {"virtual_hosts": [{
+                    "name": "readiness",
+                    "domains": ["*"],
+                    "routes": [
+                        {"match": {"path": "/ready"}, "route": {"cluster": "lychgate_admin"}},
+                        {"match": {"prefix": "/"}, "direct_response": {"status": 404}},
+                    ],
+                }]},
+                "http_filters": [{
+                    "name": "envoy.filters.http.router",
+                    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+                }],
+            },
+        }]}],
+    })
+    return out
+
+
+# --- the objects ------------------------------------------------------------------
+
+
+def _labels(gateway: Gateway, extra: dict[str, str] | None = None) -> dict[str, str]:
+    infra = gateway.spec.infrastructure
+    out = dict(infra.labels) if infra else {}
+    out.update(extra or {})
+    out.update({
+        NAME_LABEL: gateway.name,
+        GATEWAY_LABEL: gateway.name,
+        CLASS_LABEL: gateway.spec.gateway_class_name,
+        MANAGED_BY_LABEL: MANAGED_BY,
+    })
+    return out
+
+
+def selector(gateway: Gateway) -> dict[str, str]:
+    return {NAME_LABEL: gateway.name, GATEWAY_LABEL: gateway.name}
+
+
+def _annotations(gateway: Gateway, extra: dict[str, str] | None = None) -> dict[str, str]:
+    infra = gateway.spec.infrastructure
+    out = dict(infra.annotations) if infra else {}
+    out.update(extra or {})
+    return out
+
+
+def _metadata(gateway: Gateway, labels: dict[str, str] | None = None,
+              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": gateway.name,
+        "namespace": gateway.namespace,
+        "labels": _labels(gateway, labels),
+    }
+    ann = _annotations(gateway, annotations)
+    if ann:
+        meta["annotations"] = ann
+    if gateway.metadata.uid:
+        # No blockOwnerDeletion: it needs permission on gateways/finalizers, and
+        # background deletion of the proxy after its Gateway is what we want.
+        meta["ownerReferences"] = [{
+            "apiVersion": GATEWAY_API_VERSION, "kind": "Gateway",
+            "name": gateway.name, "uid": gateway.metadata.uid, "controller": True,
+        }]
+    return meta
+
+
+def _merge_security(defaults: dict[str, Any], override: dict[str, Any] | None) -> dict[str, Any]:
+    """Key by key; sysctls merge by name so the unprivileged-port sysctl survives additions."""
+    out = dict(defaults)
+    for key, value in (override or {}).items():
+        if key == "sysctls" and isinstance(value, list):
+            names = {s.get("name") for s in value if isinstance(s, dict)}
+            out[key] = [s for s in defaults.get("sysctls", []) if s["name"] not in names] + value
+        else:
+            out[key] = value
+    return out
+
+
+def _envoy_args(kube: KubernetesProxyConfig) -> list[str]:
+    boot = kube.envoy_container.bootstrap
+    args = ["-c", str(CONFIG_DIR / BOOTSTRAP_FILE), "--disable-hot-restart", "--log-level", boot.log_level]
+    if boot.component_log_levels:
+        args += ["--component-log-level",
+                 ",".join(f"{c}:{lvl}" for c, lvl in sorted(boot.component_log_levels.items()))]
+    return args
+
+
+def port_name(port: int) -> str:
+    return f"port-{port}"
+
+
+def service_account(gateway: Gateway, params: GatewayParameters | None) -> dict[str, Any]:
+    sa = params.spec.kube.service_account if params else None
+    return {
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": _metadata(gateway, sa.extra_labels if sa else None, sa.extra_annotations if sa else None),
+        "automountServiceAccountToken": False,
+    }
+
+
+def config_map(gateway: Gateway, ctx: ProxyContext) -> dict[str, Any]:
+    data = {BOOTSTRAP_FILE: json.dumps(proxy_bootstrap(gateway.namespace, gateway.name, ctx),
+                                       indent=2, sort_keys=True) + "\n"}
+    if ctx.xds_ca_pem:
+        data[CA_FILE] = ctx.xds_ca_pem
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(gateway), "data": data}
+
+
+def service(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...]) -> dict[str, Any]:
+    svc = params.spec.kube.service if params else None
+    spec: dict[str, Any] = {
+        "type": (svc.type if svc and svc.type else "LoadBalancer"),
+        "selector": selector(gateway),
+        "ports": [{"name": port_name(p), "port": p, "targetPort": p, "protocol": "TCP"}
+                  for p in sorted(ports)],
+    }
+    if svc:
+        if svc.cluster_ip:
+            spec["clusterIP"] = svc.cluster_ip
+        if svc.external_traffic_policy:
+            spec["externalTrafficPolicy"] = svc.external_traffic_policy
+        if svc.load_balancer_class:
+            spec["loadBalancerClass"] = svc.load_balancer_class
+        if svc.load_balancer_source_ranges:
+            spec["loadBalancerSourceRanges"] = list(svc.load_balancer_source_ranges)
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": _metadata(gateway, svc.extra_labels if svc else None, svc.extra_annotations if svc else None),
+        "spec": spec,
+    }
+
+
+def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
+               ctx: ProxyContext, bootstrap_hash: str) -> dict[str, Any]:
+    kube = params.spec.kube if params else KubernetesProxyConfig()
+    envoy = kube.envoy_container
+    pod = kube.pod_template
+    image, pull_policy = image_ref(ctx.default_image, envoy.image)
+    container: dict[str, Any] = {
+        "name": "envoy",
+        "image": image,
+        "command": ["envoy"],
+        "args": _envoy_args(kube),
+        "ports": [{"name": port_name(p), "containerPort": p, "protocol": "TCP"} for p in sorted(ports)]
+        + [{"name": "readiness", "containerPort": READY_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": READY_PORT},
+                           "periodSeconds": 5, "failureThreshold": 2},
+        "securityContext": _merge_security({
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "capabilities": {"drop": ["ALL"]},
+        }, envoy.security_context),
+        "volumeMounts": [
+            {"name": "bootstrap", "mountPath": str(CONFIG_DIR), "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    if pull_policy:
+        container["imagePullPolicy"] = pull_policy
+    if envoy.resources and (envoy.resources.limits or envoy.resources.requests):
+        container["resources"] = envoy.resources.model_dump(by_alias=True, exclude_defaults=True)
+    if envoy.env:
+        container["env"] = [dict(e) for e in envoy.env]
+
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": gateway.name,
+        "automountServiceAccountToken": False,
+        "securityContext": _merge_security({
+            "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}],
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }, pod.security_context if pod else None),
+        "containers": [container],
+        "volumes": [
+            {"name": "bootstrap", "configMap": {"name": gateway.name}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    if pod:
+        if pod.node_selector:
+            pod_spec["nodeSelector"] = dict(pod.node_selector)
+        if pod.affinity:
+            pod_spec["affinity"] = pod.affinity
+        if pod.tolerations:
+            pod_spec["tolerations"] = list(pod.tolerations)
+        if pod.topology_spread_constraints:
+            pod_spec["topologySpreadConstraints"] = list(pod.topology_spread_constraints)
+        if pod.image_pull_secrets:
+            pod_spec["imagePullSecrets"] = [{"name": s.name} for s in pod.image_pull_secrets]
+        if pod.termination_grace_period_seconds is not None:
+            pod_spec["terminationGracePeriodSeconds"] = pod.termination_grace_period_seconds
+        if pod.priority_class_name:
+            pod_spec["priorityClassName"] = pod.priority_class_name
+
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": selector(gateway)},
+        "template": {
+            "metadata": {
+                "labels": _labels(gateway, pod.extra_labels if pod else None),
+                "annotations": {**_annotations(gateway, pod.extra_annotations if pod else None),
+                                BOOTSTRAP_HASH: bootstrap_hash},
+            },
+            "spec": pod_spec,
+        },
+    }
+    # Unset replicas are not applied, so an autoscaler may own the field.
+    if kube.deployment and kube.deployment.replicas is not None:
+        spec["replicas"] = kube.deployment.replicas
+    if kube.deployment and kube.deployment.strategy:
+        spec["strategy"] = kube.deployment.strategy
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _metadata(gateway), "spec": spec}
+
+
+def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
+                  ctx: ProxyContext) -> list[dict[str, Any]]:
+    """Everything one Gateway's proxy consists of, in the order to create it."""
+    cm = config_map(gateway, ctx)
+    digest = hashlib.sha256(json.dumps(cm["data"], sort_keys=True).encode()).hexdigest()[:16]
+    return [
+        service_account(gateway, params),
+        cm,
+        service(gateway, params, ports),
+        deployment(gateway, params, ports, ctx, digest),
+    ]

@@ -1,0 +1,22 @@
+"""buffer: wait for whole request bodies up to a size; larger ones get 413."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lychgate.translate.policies.common import CompileContext, Invalid, quantity_bytes
+from lychgate.translate.policies.fields import PolicyField, register
+
+
+class BufferField(PolicyField):
+    name, attr = "buffer", "buffer"
+
+    def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
+        if ("maxRequestSize" in value) == ("disable" in value):
+            raise Invalid(path, "exactly one of maxRequestSize or disable must be set")
+        if "disable" in value:
+            return {"buffer_max_bytes": None}
+        return {"buffer_max_bytes": quantity_bytes(value["maxRequestSize"], f"{path}.maxRequestSize")}
+
+
+register(BufferField())

@@ -1,0 +1,56 @@
+"""timeouts and retry: how long Envoy waits for a backend, and when it tries again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lychgate import ir
+from lychgate.translate.policies.common import CompileContext, Invalid, duration_ms
+from lychgate.translate.policies.fields import PolicyField, register
+
+RETRY_ON = {
+    "5xx", "gateway-error", "reset", "reset-before-request", "connect-failure", "envoy-ratelimited",
+    "retriable-4xx", "refused-stream", "retriable-status-codes", "http3-post-connect-failure",
+    "cancelled", "deadline-exceeded", "internal", "resource-exhausted", "unavailable",
+}
+
+
+class TimeoutsField(PolicyField):
+    name, attr = "timeouts", "timeouts"
+
+    def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if "request" in value:
+            out["timeout_ms"] = duration_ms(value["request"], f"{path}.request")
+        if "streamIdle" in value:
+            out["stream_idle_timeout_ms"] = duration_ms(value["streamIdle"], f"{path}.streamIdle")
+        if not out:
+            raise Invalid(path, "at least one of request or streamIdle must be set")
+        return out
+
+
+class RetryField(PolicyField):
+    name, attr = "retry", "retry"
+
+    def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
+        retry_on = value.get("retryOn") or []
+        codes = value.get("statusCodes") or []
+        if not retry_on and not codes:
+            raise Invalid(path, "retryOn or statusCodes must be set")
+        for i, cond in enumerate(retry_on):
+            if cond not in RETRY_ON:
+                raise Invalid(f"{path}.retryOn[{i}]", f"{cond!r} is not one of {', '.join(sorted(RETRY_ON))}")
+        for i, code in enumerate(codes):
+            if not 400 <= code <= 599:
+                raise Invalid(f"{path}.statusCodes[{i}]", f"{code} is not between 400 and 599")
+        per_try = value.get("perTryTimeout")
+        backoff = value.get("backoffBaseInterval")
+        return {"retry": ir.Retry(
+            retry_on=tuple(retry_on), attempts=value.get("attempts", 1), status_codes=tuple(codes),
+            per_try_timeout_ms=duration_ms(per_try, f"{path}.perTryTimeout", 1) if per_try else None,
+            backoff_base_ms=duration_ms(backoff, f"{path}.backoffBaseInterval", 1) if backoff else None,
+        )}
+
+
+register(TimeoutsField())
+register(RetryField())

@@ -1,0 +1,60 @@
+"""CORS policy → Envoy's cors filter, configured per route."""
+
+from __future__ import annotations
+
+import re
+
+from envoy.config.route.v3 import route_components_pb2 as route_pb
+from envoy.extensions.filters.http.cors.v3 import cors_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb,
+)
+from envoy.type.matcher.v3 import regex_pb2, string_pb2
+
+from lychgate import ir
+from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.policy_filters import pack
+
+FILTER = "envoy.filters.http.cors"
+
+
+def origin_matcher(origin: str) -> string_pb2.StringMatcher:
+    if origin == "*":
+        return string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=".*"))
+    if "*" in origin:
+        # https://*.example.com: one or more labels in place of the star.
+        pattern = re.escape(origin).replace(r"\*", "[^/:]+")
+        return string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=pattern))
+    return string_pb2.StringMatcher(exact=origin, ignore_case=True)
+
+
+def cors_policy(c: ir.Cors) -> cors_pb2.CorsPolicy:
+    out = cors_pb2.CorsPolicy(
+        allow_origin_string_match=[origin_matcher(o) for o in c.allow_origins],
+        allow_methods=",".join(c.allow_methods),
+        allow_headers=",".join(c.allow_headers),
+        expose_headers=",".join(c.expose_headers),
+    )
+    if c.max_age_s is not None:
+        out.max_age = str(c.max_age_s)
+    if c.allow_credentials is not None:
+        out.allow_credentials.value = c.allow_credentials
+    return out
+
+
+class Cors(Feature):
+    name = "cors"
+    order = 10
+
+    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
+        if not listener.policy_filters:
+            return
+        # It does nothing on routes without a CorsPolicy.
+        hcm.http_filters.append(hcm_pb.HttpFilter(name=FILTER, typed_config=pack(cors_pb2.Cors())))
+
+    def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
+        if route.policy is not None and route.policy.cors is not None:
+            out.typed_per_filter_config[FILTER].CopyFrom(pack(cors_policy(route.policy.cors)))
+
+
+register(Cors())

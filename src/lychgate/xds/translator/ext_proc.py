@@ -1,0 +1,82 @@
+"""extProc → one Envoy ext_proc filter per GatewayExtension, enabled per route."""
+
+from __future__ import annotations
+
+from envoy.config.route.v3 import route_components_pb2 as route_pb
+from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2 as proc_pb
+from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2 as mode_pb
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb,
+)
+
+from lychgate import ir
+from lychgate.xds.translator.ext_authz import grpc_service
+from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.policy_filters import (
+    add_disabled_filter,
+    enable_on_route,
+    ms,
+    policies,
+    stat_name,
+)
+
+PREFIX = "envoy.filters.http.ext_proc/"
+_HEADER = mode_pb.ProcessingMode.HeaderSendMode
+_BODY = mode_pb.ProcessingMode.BodySendMode
+_ROUTE_CACHE = {"Default": proc_pb.ExternalProcessor.DEFAULT, "Clear": proc_pb.ExternalProcessor.CLEAR,
+                "Retain": proc_pb.ExternalProcessor.RETAIN}
+
+
+def filter_name(service: ir.ExtProcService) -> str:
+    return PREFIX + service.name
+
+
+def processing_mode(mode: ir.ProcessingMode) -> mode_pb.ProcessingMode:
+    out = mode_pb.ProcessingMode()
+    for attr in ("request_header", "response_header", "request_trailer", "response_trailer"):
+        value = getattr(mode, attr)
+        if value is not None:
+            setattr(out, f"{attr}_mode", _HEADER.Value(value))
+    for attr in ("request_body", "response_body"):
+        value = getattr(mode, attr)
+        if value is not None:
+            setattr(out, f"{attr}_mode", _BODY.Value(value))
+    return out
+
+
+def ext_proc(service: ir.ExtProcService) -> proc_pb.ExternalProcessor:
+    out = proc_pb.ExternalProcessor(
+        grpc_service=grpc_service(service.cluster, service.authority, service.timeout_ms),
+        failure_mode_allow=service.fail_open,
+        processing_mode=processing_mode(service.processing_mode),
+        stat_prefix=service.stat_prefix or stat_name(service.name),
+        route_cache_action=_ROUTE_CACHE[service.route_cache_action],
+    )
+    if service.message_timeout_ms is not None:
+        out.message_timeout.CopyFrom(ms(service.message_timeout_ms))
+    if service.max_message_timeout_ms is not None:
+        out.max_message_timeout.CopyFrom(ms(service.max_message_timeout_ms))
+    return out
+
+
+class ExtProc(Feature):
+    name = "ext_proc"
+    order = 50
+
+    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
+        services = {s.name: s for s in listener.extensions if isinstance(s, ir.ExtProcService)}
+        services.update((p.ext_proc.service.name, p.ext_proc.service) for p in policies(listener) if p.ext_proc)
+        for name in sorted(services):
+            add_disabled_filter(hcm, filter_name(services[name]), ext_proc(services[name]))
+
+    def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
+        proc = route.policy.ext_proc if route.policy is not None else None
+        if proc is None:
+            return
+        overrides = proc_pb.ExtProcOverrides()
+        if proc.processing_mode is not None:
+            overrides.processing_mode.CopyFrom(processing_mode(proc.processing_mode))
+        enable_on_route(out, filter_name(proc.service), proc_pb.ExtProcPerRoute(overrides=overrides))
+
+
+register(ExtProc())

@@ -1,0 +1,59 @@
+"""Helpers shared by the policy features: per-route filter config, filters off by default.
+
+Policy filters sit in every listener's HTTP connection manager, disabled: the
+ext_authz / ext_proc filter of every usable GatewayExtension, and the CORS,
+rate limit, buffer and transformation filters once any TrafficPolicy exists. A
+route that needs one enables and configures it through
+`typed_per_filter_config`. Routes without the policy never run the filter, and
+attaching, changing or removing a policy touches only the route configuration
+(RDS). That matters: a listener change makes Envoy drain the old listener, and
+its open connections (keep-alive clients) keep the old filter chain, so a
+newly attached auth policy would not protect them for minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from envoy.config.route.v3 import route_components_pb2 as route_pb
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb,
+)
+from google.protobuf import any_pb2, duration_pb2
+
+from lychgate import ir
+
+
+def pack(message: object) -> any_pb2.Any:
+    out = any_pb2.Any()
+    out.Pack(message)
+    return out
+
+
+def ms(value: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=value // 1000, nanos=(value % 1000) * 1_000_000)
+
+
+def policies(listener: ir.HTTPListener) -> Iterator[ir.RoutePolicy]:
+    """The policy of every route of a listener that has one."""
+    for vh in listener.virtual_hosts:
+        for r in vh.routes:
+            if r.policy is not None:
+                yield r.policy
+
+
+def add_disabled_filter(hcm: hcm_pb.HttpConnectionManager, name: str, config: object) -> None:
+    hcm.http_filters.append(hcm_pb.HttpFilter(name=name, typed_config=pack(config), disabled=True))
+
+
+def enable_on_route(out: route_pb.Route, name: str, config: object | None) -> None:
+    """Turn a filter that is off by default on for this route, with its per-route config."""
+    fc = route_pb.FilterConfig()
+    if config is not None:
+        fc.config.CopyFrom(pack(config))
+    out.typed_per_filter_config[name].CopyFrom(pack(fc))
+
+
+def stat_name(name: str) -> str:
+    """A GatewayExtension "namespace/name" as a stats prefix segment."""
+    return name.replace("/", "_").replace(".", "_")

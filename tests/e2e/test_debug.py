@@ -1,0 +1,122 @@
+"""The debug surfaces of spec §4 against a running control plane and real Envoy."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.harness import EchoBackends, Lychgate, gateway_yaml, service_yaml, wait_for
+
+pytestmark = pytest.mark.e2e
+
+ROUTE = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [{host}]
+  rules:
+    - matches: [{{path: {{type: RegularExpression, value: "{regex}"}}}}]
+      backendRefs: [{{name: {backend}, port: 80}}]
+"""
+
+
+@pytest.fixture
+def running(lychgate: Lychgate, backends: EchoBackends) -> Lychgate:
+    lychgate.write("svc.yaml", service_yaml("v1", 80, backends.start(pod="v1")))
+    lychgate.write("gateway.yaml", gateway_yaml())
+    lychgate.write("route.yaml", ROUTE.format(name="app", host="app.example.com", regex="/.*", backend="v1"))
+    return lychgate
+
+
+def test_proxy_admin_commands(running: Lychgate) -> None:
+    lg = running.start()
+    lg.wait_pod(lg.address(), "v1", host="app.example.com")
+    dump = json.loads(lg.cli("proxy", "config-dump", "gw", "--resource", "dynamic_route_configs").stdout)
+    assert "httproute/default/app/rule/0/match/0" in json.dumps(dump)
+    assert "http-8080" in lg.cli("proxy", "listeners", "gw").stdout
+    assert "router: debug" in lg.cli("proxy", "logging", "gw", "--level", "debug").stdout
+    assert "envoy_http_downstream_rq_total" in lg.cli("proxy", "stats", "gw").stdout
+    missing = lg.cli("proxy", "listeners", "nope")
+    assert missing.returncode == 1 and "default/nope has no proxy" in missing.stderr
+
+
+def test_admin_metrics_and_health(running: Lychgate) -> None:
+    lg = running.start()
+    lg.wait_pod(lg.address(), "v1", host="app.example.com")
+    index = httpx.get(f"http://{lg.admin}/").text
+    for path in ("/debug/pprof", "/logging", "/snapshots/krt", "/snapshots/xds", "/api/v1/objects"):
+        assert path in index
+    krt = httpx.get(f"http://{lg.admin}/snapshots/krt", params={"kind": "HTTPRoute"}).json()
+    assert "app" in json.dumps(krt)
+    xds = httpx.get(f"http://{lg.admin}/snapshots/xds").json()
+    [proxy] = xds["proxies"]
+    assert proxy["gateway"] == "default/gw"
+    assert all(t["version_sent"] == t["version_acked"] for t in proxy["types"].values())
+    metrics = httpx.get(f"http://{lg.metrics}/metrics").text
+    assert 'lychgate_xds_connected_proxies{gateway="default/gw"} 1.0' in metrics
+    assert "lychgate_translation_duration_seconds_count" in metrics
+    assert 'lychgate_objects{kind="HTTPRoute"} 1.0' in metrics
+    assert httpx.get(f"http://{lg.health}/healthz").status_code == 200
+    assert httpx.get(f"http://{lg.health}/readyz").status_code == 200
+
+
+def test_cpu_profile_while_translating_shows_translation(running: Lychgate) -> None:
+    lg = running
+    # Enough routes that every pass does real translation work.
+    lg.write("many.yaml", "---\n".join(
+        ROUTE.format(name=f"r{i}", host=f"h{i}.example.com", regex=f"/{i}/.*", backend="v1") for i in range(300)
+    ))
+    lg.start()
+    lg.wait_pod(lg.address(), "v1", host="app.example.com")
+    stop = threading.Event()
+
+    def churn() -> None:  # bounded: at most 400 edits or until the profile is done
+        for i in range(400):
+            if stop.is_set():
+                return
+            lg.write("route.yaml", ROUTE.format(name="app", host="app.example.com", regex=f"/{i}/.*", backend="v1"))
+            time.sleep(0.005)
+
+    writer = threading.Thread(target=churn)
+    writer.start()
+    try:
+        profile = httpx.get(f"http://{lg.admin}/debug/pprof/profile", params={"seconds": "2", "hz": "250"}, timeout=30).text
+    finally:
+        stop.set()
+        writer.join()
+    assert "translate" in profile  # lychgate.translate functions were on the CPU
+
+
+def test_logging_levels_follow_the_admin_page(running: Lychgate) -> None:
+    lg = running.start()
+    lg.wait_pod(lg.address(), "v1", host="app.example.com")
+    assert "push default/gw" not in lg.log()  # xDS pushes are logged at debug only
+    assert httpx.put(f"http://{lg.admin}/logging", params={"xds": "debug"}).status_code == 200
+    lg.write("route.yaml", ROUTE.format(name="app", host="app.example.com", regex="/x/.*", backend="v1"))
+    wait_for(lambda: "push default/gw" in lg.log(), 10, "debug lines of the xds component")
+    assert httpx.put(f"http://{lg.admin}/logging", params={"nosuch": "debug"}).status_code == 400
+
+
+def test_debug_report_finds_problems(running: Lychgate) -> None:
+    lg = running
+    lg.write("broken.yaml", ROUTE.format(name="broken", host="b.example.com", regex="/.*", backend="missing"))
+    lg.start("--validation-level", "strict")
+    lg.wait_pod(lg.address(), "v1", host="app.example.com")
+    healthy = lg.cli("debug", "-o", "json")
+    report = json.loads(healthy.stdout)
+    assert healthy.returncode == 1
+    bad = [f for f in report["findings"] if not f["ok"]]
+    assert any(f["subject"] == "HTTPRoute default/broken" and "BackendNotFound" in f["message"] for f in bad)
+    assert any(f["step"] == "config" and f["ok"] for f in report["findings"])
+    # A route Envoy would reject is blocked: translated, but not on the proxy.
+    lg.write("route.yaml", ROUTE.format(name="app", host="app.example.com", regex="/a(?=b)", backend="v1"))
+    wait_for(lambda: "does not hold" in lg.cli("debug").stdout, 15, "debug to find the missing route")
+    text = lg.cli("debug").stdout
+    assert "route httproute/default/app/rule/0/match/0 was translated but the proxy does not hold it" in text
+    assert "strict validation" in text  # the recent control-plane errors say why

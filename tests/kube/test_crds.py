@@ -1,0 +1,135 @@
+"""The CRDs of gateway.lychgate.dev: generated from the models, structural, current, and enforcing."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from lychgate.api.registry import KINDS
+from tests.kube.helpers import gateway_parameters
+from tests.kubefake import KubeFake
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "gen_crds.py"
+CRD_DIR = ROOT / "charts" / "lychgate" / "crds"
+
+
+@pytest.fixture(scope="module")
+def gen() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_crds", TOOL)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gen_crds"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def crds() -> dict[str, dict[str, Any]]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    out = {}
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        doc = yaml.load(path.read_text(), Loader=loader)
+        out[doc["spec"]["names"]["kind"]] = doc
+    return out
+
+
+def schema_of(crd: dict[str, Any]) -> dict[str, Any]:
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def test_checked_in_crds_are_current(gen: ModuleType) -> None:
+    """Fails when a model changed without `python tools/gen_crds.py`."""
+    assert gen.main(["--check"]) == 0, "CRDs are stale: run `python tools/gen_crds.py`"
+
+
+def test_check_notices_a_stale_file(gen: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gen, "OUT", tmp_path)
+    monkeypatch.setattr(gen, "ROOT", tmp_path)
+    assert gen.main(["--check"]) == 1  # nothing written yet
+    assert gen.main([]) == 0
+    assert gen.main(["--check"]) == 0
+    victim = next(tmp_path.glob("*gatewayparameters.yaml"))
+    victim.write_text(victim.read_text().replace("minimum: 0", "minimum: 1"))
+    assert gen.main(["--check"]) == 1
+    (tmp_path / "gateway.lychgate.dev_gone.yaml").write_text("{}")
+    assert gen.main([]) == 0 and not (tmp_path / "gateway.lychgate.dev_gone.yaml").exists()
+
+
+def test_every_lychgate_kind_has_a_crd() -> None:
+    ours = {k.KIND for k in KINDS if k.GROUP == "gateway.lychgate.dev"}
+    have = crds()
+    assert ours <= set(have) and {"GatewayParameters", "Backend"} <= set(have)
+    for crd in have.values():
+        (version,) = crd["spec"]["versions"]
+        assert version["subresources"] == {"status": {}}
+        assert version["additionalPrinterColumns"][-1]["name"] == "Age"
+        assert crd["metadata"]["name"] == f"{crd['spec']['names']['plural']}.gateway.lychgate.dev"
+
+
+def _nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, schema
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from _nodes(sub, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        yield from _nodes(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _nodes(schema["additionalProperties"], f"{path}[*]")
+
+
+@pytest.mark.parametrize("kind", sorted(crds()))
+def test_schemas_are_structural(kind: str) -> None:
+    """What the API server demands of a CRD schema (apiextensions' structural rules)."""
+    for path, node in _nodes(schema_of(crds()[kind])):
+        assert not {"$ref", "anyOf", "oneOf", "allOf", "nullable", "title"} & node.keys(), path
+        if not (node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")):
+            assert node.get("type") in {"object", "array", "string", "integer", "number", "boolean"}, path
+        if node.get("type") == "array":
+            assert isinstance(node.get("items"), dict), path
+        assert not ("properties" in node and "additionalProperties" in node), path
+    meta = schema_of(crds()[kind])["properties"]["metadata"]
+    assert meta == {"type": "object"}  # the API server owns metadata's schema
+
+
+def validate(kind: str, obj: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft4Validator(schema_of(crds()[kind]))
+    return [".".join(map(str, e.absolute_path)) + ": " + e.message for e in validator.iter_errors(obj)]
+
+
+def test_the_schema_enforces_what_the_model_does() -> None:
+    good = gateway_parameters(
+        deployment={"replicas": 2},
+        envoyContainer={"bootstrap": {"logLevel": "debug"}, "resources": {"limits": {"cpu": "500m", "memory": 1}},
+                        "securityContext": {"anything": {"goes": True}}},
+        service={"type": "NodePort", "clusterIP": "None"},
+    )
+    assert validate("GatewayParameters", good) == []
+    bad = gateway_parameters(deployment={"replicas": -1}, envoyContainer={"bootstrap": {"logLevel": "loud"}},
+                             service={"type": "Magic"})
+    errors = "\n".join(validate("GatewayParameters", bad))
+    assert "spec.kube.deployment.replicas" in errors and "spec.kube.envoyContainer.bootstrap.logLevel" in errors
+    assert "spec.kube.service.type" in errors
+    backend = {"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "Backend", "metadata": {"name": "b"},
+               "spec": {"type": "Static", "static": {"hosts": []}}}
+    assert any("spec.static.hosts" in e for e in validate("Backend", backend))  # at least one host
+
+
+async def test_crds_install_into_an_api_server() -> None:
+    """Installed like `helm install` does, the CRDs serve their kinds with a status subresource."""
+    async with KubeFake(types=[]) as kube:
+        for crd in crds().values():
+            kube.install_crd(copy.deepcopy(crd))
+        obj = kube.create(gateway_parameters())
+        assert obj["metadata"]["generation"] == 1
+        status = kube.update_status("gatewayparameters", "params", {"conditions": []})
+        assert status["metadata"]["generation"] == 1

@@ -1,0 +1,117 @@
+"""The proxy objects as data: golden files, Kubernetes' own schemas, and Envoy's verdict on the bootstrap.
+
+Regenerate the golden files with `pytest tests/kube --update-golden` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lychgate.api.gateway import Gateway
+from lychgate.api.lychgate import GatewayParameters, Image
+from lychgate.api.registry import parse
+from lychgate.deploy.local import envoy_binary
+from lychgate.deploy.manifests import ProxyContext, image_ref, proxy_bootstrap, proxy_objects
+from tests.kube.helpers import gateway, gateway_parameters
+
+HERE = Path(__file__).parent
+KUBE_VERSION = "1.33.0"
+CTX = ProxyContext(xds_host="lychgate.lychgate-system.svc")
+
+FULL_PARAMS = gateway_parameters(
+    deployment={"replicas": 2, "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}},
+    envoyContainer={
+        "bootstrap": {"logLevel": "debug", "componentLogLevels": {"upstream": "trace", "http": "debug"}},
+        "image": {"registry": "registry.example.com", "repository": "envoy-custom", "tag": "v2",
+                  "pullPolicy": "IfNotPresent"},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": 2, "memory": "1Gi"}},
+        "securityContext": {"runAsUser": 4242},
+        "env": [{"name": "ENVOY_EXTRA", "value": "1"}],
+    },
+    podTemplate={
+        "extraLabels": {"team": "edge"},
+        "extraAnnotations": {"example.com/scrape": "true"},
+        "securityContext": {"fsGroup": 2000, "sysctls": [{"name": "net.ipv4.tcp_keepalive_time", "value": "60"}]},
+        "imagePullSecrets": [{"name": "regcred"}],
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                                "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "gw"}}}}]}},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gateway", "effect": "NoSchedule"}],
+        "terminationGracePeriodSeconds": 45,
+        "priorityClassName": "gateway-critical",
+    },
+    service={"type": "LoadBalancer", "extraLabels": {"exposure": "public"},
+             "extraAnnotations": {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"},
+             "externalTrafficPolicy": "Local", "loadBalancerSourceRanges": ["203.0.113.0/24"]},
+    serviceAccount={"extraAnnotations": {"iam.example.com/role": "gateway"}},
+)
+
+
+def _gateway(**kw: Any) -> Gateway:
+    raw = gateway(**kw)
+    raw["metadata"]["uid"] = "11111111-2222-3333-4444-555555555555"
+    obj = parse(raw)
+    assert isinstance(obj, Gateway)
+    return obj
+
+
+CASES: dict[str, tuple[Gateway, GatewayParameters | None, tuple[int, ...], ProxyContext]] = {
+    "default": (_gateway(port=80), None, (80,), CTX),
+    "full": (
+        _gateway(port=443, infra={"labels": {"cost-center": "42"}, "annotations": {"example.com/owner": "edge"}}),
+        parse(FULL_PARAMS),  # type: ignore[dict-item]
+        (80, 443),
+        ProxyContext(xds_host="gw-system.infra.svc", xds_port=15010, default_image="mirror.example.com/envoy@sha256:abc",
+                     xds_ca_pem="-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case: str, update_golden: bool) -> None:
+    got = yaml.safe_dump_all(proxy_objects(*CASES[case]), sort_keys=False, width=120)
+    path = HERE / "golden" / f"{case}.yaml"
+    if update_golden or not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(got)
+        if not update_golden:
+            pytest.fail(f"{path} did not exist; written now, check it in")
+    assert got == path.read_text(), f"proxy objects of {case} changed; run with --update-golden and review"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_objects_match_the_kubernetes_schemas(case: str) -> None:
+    kv = pytest.importorskip("kubernetes_validate")
+    for obj in proxy_objects(*CASES[case]):
+        try:
+            kv.validate(obj, KUBE_VERSION, strict=True)
+        except kv.ValidationError as exc:
+            pytest.fail(f"{obj['kind']}: {'.'.join(map(str, exc.path))}: {exc.message}")
+
+
+def test_envoy_accepts_the_bootstrap(tmp_path: Path) -> None:
+    config = tmp_path / "envoy.json"
+    config.write_text(json.dumps(proxy_bootstrap("default", "gw", CTX)))
+    result = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(config)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("default, override, expected", [
+    ("ghcr.io/lychgate/envoy:1.40.0", None, "ghcr.io/lychgate/envoy:1.40.0"),
+    ("ghcr.io/lychgate/envoy:1.40.0", Image(tag="1.41.0"), "ghcr.io/lychgate/envoy:1.41.0"),
+    ("ghcr.io/lychgate/envoy:1.40.0", Image(registry="localhost:5000"), "localhost:5000/envoy:1.40.0"),
+    ("ghcr.io/lychgate/envoy:1.40.0", Image(repository="other"), "ghcr.io/lychgate/other:1.40.0"),
+    ("ghcr.io/lychgate/envoy:1.40.0", Image(digest="sha256:ff"), "ghcr.io/lychgate/envoy@sha256:ff"),
+    ("localhost:5000/envoy@sha256:aa", Image(tag="x"), "localhost:5000/envoy:x"),
+    ("envoy", Image(registry=""), "envoy"),
+])
+def test_image_override_part_by_part(default: str, override: Image | None, expected: str) -> None:
+    assert image_ref(default, override)[0] == expected

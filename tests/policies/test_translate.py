@@ -1,0 +1,372 @@
+"""Policy attachment as translation decides it: no Envoy, objects in, IR and status out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import yaml
+
+from lychgate import ir
+from lychgate.api.base import ObjectKey
+from lychgate.api.registry import parse
+from lychgate.controlplane import builtin_class
+from lychgate.store import Store
+from lychgate.translate.gateway import Translation, translate
+from lychgate.translate.policies.merge import deep_merge_fields
+
+BASE = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  gatewayClassName: lychgate
+  listeners:
+    - {name: web, protocol: HTTP, port: 80}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: authz}
+spec: {ports: [{port: 9000}]}
+---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {name: auth}
+spec:
+  extAuth:
+    grpcService: {backendRef: {name: authz, port: 9000}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, labels: {team: a}}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+    - {name: one, matches: [{path: {value: /one}}], backendRefs: [{name: app, port: 80}]}
+    - {name: two, matches: [{path: {value: /two}}], backendRefs: [{name: app, port: 80}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: other}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [other.example.com]
+  rules: [{backendRefs: [{name: app, port: 80}]}]
+"""
+
+
+def run(policies: str, merge: dict[str, Any] | None = None, base: str = BASE) -> Translation:
+    store = Store()
+    store.upsert(builtin_class())
+    for day, doc in enumerate(d for d in yaml.safe_load_all(base + "\n---\n" + policies) if d):
+        obj = parse(doc)
+        if obj.metadata.creation_timestamp is None:
+            # Every object a day apart, in the order written: age decides, never the clock.
+            stamp = datetime(2024, 1, 1 + day, tzinfo=UTC)
+            obj = obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"creation_timestamp": stamp})})
+        store.upsert(obj)
+    return translate(store, lambda gw: "127.0.1.1", policy_merge=merge)
+
+
+def routes(t: Translation) -> dict[str, ir.Route]:
+    out = {}
+    for gw in t.gateways.values():
+        for listener in gw.listeners:
+            for vh in listener.virtual_hosts:
+                for r in vh.routes:
+                    out[f"{r.source.name}/{r.source.rule_name or r.source.rule}"] = r
+    return out
+
+
+def applied(t: Translation, name: str, index: int | None = None) -> dict[str, Any]:
+    st = t.status[ObjectKey("TrafficPolicy", "default", name)]
+    conds = st["conditions"] if index is None else st["ancestors"][index]["conditions"]
+    return dict(next(c for c in conds if c["type"] == "Applied"))
+
+
+def tp(name: str, body: str, targets: str = "targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]",
+       created: str | None = None) -> str:
+    stamp = f", creationTimestamp: '{created}'" if created else ""
+    return f"""---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: {name}{stamp}}}
+spec:
+  {targets}
+{body}
+"""
+
+
+def headers(value: str) -> str:
+    return f"  headerModifiers:\n    response: {{set: [{{name: x-v, value: {value}}}]}}"
+
+
+def response_header(r: ir.Route) -> str | None:
+    assert r.policy is not None
+    return dict(r.policy.response_headers.set).get("x-v")
+
+
+def test_no_policies_leaves_routes_untouched() -> None:
+    t = run("")
+    assert all(r.policy is None for r in routes(t).values())
+    assert not any(k.kind == "TrafficPolicy" for k in t.status)
+
+
+def test_more_specific_attachment_points_win() -> None:
+    t = run(
+        tp("gateway", headers("gateway"), "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]")
+        + tp("listener", headers("listener"),
+             "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: web}]")
+        + tp("route", headers("route") + "\n  timeouts: {request: 9s}")
+        + tp("rule", headers("rule"),
+             "targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: two}]")
+    )
+    rs = routes(t)
+    assert response_header(rs["r/one"]) == "route"
+    assert response_header(rs["r/two"]) == "rule"
+    assert rs["r/two"].policy is not None and rs["r/two"].policy.timeout_ms == 9000  # other fields still inherited
+    assert response_header(rs["other/0"]) == "listener"
+    assert rs["r/one"].policy is not None
+    assert rs["r/one"].policy.sources == ("default/route",)
+    gateway = applied(t, "gateway", 0)
+    assert gateway["status"] == "False" and gateway["reason"] == "Overridden"
+    assert "overridden by policy default/listener on the more specific Gateway default/gw listener web" in gateway["message"]
+
+
+def test_target_refs_only_oldest_but_selectors_merge_field_by_field() -> None:
+    selector = "targetSelectors: [{group: gateway.networking.k8s.io, kind: HTTPRoute, matchLabels: {team: a}}]"
+    t = run(
+        tp("ref-old", headers("ref-old"))
+        + tp("ref-new", "  timeouts: {request: 3s}")  # another field, still not applied
+        + tp("sel", headers("sel") + "\n  retry: {retryOn: [5xx]}", selector)
+    )
+    policy = routes(t)["r/one"].policy
+    assert policy is not None
+    assert response_header(routes(t)["r/one"]) == "ref-old"
+    assert policy.timeout_ms is None
+    assert policy.retry == ir.Retry(retry_on=("5xx",))
+    assert applied(t, "ref-new", 0)["message"] == (
+        "timeouts: only the oldest policy targeting HTTPRoute default/r through targetRefs is applied: default/ref-old")
+    assert applied(t, "sel", 0)["message"] == "applied: retry; headerModifiers overridden by older policy default/ref-old"
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_deep_merge_of_transformation_and_ext_auth(deep: bool) -> None:
+    transform = """  transformation:
+    request:
+      set: [{{name: x-{n}, value: "{n}"}}, {{name: x-both, value: "{n}"}}]
+      remove: [x-drop-{n}]
+  extAuth:
+    extensionRef: {{name: auth}}
+    contextExtensions: {{{n}: "1", shared: "{n}"}}"""
+    t = run(tp("a", transform.format(n="a")) + tp("b", transform.format(n="b")),
+            merge={"trafficPolicy": {"transformation": "DeepMerge", "extAuth": "DeepMerge"}} if deep else None)
+    policy = routes(t)["r/one"].policy
+    assert policy is not None and policy.transformation is not None and policy.transformation.request is not None
+    names = {name: tpl for name, tpl in policy.transformation.request.set}
+    assert policy.ext_auth is not None
+    ctx = dict(policy.ext_auth.context_extensions)
+    if deep:
+        assert set(names) == {"x-a", "x-b", "x-both"} and names["x-both"] == (("text", "a"),)  # older wins a leaf
+        assert policy.transformation.request.remove == ("x-drop-a", "x-drop-b")
+        assert ctx == {"a": "1", "b": "1", "shared": "a"}
+        assert applied(t, "b", 0)["reason"] == "Merged"
+        assert policy.sources == ("default/a", "default/b")
+    else:
+        assert set(names) == {"x-a", "x-both"}
+        assert ctx == {"a": "1", "shared": "a"}
+        assert applied(t, "b", 0)["reason"] == "Overridden"
+
+
+def test_deep_merge_respects_disable_of_the_winner() -> None:
+    t = run(
+        tp("auth-on", "  extAuth:\n    extensionRef: {name: auth}",
+           "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]")
+        + tp("auth-off", "  extAuth:\n    disable: {}",
+             "targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: one}]"),
+        merge={"trafficPolicy": {"extAuth": "DeepMerge"}},
+    )
+    rs = routes(t)
+    assert rs["r/one"].policy is None or rs["r/one"].policy.ext_auth is None
+    assert rs["r/two"].policy is not None and rs["r/two"].policy.ext_auth is not None
+
+
+def test_invalid_policy_fails_only_its_targets_closed() -> None:
+    t = run(tp("bad", "  timeouts: {request: later}\n  ai: {promptGuard: {}}"))
+    rs = routes(t)
+    for name in ("r/one", "r/two"):
+        assert isinstance(rs[name].action, ir.DirectResponse) and rs[name].action.status == 500
+        assert rs[name].replaced_because is not None and "TrafficPolicy default/bad is invalid" in rs[name].replaced_because
+    assert isinstance(rs["other/0"].action, ir.Forward)
+    st = t.status[ObjectKey("TrafficPolicy", "default", "bad")]
+    accepted = next(c for c in st["conditions"] if c["type"] == "Accepted")
+    assert accepted["message"] == ("invalid field spec.ai: not supported by lychgate yet; "
+                                   "spec.timeouts.request: 'later' is not a duration like 10s or 500ms")
+
+
+@pytest.mark.parametrize(("extension", "reason", "message"), [
+    ("", "ExtensionNotFound", "GatewayExtension default/missing not found"),
+    ("""---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {name: missing}
+spec:
+  extProc:
+    grpcService: {backendRef: {name: authz, port: 9000}}
+""", "InvalidExtension", "GatewayExtension default/missing is of type ExtProc, not ExtAuth"),
+    ("""---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {name: missing}
+spec:
+  extAuth:
+    grpcService: {backendRef: {name: nope, port: 9000}}
+""", "BackendNotFound", "GatewayExtension default/missing: Service default/nope not found"),
+    ("""---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {name: missing}
+spec:
+  extAuth:
+    grpcService: {backendRef: {name: authz, port: 9000}, requestTimeout: forever}
+""", "ExtensionNotAccepted", "GatewayExtension default/missing is not accepted: "
+     "spec.extAuth.grpcService.requestTimeout: 'forever' is not a duration like 10s or 500ms"),
+])
+def test_unresolved_references_leave_the_policy_unapplied(extension: str, reason: str, message: str) -> None:
+    t = run(extension + tp("p", "  extAuth:\n    extensionRef: {name: missing}"))
+    assert applied(t, "p") == {**applied(t, "p"), "status": "False", "reason": reason,
+                               "message": f"not applied: {message}"}
+    assert all(r.policy is None and isinstance(r.action, ir.Forward) for r in routes(t).values())
+
+
+def test_cross_namespace_service_needs_a_reference_grant() -> None:
+    ext = """---
+apiVersion: v1
+kind: Service
+metadata: {name: authz, namespace: security}
+spec: {ports: [{port: 9000}]}
+---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {name: remote}
+spec:
+  extAuth:
+    grpcService: {backendRef: {name: authz, namespace: security, port: 9000}}
+"""
+    grant = """---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: g, namespace: security}
+spec:
+  from: [{group: gateway.lychgate.dev, kind: GatewayExtension, namespace: default}]
+  to: [{group: "", kind: Service}]
+"""
+    policy = tp("p", "  extAuth:\n    extensionRef: {name: remote}")
+    without = run(ext + policy)
+    assert applied(without, "p")["reason"] == "RefNotPermitted"
+    assert routes(without)["r/one"].policy is None
+    with_grant = run(ext + grant + policy)
+    route_policy = routes(with_grant)["r/one"].policy
+    assert route_policy is not None and route_policy.ext_auth is not None
+    assert route_policy.ext_auth.service.cluster == "extension/default/remote"
+    gw = next(iter(with_grant.gateways.values()))
+    cluster = next(c for c in gw.clusters if c.name == "extension/default/remote")
+    assert cluster.protocol == "h2c"  # gRPC, whatever the Service's appProtocol says
+
+
+def test_targets_that_cannot_be_used_are_named() -> None:
+    other_gateway = """---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: foreign}
+spec:
+  gatewayClassName: someone-else
+  listeners: [{name: web, protocol: HTTP, port: 80}]
+"""
+    t = run(other_gateway + tp("p", "  timeouts: {request: 1s}", """targetRefs:
+    - {group: gateway.networking.k8s.io, kind: Gateway, name: foreign}
+    - {group: gateway.networking.k8s.io, kind: HTTPRoute, name: gone}
+    - {group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: three}"""))
+    messages = {a["ancestorRef"].get("sectionName") or a["ancestorRef"]["name"]:
+                next(c for c in a["conditions"] if c["type"] == "Applied")["message"]
+                for a in t.status[ObjectKey("TrafficPolicy", "default", "p")]["ancestors"]}
+    assert messages == {
+        "foreign": "Gateway default/foreign is not served by lychgate (gatewayClassName someone-else)",
+        "gone": "HTTPRoute default/gone not found",
+        "three": "HTTPRoute default/r has no rule named three (rules: one, two)",
+    }
+
+
+@pytest.mark.parametrize(("body", "error"), [
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: Service, name: app}]\n  timeouts: {request: 1s}",
+     "spec.targetRefs[0]: gateway.networking.k8s.io/Service cannot be targeted"),
+    ("  targetSelectors: [{group: gateway.networking.k8s.io, kind: HTTPRoute}]\n  timeouts: {request: 1s}",
+     "spec.targetSelectors[0].matchLabels: at least one label is required"),
+    ("  timeouts: {request: 1s}", "spec: targetRefs or targetSelectors must be set"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  extAuth: {extensionRef: {name: auth}, disable: {}}",
+     "spec.extAuth: exactly one of extensionRef or disable must be set"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  cors: {allowOrigins: ['example.com']}",
+     "spec.cors.allowOrigins[0]: 'example.com' is not an origin"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  retry: {retryOn: [sometimes]}", "spec.retry.retryOn[0]: 'sometimes' is not one of"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  rateLimit: {local: {tokenBucket: {maxTokens: 1, fillInterval: 10ms}}}",
+     "spec.rateLimit.local.tokenBucket.fillInterval: '10ms' is shorter than the minimum of 50ms"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  transformation: {request: {set: [{name: x, value: '{{ user.id }}'}]}}",
+     "spec.transformation.request.set[0].value: reads the JSON body field 'user.id', "
+     "which needs spec.transformation.request.body.parseAs: AsJson"),
+])
+def test_invalid_fields_are_named(body: str, error: str) -> None:
+    t = run(f"""---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: p}}
+spec:
+{body}
+""")
+    accepted = next(c for c in t.status[ObjectKey("TrafficPolicy", "default", "p")]["conditions"]
+                    if c["type"] == "Accepted")
+    assert accepted["status"] == "False"
+    assert accepted["message"].startswith(f"invalid field {error}"), accepted["message"]
+
+
+def test_policy_merge_settings() -> None:
+    assert deep_merge_fields(None) == frozenset()
+    assert deep_merge_fields({"trafficPolicy": {"extAuth": "DeepMerge", "extProc": "ShallowMerge",
+                                                "cors": "DeepMerge", "transformation": "deep"},
+                              "other": {}}) == {"extAuth"}
+
+
+def test_every_usable_extension_has_a_filter_before_any_policy_uses_it() -> None:
+    t = run("")
+    listener = next(iter(t.gateways.values())).listeners[0]
+    assert [e.name for e in listener.extensions] == ["default/auth"]
+    assert "extension/default/auth" in {c.name for c in next(iter(t.gateways.values())).clusters}
+
+
+def test_deep_merge_of_ext_proc_processing_modes() -> None:
+    ext = """---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {name: proc}
+spec:
+  extProc:
+    grpcService: {backendRef: {name: authz, port: 9000}}
+"""
+    a = tp("a", "  extProc:\n    extensionRef: {name: proc}\n    processingMode: {requestBodyMode: BUFFERED}")
+    b = tp("b", "  extProc:\n    extensionRef: {name: proc}\n"
+                "    processingMode: {requestBodyMode: STREAMED, responseHeaderMode: SEND}")
+    shallow = routes(run(ext + a + b))["r/one"].policy
+    deep = routes(run(ext + a + b, merge={"trafficPolicy": {"extProc": "DeepMerge"}}))["r/one"].policy
+    assert shallow is not None and shallow.ext_proc is not None and deep is not None and deep.ext_proc is not None
+    assert shallow.ext_proc.processing_mode == ir.ProcessingMode(request_body="BUFFERED")
+    assert deep.ext_proc.processing_mode == ir.ProcessingMode(request_body="BUFFERED", response_header="SEND")
