@@ -10,12 +10,14 @@ import argparse
 import importlib
 import shlex
 import sys
+import tempfile
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from tests.bench import report
-from tests.bench.common import REPO, MachineLoad, log, machine_facts
+from tests.bench.common import REPO, MachineLoad, log, machine_facts, set_artifact_dir
 
 BENCHMARKS = report.ORDER
 
@@ -33,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
 
     command = "python -m tests.bench" + ("" if argv is None and len(sys.argv) <= 1 else " " + shlex.join(
         argv if argv is not None else sys.argv[1:]))
+    if opts.no_write:
+        scratch = Path(tempfile.mkdtemp(prefix="lychgate-bench-artifacts-"))
+        set_artifact_dir(scratch)
+        log(f"--no-write: plots and profiles go to {scratch}")
     machine = machine_facts()
     log(f"machine: {machine['cpu_model']}, nproc {machine['nproc']}, Envoy {machine['envoy']}, "
         f"lychgate {machine['lychgate']} ({machine['commit']})")

@@ -19,8 +19,6 @@ from typing import Any
 
 from tests.bench.common import (
     ADDR_CHURN,
-    OUT_DIR,
-    REPO,
     SERVICE_POOL,
     BackgroundProber,
     EchoProcs,
@@ -28,7 +26,9 @@ from tests.bench.common import (
     MiB,
     Probe,
     Sampler,
+    artifact,
     check,
+    doc_link,
     free_port_on,
     gateway_yaml,
     log,
@@ -190,8 +190,7 @@ def _plots(r: dict[str, Any]) -> list[str]:
     a2.legend(fontsize=7)
     a1.set_title("5,000 routes, 10 creates + 10 deletes per second")
     fig.tight_layout()
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    path = OUT_DIR / "churn.png"
+    path = artifact("churn.png")
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return [str(path.relative_to(REPO / "docs"))]
+    return [doc_link(path)]

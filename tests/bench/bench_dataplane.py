@@ -32,12 +32,12 @@ from typing import Any
 
 from tests.bench.common import (
     ADDR_DATAPLANE,
-    OUT_DIR,
-    REPO,
     LychgateProc,
     Probe,
+    artifact,
     check,
     cpu_seconds,
+    doc_link,
     free_port,
     free_port_on,
     gateway_yaml,
@@ -368,7 +368,7 @@ def _report(runs: dict[str, list[Any]], seconds: int, rounds: int, order_note: s
         "notes": [
             f"Noise floor: a second static Envoy with the identical config measured {aa_ratio:.3f} of the first "
             f"(per round {', '.join(f'{x:.2f}' for x in aa_rounds)}); a ratio closer to 1 than that spread is "
-            "within noise on this 2-core machine . "
+            "within noise on this 2-core machine. "
             f"Control-plane CPU during the load runs: at most {100 * cp_cpu:.0f}% of one core.",
             "HTTP filters of the lychgate-configured listener (the static config has the router only): "
             + ", ".join(f"`{f}`" for f in filters) + "."
@@ -395,8 +395,7 @@ def _plots(agg: dict[str, Any]) -> list[str]:
     a2.set_yticklabels([])
     fig.suptitle("data plane")
     fig.tight_layout()
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    path = OUT_DIR / "dataplane.png"
+    path = artifact("dataplane.png")
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return [str(path.relative_to(REPO / "docs"))]
+    return [doc_link(path)]

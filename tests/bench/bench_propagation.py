@@ -24,8 +24,6 @@ from typing import Any
 
 from tests.bench.common import (
     ADDR_PROPAGATION,
-    OUT_DIR,
-    REPO,
     SERVICE_POOL,
     BackgroundProber,
     EchoProcs,
@@ -33,8 +31,10 @@ from tests.bench.common import (
     MiB,
     Probe,
     Sampler,
+    artifact,
     check,
     cpu_seconds,
+    doc_link,
     free_port_on,
     gateway_yaml,
     log,
@@ -264,8 +264,7 @@ def _plots(results: dict[str, Any]) -> list[str]:
     ax.legend(fontsize=7)
     ax.set_title("route propagation")
     fig.tight_layout()
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    path = OUT_DIR / "propagation.png"
+    path = artifact("propagation.png")
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return [str(path.relative_to(REPO / "docs"))]
+    return [doc_link(path)]

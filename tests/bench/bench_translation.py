@@ -35,11 +35,12 @@ from typing import Any
 
 from tests.bench.common import (
     ADDR_TRANSLATION,
-    OUT_DIR,
     REPO,
     SERVICE_POOL,
     MiB,
+    artifact,
     check,
+    doc_link,
     gateway_yaml,
     log,
     read_status_kb,
@@ -337,7 +338,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
     updates = 5 if opts.quick else 20
     cases: list[dict[str, Any]] = []
     for case in FULL_CASES:
-        profile = OUT_DIR / "profile-translation-10000.txt" if case == "routes:10000" else None
+        profile = artifact("profile-translation-10000.txt") if case == "routes:10000" else None
         log(f"translation {case} ...")
         r = run_case(case, updates, profile)
         log(f"  load {r['load_s']:.2f}s  full pass {r['full_pass_s'] * 1000:.0f} ms  "
@@ -436,11 +437,10 @@ def _plots(cases: list[dict[str, Any]]) -> list[str]:
     a2.set_title("memory and snapshot size")
     a2.legend(fontsize=7)
     fig.tight_layout()
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    path = OUT_DIR / "translation.png"
+    path = artifact("translation.png")
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return [str(path.relative_to(REPO / "docs"))]
+    return [doc_link(path)]
 
 
 if __name__ == "__main__":

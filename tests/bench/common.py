@@ -31,6 +31,25 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 OUT_DIR = DOCS / "benchmarks"
 T = TypeVar("T")
+# Where plots and profiles go: docs/benchmarks/, or a scratch directory with --no-write.
+_ARTIFACTS: list[Path] = [OUT_DIR]
+
+
+def set_artifact_dir(path: Path) -> None:
+    _ARTIFACTS[0] = path
+
+
+def artifact(name: str) -> Path:
+    _ARTIFACTS[0].mkdir(parents=True, exist_ok=True)
+    return _ARTIFACTS[0] / name
+
+
+def doc_link(path: Path) -> str:
+    """A path as docs/benchmarks.md links it (relative to docs/), else absolute."""
+    try:
+        return str(path.relative_to(DOCS))
+    except ValueError:
+        return str(path)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")

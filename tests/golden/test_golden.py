@@ -47,7 +47,7 @@ def render(case: str) -> dict[str, Any]:
         resources = build(gw)
         out["xds"][ref] = {
             # Through JSON: MessageToDict leaves OrderedDicts that YAML cannot write.
-            types.SHORT[t]: [json.loads(json_format.MessageToJson(m)) for _, m in sorted(byname.items())]
+            types.SHORT[t]: [json.loads(json_format.MessageToJson(resources.message(t, n))) for n in sorted(byname)]
             for t, byname in resources.by_type.items()
         }
     out["status"] = {

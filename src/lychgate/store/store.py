@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from lychgate.api.base import ObjectKey, Resource
 from lychgate.api.core import EndpointSlice
 
 R = TypeVar("R", bound=Resource)
+# ("key", ObjectKey) | ("slices", (namespace, service)) | ("list", (kind, namespace or None))
+Read = tuple[str, object]
 
 
 @dataclass
@@ -36,6 +39,12 @@ class Store:
         self._slices: dict[tuple[str, str], dict[ObjectKey, EndpointSlice]] = defaultdict(dict)
         self._pending = Change()
         self._revision = 0
+        # When each key, namespace of a kind and Service's slices last changed:
+        # what memoized translation checks its reads against.
+        self._rev_key: dict[ObjectKey, int] = {}
+        self._rev_kind_ns: dict[tuple[str, str | None], int] = {}
+        self._rev_slices: dict[tuple[str, str], int] = {}
+        self._reads: set[Read] | None = None
         self._wakeup = asyncio.Event()
         self.synced = False
 
@@ -53,6 +62,8 @@ class Store:
         if isinstance(obj, EndpointSlice) and obj.service_name:
             self._slices[(key.namespace, obj.service_name)][key] = obj
         self._touch(key)
+        if isinstance(obj, EndpointSlice) and obj.service_name:
+            self._rev_slices[(key.namespace, obj.service_name)] = self._revision
         return True
 
     def delete(self, key: ObjectKey) -> Resource | None:
@@ -66,12 +77,16 @@ class Store:
 
     def _unindex_slice(self, old: EndpointSlice) -> None:
         if old.service_name:
+            self._rev_slices[(old.namespace, old.service_name)] = self._revision + 1
             bucket = self._slices.get((old.namespace, old.service_name))
             if bucket is not None:
                 bucket.pop(old.key, None)
 
     def _touch(self, key: ObjectKey) -> None:
         self._revision += 1
+        self._rev_key[key] = self._revision
+        self._rev_kind_ns[(key.kind, key.namespace)] = self._revision
+        self._rev_kind_ns[(key.kind, None)] = self._revision
         self._pending.keys.add(key)
         self._pending.revision = self._revision
         self._wakeup.set()
@@ -79,13 +94,18 @@ class Store:
     # --- reads ------------------------------------------------------------
 
     def get(self, cls: type[R], namespace: str, name: str) -> R | None:
-        obj = self._by_kind[cls.KIND].get(ObjectKey(cls.KIND, namespace, name))
+        key = ObjectKey(cls.KIND, namespace, name)
+        if self._reads is not None:
+            self._reads.add(("key", key))
+        obj = self._by_kind[cls.KIND].get(key)
         return obj if isinstance(obj, cls) else None
 
     def get_key(self, key: ObjectKey) -> Resource | None:
         return self._by_kind[key.kind].get(key)
 
     def list(self, cls: type[R], namespace: str | None = None) -> builtins.list[R]:
+        if self._reads is not None:
+            self._reads.add(("list", (cls.KIND, namespace)))
         items: Iterable[Resource] = self._by_kind[cls.KIND].values()
         if namespace is not None:
             items = (o for o in items if o.namespace == namespace)
@@ -102,7 +122,30 @@ class Store:
             yield from bucket.values()
 
     def endpoint_slices(self, namespace: str, service: str) -> builtins.list[EndpointSlice]:
+        if self._reads is not None:
+            self._reads.add(("slices", (namespace, service)))
         return list(self._slices.get((namespace, service), {}).values())
+
+    # --- read tracking, for memoized translation ----------------------------------
+
+    @contextlib.contextmanager
+    def tracking(self) -> Iterator[set[Read]]:
+        """Record what is read inside the block (nesting: the outer block sees all)."""
+        outer, self._reads = self._reads, set()
+        reads = self._reads
+        try:
+            yield reads
+        finally:
+            self._reads = outer
+            if outer is not None:
+                outer.update(reads)
+
+    def changed_since(self, reads: Iterable[Read], revision: int) -> bool:
+        """Did anything behind these reads change after `revision`?"""
+        tables: dict[str, dict[Any, int]] = {
+            "key": self._rev_key, "slices": self._rev_slices, "list": self._rev_kind_ns,
+        }
+        return any(tables[what].get(ident, 0) > revision for what, ident in reads)
 
     @property
     def revision(self) -> int:

@@ -20,6 +20,7 @@ from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.hostnames import effective_hostnames
 from lychgate.translate.listeners import ListenerState, validate_listeners
+from lychgate.translate.memo import Memo
 from lychgate.translate.policies import PolicyIndex
 from lychgate.translate.routes import CompiledRoute, compile_route, precedence_key
 
@@ -100,14 +101,22 @@ class _GatewayCtx:
         default_factory=lambda: defaultdict(list)
     )
     clusters: dict[str, ir.Cluster] = field(default_factory=dict)
+    by_name: dict[str, ListenerState] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_name = {l.name: l for l in self.listeners}
 
 
 def translate(
     store: Store, address_for: AddressFor, feedback: Feedback | None = None,
     policy_merge: Mapping[str, Any] | None = None,
     status_addresses: StatusAddresses | None = None,
+    memo: Memo | None = None,
 ) -> Translation:
+    """Translate the store. With a `memo` kept across calls, work whose inputs did
+    not change since the last call is reused instead of redone."""
     feedback = feedback or Feedback()
+    memo = memo or Memo(store)
     out = Translation()
     classes = _our_classes(store, out)
     ctxs: dict[tuple[str, str], _GatewayCtx] = {}
@@ -116,16 +125,18 @@ def translate(
             ctxs[(gw.namespace, gw.name)] = _GatewayCtx(gw, validate_listeners(gw))
 
     for route in sorted(store.list(HTTPRoute), key=lambda r: (r.namespace, r.name)):
-        _attach_route(store, route, ctxs, out, feedback.blocked_routes.get(("HTTPRoute", route.namespace, route.name)))
+        _attach_route(store, memo, route, ctxs, out,
+                      feedback.blocked_routes.get(("HTTPRoute", route.namespace, route.name)))
 
     policies = PolicyIndex(
         store, {k: c.gateway for k, c in ctxs.items()},
         {k: {l.name for l in c.listeners} for k, c in ctxs.items()}, policy_merge,
     )
     for ctx in ctxs.values():
-        _finish_gateway(store, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback, out,
-                        policies, status_addresses)
+        _finish_gateway(store, memo, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
+                        out, policies, status_addresses)
     policies.write_status(out.status)
+    memo.sweep()
     return out
 
 
@@ -161,15 +172,53 @@ def _parent_key(route: HTTPRoute, ref: ParentReference) -> dict[str, Any]:
     return key
 
 
+@dataclass(frozen=True)
+class _RouteResult:
+    """What one HTTPRoute contributes, under all its parents, in one pass."""
+
+    compiled: CompiledRoute | None
+    # (gateway key, listener name, hostnames) the route attaches to
+    attachments: tuple[tuple[tuple[str, str], str, tuple[str, ...]], ...]
+    status: dict[str, Any] | None
+
+
 def _attach_route(
     store: Store,
+    memo: Memo,
     route: HTTPRoute,
     ctxs: dict[tuple[str, str], _GatewayCtx],
     out: Translation,
     blocked: list[str] | None = None,
 ) -> None:
+    parents = [(ref.namespace or route.namespace, ref.name) for ref in route.spec.parent_refs
+               if ref.group == GROUP and ref.kind == "Gateway"]
+    # One memo entry per route: reused while the route and its parent Gateways
+    # are the same objects and nothing it read (Services, grants...) changed.
+    gateways = (ctxs[p].gateway if p in ctxs else None for p in parents)
+    result = memo.get(("route", route.key), (route, *gateways),
+                      lambda: _route_result(store, route, ctxs))
+    for gw_key, listener, hosts in result.attachments:
+        ctx = ctxs[gw_key]
+        state = ctx.by_name[listener]
+        state.attached_routes += 1
+        assert result.compiled is not None
+        for host in hosts:
+            ctx.vhosts[(state.spec.port, host)].extend((route, r, listener) for r in result.compiled.routes)
+        ctx.clusters.update(result.compiled.clusters)
+    if result.status is None:
+        return
+    status = result.status
+    if blocked:
+        gen = route.generation
+        extra = condition("Programmed", False, "Rejected", "; ".join(blocked), gen)
+        status = {"parents": [{**p, "conditions": [*p["conditions"], extra]} for p in status["parents"]]}
+    out.status[route.key] = status
+
+
+def _route_result(store: Store, route: HTTPRoute, ctxs: dict[tuple[str, str], _GatewayCtx]) -> _RouteResult:
     compiled: CompiledRoute | None = None
     parents: list[dict[str, Any]] = []
+    attachments: list[tuple[tuple[str, str], str, tuple[str, ...]]] = []
     gen = route.generation
     for ref in route.spec.parent_refs:
         if ref.group != GROUP or ref.kind != "Gateway":
@@ -185,21 +234,20 @@ def _attach_route(
             continue  # a Gateway of another controller: not ours to report
         if compiled is None:
             compiled = compile_route(store, route)
-        conds = _attach_to_gateway(store, route, ref, ctx, compiled)
-        if blocked:
-            conds.append(condition("Programmed", False, "Rejected", "; ".join(blocked), gen))
+        conds, attached = _attachment(store, route, ref, ctx, compiled)
+        attachments.extend(((ns, ref.name), name, tuple(hosts)) for name, hosts in attached)
         parents.append(_parent_status(route, ref, conds))
-    if parents:
-        out.status[route.key] = {"parents": parents}
+    return _RouteResult(compiled, tuple(attachments), {"parents": parents} if parents else None)
 
 
 def _parent_status(route: HTTPRoute, ref: ParentReference, conds: list[dict[str, Any]]) -> dict[str, Any]:
     return {"parentRef": _parent_key(route, ref), "controllerName": CONTROLLER_NAME, "conditions": conds}
 
 
-def _attach_to_gateway(
+def _attachment(
     store: Store, route: HTTPRoute, ref: ParentReference, ctx: _GatewayCtx, compiled: CompiledRoute
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[tuple[str, list[str]]]]:
+    """A route's conditions under one parent, and the (listener, hostnames) it attaches to."""
     gen = route.generation
     gw = ctx.gateway
     candidates = [
@@ -208,6 +256,7 @@ def _attach_to_gateway(
         and (ref.port is None or l.spec.port == ref.port)
     ]
     conds: list[dict[str, Any]] = []
+    attached: list[tuple[ListenerState, list[str]]] = []
     if not candidates:
         what = " and ".join(
             part for part in (
@@ -223,7 +272,6 @@ def _attach_to_gateway(
             l for l in usable
             if "HTTPRoute" in l.allowed_kinds() and l.admits_namespace(store, gw, route.namespace)
         ]
-        attached: list[tuple[ListenerState, list[str]]] = []
         for listener in allowed:
             hosts = effective_hostnames(listener.spec.hostname, list(route.spec.hostnames))
             if hosts:
@@ -242,13 +290,6 @@ def _attach_to_gateway(
                                    "every rule is invalid and answers 500: " + "; ".join(compiled.replaced), gen))
         else:
             conds.append(condition("Accepted", True, "Accepted", f"attached to {', '.join(l.name for l, _ in attached)}", gen))
-        for listener, hosts in attached:
-            listener.attached_routes += 1
-            for host in hosts:
-                bucket = ctx.vhosts[(listener.spec.port, host)]
-                bucket.extend((route, r, listener.name) for r in compiled.routes)
-        if attached:
-            ctx.clusters.update(compiled.clusters)
     if compiled.unresolved:
         conds.append(condition("ResolvedRefs", False, compiled.unresolved_reason or "BackendNotFound",
                                "; ".join(compiled.unresolved), gen))
@@ -257,7 +298,7 @@ def _attach_to_gateway(
     if compiled.replaced and len(compiled.replaced) < compiled.rule_count:
         conds.append(condition("PartiallyInvalid", True, "UnsupportedValue",
                                "replaced by a direct 500 response: " + "; ".join(compiled.replaced), gen))
-    return conds
+    return conds, [(listener.name, hosts) for listener, hosts in attached]
 
 
 def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayParameters | None, str | None]:
@@ -276,8 +317,17 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayPar
     return None, None
 
 
+def _virtual_host(
+    gw: Gateway, port: int, host: str, entries: list[tuple[HTTPRoute, ir.Route, str]], policies: PolicyIndex
+) -> ir.VirtualHost:
+    ordered = sorted(entries, key=lambda e: precedence_key(e[0], e[1]))
+    routes = tuple(policies.apply(gw, name, route, r) for route, r, name in ordered)
+    return ir.VirtualHost(name=f"{port}/{host}", domains=(host,), routes=routes)
+
+
 def _finish_gateway(
     store: Store,
+    memo: Memo,
     ctx: _GatewayCtx,
     gc: GatewayClass,
     address_for: AddressFor,
@@ -340,9 +390,11 @@ def _finish_gateway(
         hosts = sorted(h for (p, h) in ctx.vhosts if p == port)
         vhosts = []
         for host in hosts:
-            entries = sorted(ctx.vhosts[(port, host)], key=lambda e: precedence_key(e[0], e[1]))
-            routes = tuple(policies.apply(gw, name, route, r) for route, r, name in entries)
-            vhosts.append(ir.VirtualHost(name=f"{port}/{host}", domains=(host,), routes=routes))
+            entries = ctx.vhosts[(port, host)]
+            # Same routes (by identity) and no policies: the same VirtualHost as last pass.
+            inputs = (policies if policies.by_target else None, *(x for e in entries for x in e))
+            vhosts.append(memo.get(("vhost", ref, port, host), inputs,
+                                   lambda: _virtual_host(gw, port, host, entries, policies)))  # noqa: B023
         listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts),
                                          extensions=policies.extensions, policy_filters=policies.active))
     ctx.clusters.update(policies.clusters_for(ref))

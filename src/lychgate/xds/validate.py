@@ -32,7 +32,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 
 from lychgate.log import component_logger
 from lychgate.xds import types
-from lychgate.xds.translator import Resources
+from lychgate.xds.translator import Resources, as_message
 
 log = component_logger("xds")
 
@@ -157,7 +157,8 @@ def _units(resources: Resources) -> list[_Unit]:
     units = []
     for name, listener in resources.by_type.get(types.LISTENER, {}).items():
         rds = _rds_name(listener)
-        units.append(_Unit(types.LISTENER, name, listener=listener, routes=routes.get(rds) if rds else None))
+        units.append(_Unit(types.LISTENER, name, listener=listener,
+                           routes=as_message(routes[rds]) if rds in routes else None))
     for name, cluster in resources.by_type.get(types.CLUSTER, {}).items():
         units.append(_Unit(types.CLUSTER, name, cluster=_static_cluster(cluster, endpoints.get(name))))
     return units

@@ -540,8 +540,10 @@ class PolicyIndex:
             if st is None:
                 continue
             cond = _affected(entries, self._generation(key))
-            for parent in st.get("parents", []):
-                parent["conditions"].append(dict(cond))
+            # A new status object: translation may reuse the old one across passes.
+            status[key] = {**st, "parents": [
+                {**parent, "conditions": [*parent["conditions"], dict(cond)]} for parent in st.get("parents", [])
+            ]}
         for key, entries in gateways.items():
             st = status.get(key)
             if st is not None and "conditions" in st:

@@ -21,7 +21,8 @@ from lychgate.xds.translator import (  # noqa: F401
 from lychgate.xds.translator.cluster import envoy_cluster, load_assignment
 from lychgate.xds.translator.features import FEATURES
 from lychgate.xds.translator.listener import envoy_listener
-from lychgate.xds.translator.route import route_configuration
+from lychgate.xds.translator.route import VirtualHostCache, route_configuration
+from lychgate.xds.translator.wire import as_message
 
 
 @dataclass
@@ -33,12 +34,17 @@ class Resources:
     def add(self, type_url: str, name: str, message: Any) -> None:
         self.by_type.setdefault(type_url, {})[name] = message
 
+    def message(self, type_url: str, name: str) -> Any:
+        """The resource as a protobuf message (some are kept as bytes)."""
+        return as_message(self.by_type[type_url][name])
 
-def build(gateway: ir.GatewayIR) -> Resources:
+
+def build(gateway: ir.GatewayIR, hosts: VirtualHostCache | None = None) -> Resources:
+    """Envoy resources for a Gateway; `hosts` keeps serialized virtual hosts across calls."""
     out = Resources(by_type={t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER, types.ROUTE)})
     for listener in gateway.listeners:
         out.add(types.LISTENER, listener.name, envoy_listener(listener))
-        out.add(types.ROUTE, listener.name, route_configuration(listener))
+        out.add(types.ROUTE, listener.name, route_configuration(listener, hosts))
     for cluster in gateway.clusters:
         out.add(types.CLUSTER, cluster.name, envoy_cluster(cluster))
         out.add(types.ENDPOINT, cluster.name, load_assignment(cluster))

@@ -10,6 +10,7 @@ from google.protobuf import duration_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import FEATURES
+from lychgate.xds.translator.wire import RawMessage, repeated_field
 
 _REDIRECT_CODES = {
     301: route_pb.RedirectAction.MOVED_PERMANENTLY,
@@ -20,14 +21,43 @@ _REDIRECT_CODES = {
 }
 
 
-def route_configuration(listener: ir.HTTPListener) -> route_pb2.RouteConfiguration:
-    return route_pb2.RouteConfiguration(
+VIRTUAL_HOSTS_FIELD = route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number
+
+
+class VirtualHostCache:
+    """Serialized virtual hosts by the identity of their IR, kept while in use.
+
+    Translation hands back the same ir.VirtualHost object while nothing in it
+    changed, so identity is enough to know the bytes are still right."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[ir.VirtualHost, bytes]] = {}
+        self._used: set[int] = set()
+
+    def get(self, vh: ir.VirtualHost) -> bytes:
+        self._used.add(id(vh))
+        entry = self._entries.get(id(vh))
+        if entry is None or entry[0] is not vh:
+            entry = (vh, virtual_host(vh).SerializeToString(deterministic=True))
+            self._entries[id(vh)] = entry
+        return entry[1]
+
+    def sweep(self) -> None:
+        for key in self._entries.keys() - self._used:
+            del self._entries[key]
+        self._used = set()
+
+
+def route_configuration(listener: ir.HTTPListener, cache: VirtualHostCache | None = None) -> RawMessage:
+    head = route_pb2.RouteConfiguration(
         name=listener.name,
-        virtual_hosts=[virtual_host(vh) for vh in listener.virtual_hosts],
         # Route entries naming unknown clusters answer 500, the Gateway API's
         # answer for a backend that cannot be resolved.
         validate_clusters={"value": False},
-    )
+    ).SerializeToString(deterministic=True)
+    cache = cache or VirtualHostCache()
+    hosts = [cache.get(vh) for vh in listener.virtual_hosts]
+    return RawMessage(route_pb2.RouteConfiguration, head + repeated_field(VIRTUAL_HOSTS_FIELD, hosts))
 
 
 def virtual_host(vh: ir.VirtualHost) -> route_pb.VirtualHost:

@@ -1,0 +1,100 @@
+"""Memoized translation must equal translation from scratch, after every change.
+
+Each step changes the store the way a user would (a Service appears, endpoints
+move, a ReferenceGrant is added, a namespace gets the label a listener selects,
+a route is edited or deleted); after each, a translation that reuses its memo
+is compared with a fresh one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lychgate.api.base import ObjectKey
+from lychgate.api.registry import parse
+from lychgate.controlplane import builtin_class
+from lychgate.store import Store
+from lychgate.translate.gateway import translate
+from lychgate.translate.memo import Memo
+from lychgate.xds.translator import build
+
+
+def obj(doc: dict[str, Any]) -> Any:
+    return parse(doc)
+
+
+GATEWAY = {
+    "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "gw", "namespace": "infra"},
+    "spec": {"gatewayClassName": "lychgate", "listeners": [
+        {"name": "http", "protocol": "HTTP", "port": 80,
+         "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"expose": "yes"}}}}},
+    ]},
+}
+
+
+def route(name: str, backend_ns: str = "apps", path: str = "/") -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "apps"},
+        "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": [
+            {"matches": [{"path": {"value": path}}],
+             "backendRefs": [{"name": "svc", "namespace": backend_ns, "port": 80}]}]},
+    }
+
+
+def service(ns: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": ns},
+            "spec": {"ports": [{"port": 80, "targetPort": 8080}]}}
+
+
+def endpoints(ns: str, ip: str) -> dict[str, Any]:
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "svc-1", "namespace": ns, "labels": {"kubernetes.io/service-name": "svc"}},
+            "endpoints": [{"addresses": [ip]}], "ports": [{"port": 8080}]}
+
+
+def snapshot(store: Store, memo: Memo | None) -> tuple[Any, Any]:
+    result = translate(store, lambda _gw: "127.0.1.1", memo=memo)
+    xds = {ref: {t: {n: r.SerializeToString(deterministic=True) for n, r in byname.items()}
+                 for t, byname in build(gw).by_type.items()}
+           for ref, gw in result.gateways.items()}
+    return xds, result.status
+
+
+def test_memoized_translation_equals_fresh_translation() -> None:
+    store = Store()
+    memo = Memo(store)
+    steps = [
+        lambda: store.upsert(builtin_class()),
+        lambda: store.upsert(obj(GATEWAY)),
+        lambda: store.upsert(obj(route("a"))),
+        lambda: store.upsert(obj(route("b", backend_ns="shared", path="/b"))),
+        lambda: store.upsert(obj({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": "apps", "labels": {"expose": "yes"}}})),
+        lambda: store.upsert(obj(service("apps"))),
+        lambda: store.upsert(obj(endpoints("apps", "10.0.0.1"))),
+        lambda: store.upsert(obj(endpoints("apps", "10.0.0.2"))),
+        lambda: store.upsert(obj(service("shared"))),
+        lambda: store.upsert(obj({
+            "apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+            "metadata": {"name": "g", "namespace": "shared"},
+            "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "apps"}],
+                     "to": [{"group": "", "kind": "Service"}]}})),
+        lambda: store.upsert(obj(endpoints("shared", "10.0.1.1"))),
+        lambda: store.upsert(obj(route("a", path="/a"))),
+        lambda: store.delete(ObjectKey("ReferenceGrant", "shared", "g")),
+        lambda: store.delete(ObjectKey("EndpointSlice", "apps", "svc-1")),
+        lambda: store.upsert(obj({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": "apps", "labels": {"expose": "no"}}})),
+        lambda: store.delete(ObjectKey("HTTPRoute", "apps", "b")),
+    ]
+    changed_outputs = 0
+    previous = None
+    for i, step in enumerate(steps):
+        step()
+        memoized, fresh = snapshot(store, memo), snapshot(store, None)
+        assert memoized == fresh, f"step {i}: memoized translation differs from a fresh one"
+        changed_outputs += memoized != previous
+        previous = memoized
+    assert changed_outputs >= len(steps) - 1  # every step changed something a user would see
+    assert memo.hits > 0
