@@ -51,6 +51,9 @@ class ConfigurationError(ValueError):
 
 def check_settings(settings: Settings) -> None:
     check_selectors(settings.discovery_namespace_selectors)
+    if settings.inference_extension_enabled and not settings.agentgateway_enabled:
+        log.warning("inferenceExtension.enabled without agentgateway.enabled is deprecated since v2.1 "
+                    "and unsupported from v2.2; set agentgateway.enabled: true")
     if settings.leader_election and not (
         0 < settings.leader_election_retry_period < settings.leader_election_renew_deadline
         < settings.leader_election_lease_duration
@@ -101,7 +104,9 @@ async def run_controller(
             credentials = await asyncio.to_thread(
                 tls.server_credentials, settings.xds_tls_dir, settings.xds_tls_require_client_cert)
             ca_pem = await asyncio.to_thread((settings.xds_tls_dir / "ca.crt").read_text)
-        grpc_server, xds_port = await start_server(ads, settings.xds_address, credentials)
+        # The agent-gateway xDS port serves the same ADS, with the same TLS (spec §5.1).
+        grpc_server, xds_port = await start_server(
+            ads, settings.xds_address, credentials, extra_addresses=(settings.agentgateway_xds_address,))
         cleanups.append(lambda: grpc_server.stop(grace=1))
 
         elector: LeaderElector | AlwaysLeader

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -182,3 +184,43 @@ def test_port_in_use_is_reported_on_the_listener(lychgate: Lychgate, backends: E
         blocker.close()
     # Once the port is free, the listener is offered again and comes up.
     wait_for(lambda: lg.pod("127.0.7.7", port=8181) == "v1", 20, "the freed port to serve")
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_a_thousand_rapid_edits_end_in_the_final_state(lychgate: Lychgate, backends: EchoBackends) -> None:
+    """1,000 edits of one route file as fast as they can be written: the last one
+    wins, and no process, file descriptor or memory is left behind."""
+    lg = lychgate
+    for name in ("v1", "v2"):
+        lg.write(f"svc-{name}.yaml", service_yaml(name, 80, backends.start(pod=name)))
+    lg.write("gateway.yaml", gateway_yaml())
+    lg.write("route.yaml", ROUTE.format(name="r", gateway="gw", host="example.com", backend="v1"))
+    lg.start()
+    addr = lg.address()
+    lg.wait_pod(addr, "v1")
+    assert lg.process is not None
+    pid = lg.process.pid
+    envoys = envoy_pids()
+    fds, rss = _fds(pid), _rss_kib(pid)
+    deadline = time.monotonic() + 60
+    for i in range(1000):  # bounded in count and time
+        if time.monotonic() > deadline:
+            break
+        backend = "v2" if i % 2 else "v1"
+        lg.write("route.yaml", ROUTE.format(name="r", gateway="gw", host=f"h{i}.example.com", backend=backend))
+    lg.wait_pod(addr, "v2", host="h999.example.com", timeout=15)
+    assert lg.pod(addr, host="h998.example.com") == 404  # only the final state is served
+    time.sleep(1)
+    assert envoy_pids() == envoys
+    assert _fds(pid) <= fds + 5
+    assert _rss_kib(pid) - rss < 30 * 1024  # under 30 MiB of growth over 1,000 edits

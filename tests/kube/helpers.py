@@ -130,7 +130,7 @@ class Controller:
     @contextlib.asynccontextmanager
     async def __call__(self, **overrides: Any) -> AsyncIterator[Wiring]:
         values: dict[str, Any] = {
-            "xds_address": "127.0.0.1:0", "admin_address": "127.0.0.1:0",
+            "xds_address": "127.0.0.1:0", "agentgateway_xds_address": "127.0.0.1:0", "admin_address": "127.0.0.1:0",
             "metrics_address": "127.0.0.1:0", "health_address": "127.0.0.1:0",
             **FAST_LEASE, **overrides,
         }

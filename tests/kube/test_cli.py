@@ -29,6 +29,7 @@ def env_for(kube: KubeFake, tmp_path: Path, **extra: str) -> dict[str, str]:
     env.update({
         "KUBECONFIG": str(kube.write_kubeconfig(tmp_path / "kubeconfig")),
         "LYCHGATE_XDS_ADDRESS": "127.0.0.1:0",
+        "LYCHGATE_AGENTGATEWAY_XDS_ADDRESS": "127.0.0.1:0",
         "LYCHGATE_ADMIN_ADDRESS": "127.0.0.1:0",
         "LYCHGATE_METRICS_ADDRESS": "127.0.0.1:0",
         "LYCHGATE_HEALTH_ADDRESS": "127.0.0.1:0",

@@ -78,7 +78,9 @@ def parse(raw: Any, default_namespace: str = "default") -> Resource:
             + " or ".join(f"{group + '/' if group else ''}{v}" for v in cls.VERSIONS)
         )
     raw = dict(raw)
-    meta = dict(raw.get("metadata") or {})
+    if not isinstance(raw.get("metadata"), dict):
+        raise ManifestError(f"{describe(raw)}: metadata must be a mapping with a name")
+    meta = dict(raw["metadata"])
     if cls.NAMESPACED:
         meta.setdefault("namespace", default_namespace)
     else:

@@ -42,7 +42,11 @@ class StatusStore:
         return self._status.items()
 
     def update(self, computed: dict[ObjectKey, dict[str, Any]]) -> set[ObjectKey]:
-        """Replace all statuses; return the keys whose status changed."""
+        """Replace all statuses; return the keys whose status changed.
+
+        Computed statuses are kept by reference and must not be mutated later:
+        translation hands back the very same object for an unchanged status,
+        which is then skipped without comparing its contents."""
         changed: set[ObjectKey] = set()
         stamp = _now()
         for key in list(self._status):
@@ -51,7 +55,8 @@ class StatusStore:
                 del self._plain[key]
                 changed.add(key)
         for key, status in computed.items():
-            if self._plain.get(key) == status:
+            plain = self._plain.get(key)
+            if plain is status or plain == status:
                 continue
             old = self._status.get(key, {})
             old_conds = {(path, c["type"]): c for path, conds in _condition_lists(old) for c in conds}
@@ -61,7 +66,7 @@ class StatusStore:
                     prev = old_conds.get((path, c["type"]))
                     same = prev is not None and prev["status"] == c["status"]
                     c["lastTransitionTime"] = prev["lastTransitionTime"] if same and prev else stamp
-            self._plain[key] = copy.deepcopy(status)
+            self._plain[key] = status
             self._status[key] = new
             changed.add(key)
         return changed
