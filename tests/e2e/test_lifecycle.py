@@ -224,3 +224,55 @@ def test_a_thousand_rapid_edits_end_in_the_final_state(lychgate: Lychgate, backe
     assert envoy_pids() == envoys
     assert _fds(pid) <= fds + 5
     assert _rss_kib(pid) - rss < 30 * 1024  # under 30 MiB of growth over 1,000 edits
+
+
+def test_control_plane_restart_keeps_proxies_serving(lychgate: Lychgate, backends: EchoBackends) -> None:
+    """The control plane dies (SIGKILL) while its proxy serves: traffic goes on
+    from the proxy's last configuration; a new control plane adopts the same
+    Envoy, which resyncs and follows new edits."""
+    import threading
+
+    lg = lychgate
+    for name in ("v1", "v2"):
+        lg.write(f"svc-{name}.yaml", service_yaml(name, 80, backends.start(pod=name)))
+    lg.write("gateway.yaml", gateway_yaml())
+    lg.write("route.yaml", ROUTE.format(name="r", gateway="gw", host="example.com", backend="v1"))
+    lg.start()
+    addr = lg.address()
+    lg.wait_pod(addr, "v1")
+    pid = lg.proxies()["default/gw"]["pid"]
+    failures: list[object] = []
+    answered = [0]
+    stop = threading.Event()
+
+    def probe() -> None:  # bounded: stops when told, or after 60 s
+        deadline = time.monotonic() + 60
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                result = lg.pod(addr)
+            except httpx.HTTPError as err:
+                result = err
+            if result == "v1":
+                answered[0] += 1
+            else:
+                failures.append(result)
+            time.sleep(0.01)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        lg.stop(signal.SIGKILL)
+        time.sleep(1)
+        assert pid_alive(pid)  # the proxy outlives its control plane
+        lg.start()
+        wait_for(lambda: lg.proxies().get("default/gw", {}).get("pid") == pid, 15, "the Envoy to be adopted")
+        lg.address()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        prober.join()
+    assert failures == [], f"{len(failures)} failed requests during the restart (of {answered[0] + len(failures)})"
+    assert answered[0] > 50
+    lg.write("route.yaml", ROUTE.format(name="r", gateway="gw", host="example.com", backend="v2"))
+    lg.wait_pod(addr, "v2")  # resynced: edits flow to the adopted proxy again
+    assert lg.proxies()["default/gw"]["pid"] == pid

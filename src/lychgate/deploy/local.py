@@ -54,7 +54,7 @@ class LocalProxy:
     intent: ProxyIntent
     admin_port: int
     directory: Path
-    process: asyncio.subprocess.Process | None = None
+    process: EnvoyProcess | None = None
     state: str = "starting"
     restarts: int = 0
     started_at: float = 0.0
@@ -152,12 +152,18 @@ class LocalDeployer:
 
     async def _start(self, proxy: LocalProxy) -> None:
         proxy.directory.mkdir(parents=True, exist_ok=True)
-        _kill_stale(proxy.directory / "envoy.pid")
         config = proxy.directory / "bootstrap.json"
-        config.write_text(json.dumps(
+        wanted = json.dumps(
             bootstrap(proxy.intent.namespace, proxy.intent.name, self.xds, admin_port=proxy.admin_port),
             indent=2,
-        ))
+        )
+        survivor = _running_envoy(proxy.directory / "envoy.pid")
+        if survivor is not None and config.exists() and config.read_text() == wanted:
+            self._adopt(proxy, survivor)
+            return
+        if survivor is not None:
+            _kill(survivor, "its bootstrap changed")
+        config.write_text(wanted)
         if proxy.log_path.exists() and proxy.log_path.stat().st_size > MAX_LOG_BYTES:
             proxy.log_path.replace(proxy.log_path.with_suffix(".log.1"))
         level = proxy.intent.log_level
@@ -180,11 +186,29 @@ class LocalDeployer:
                  proxy.ref, proxy.process.pid, proxy.intent.address, proxy.admin_port, proxy.log_path)
         proxy._monitor = asyncio.create_task(self._supervise(proxy, proxy.process))
 
-    async def _supervise(self, proxy: LocalProxy, process: asyncio.subprocess.Process) -> None:
+    def _adopt(self, proxy: LocalProxy, pid: int) -> None:
+        """Keep serving through an Envoy a previous control plane left running.
+
+        Like a proxy pod that outlives a controller restart: it kept its last
+        configuration, reconnects to the xDS port on its own and resyncs, so
+        routes that did not change never stop answering."""
+        proxy.process = AdoptedProcess(pid)
+        proxy.applied_log_level = ""  # unknown: the next sync sets it
+        proxy.state = "running"
+        proxy.started_at = time.monotonic()
+        proxy._stopping = False
+        log.info("adopted the running Envoy of Gateway %s (pid %d, admin 127.0.0.1:%d)",
+                 proxy.ref, pid, proxy.admin_port)
+        proxy._monitor = asyncio.create_task(self._supervise(proxy, proxy.process))
+
+    async def _supervise(self, proxy: LocalProxy, process: EnvoyProcess) -> None:
         code = await process.wait()
         if proxy._stopping:
             return
-        proxy.last_exit = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+        if isinstance(process, AdoptedProcess):
+            proxy.last_exit = "exited (status unknown: it was started by an earlier control plane)"
+        else:
+            proxy.last_exit = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
         proxy.restarts += 1
         proxy.state = "restarting"
         if time.monotonic() - proxy.started_at > 60:
@@ -242,18 +266,54 @@ def _tail(path: Path, lines: int) -> str:
         return "(no log)"
 
 
-def _kill_stale(pid_file: Path) -> None:
-    """An Envoy left by a control plane that was killed: stop it before starting anew."""
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _running_envoy(pid_file: Path) -> int | None:
+    """The pid of an Envoy a previous control plane started for this proxy, if it still runs."""
     try:
         pid = int(pid_file.read_text())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
-        return
-    if b"envoy" in cmdline and str(pid_file.parent).encode() in cmdline:
-        log.warning("stopping Envoy pid %d left by a previous run", pid)
+        return None
+    ours = b"envoy" in cmdline and str(pid_file.parent).encode() in cmdline
+    return pid if ours and _alive(pid) else None
+
+
+def _kill(pid: int, why: str) -> None:
+    log.warning("stopping Envoy pid %d left by a previous run: %s", pid, why)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    for _ in range(50):
+        if not _alive(pid):
+            break
+        time.sleep(0.02)
+
+
+class AdoptedProcess:
+    """An Envoy that is not our child: watched through /proc instead of waitpid."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    async def wait(self) -> int:
+        while _alive(self.pid):
+            await asyncio.sleep(0.2)
+        self.returncode = -int(signal.SIGKILL) if self.returncode is None else self.returncode
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        for _ in range(50):
-            if not Path(f"/proc/{pid}").exists():
-                break
-            time.sleep(0.02)
+            os.kill(self.pid, signal.SIGKILL)
+
+
+EnvoyProcess = asyncio.subprocess.Process | AdoptedProcess
