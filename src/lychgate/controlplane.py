@@ -25,6 +25,7 @@ from lychgate.log import component_logger
 from lychgate.settings import Settings
 from lychgate.status.store import StatusStore
 from lychgate.store import Store
+from lychgate.translate.aggregate import Aggregate
 from lychgate.translate.gateway import (
     CONTROLLER_NAME,
     Feedback,
@@ -32,7 +33,6 @@ from lychgate.translate.gateway import (
     Translation,
     translate,
 )
-from lychgate.translate.memo import Memo
 from lychgate.xds import types
 from lychgate.xds.cache import Snapshot, SnapshotCache, decode, make_snapshot, route_hash
 from lychgate.xds.server import AdsServer, ProxyConnection
@@ -163,7 +163,7 @@ class ControlPlane:
         self.ads = ads or AdsServer(self.cache)
         self.ads.on_feedback = self._on_feedback
         self.status = StatusStore()
-        self.memo = Memo(self.store)
+        self.routes = Aggregate()  # what translation keeps between passes
         tune_gc()
         self.hosts = VirtualHostCache()
         self.translation = Translation()
@@ -222,7 +222,7 @@ class ControlPlane:
                     # Optional: a deployer whose clients reach the Gateway elsewhere
                     # than it binds (Kubernetes: the Service) says where.
                     status_addresses=getattr(self.deployer, "status_addresses", None),
-                    memo=self.memo,
+                    state=self.routes,
                     policy_merge=self.settings.policy_merge,
                 )
                 built = {ref: build(gw, self.hosts) for ref, gw in self.translation.gateways.items()}

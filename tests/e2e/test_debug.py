@@ -77,10 +77,12 @@ def test_cpu_profile_while_translating_shows_translation(running: Lychgate) -> N
     stop = threading.Event()
 
     def churn() -> None:  # bounded: at most 400 edits or until the profile is done
+        # Gateway edits: each one makes the next pass translate every route again.
         for i in range(400):
             if stop.is_set():
                 return
-            lg.write("route.yaml", ROUTE.format(name="app", host="app.example.com", regex=f"/{i}/.*", backend="v1"))
+            lg.write("gateway.yaml", gateway_yaml().replace("metadata: {name: gw, namespace: default}",
+                                                            f"metadata: {{name: gw, namespace: default, labels: {{edit: e{i}}}}}"))
             time.sleep(0.005)
 
     writer = threading.Thread(target=churn)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import collections
 import contextlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from lychgate.api.base import ObjectKey, Resource
 from lychgate.api.core import EndpointSlice
@@ -21,6 +22,7 @@ from lychgate.api.core import EndpointSlice
 R = TypeVar("R", bound=Resource)
 # ("key", ObjectKey) | ("slices", (namespace, service)) | ("list", (kind, namespace or None))
 Read = tuple[str, object]
+LOG_SIZE = 100_000
 
 
 @dataclass
@@ -39,12 +41,11 @@ class Store:
         self._slices: dict[tuple[str, str], dict[ObjectKey, EndpointSlice]] = defaultdict(dict)
         self._pending = Change()
         self._revision = 0
-        # When each key, namespace of a kind and Service's slices last changed:
-        # what memoized translation checks its reads against.
-        self._rev_key: dict[ObjectKey, int] = {}
-        self._rev_kind_ns: dict[tuple[str, str | None], int] = {}
-        self._rev_slices: dict[tuple[str, str], int] = {}
         self._reads: set[Read] | None = None
+        # What changed, in order: (revision, read token). Bounded; older history
+        # is summarized by _log_floor (asking about it answers "unknown").
+        self._log: collections.deque[tuple[int, Read]] = collections.deque(maxlen=LOG_SIZE)
+        self._log_floor = 0
         self._wakeup = asyncio.Event()
         self.synced = False
 
@@ -63,7 +64,7 @@ class Store:
             self._slices[(key.namespace, obj.service_name)][key] = obj
         self._touch(key)
         if isinstance(obj, EndpointSlice) and obj.service_name:
-            self._rev_slices[(key.namespace, obj.service_name)] = self._revision
+            self._record(("slices", (key.namespace, obj.service_name)))
         return True
 
     def delete(self, key: ObjectKey) -> Resource | None:
@@ -77,19 +78,34 @@ class Store:
 
     def _unindex_slice(self, old: EndpointSlice) -> None:
         if old.service_name:
-            self._rev_slices[(old.namespace, old.service_name)] = self._revision + 1
+            self._log.append((self._revision + 1, ("slices", (old.namespace, old.service_name))))
             bucket = self._slices.get((old.namespace, old.service_name))
             if bucket is not None:
                 bucket.pop(old.key, None)
 
     def _touch(self, key: ObjectKey) -> None:
         self._revision += 1
-        self._rev_key[key] = self._revision
-        self._rev_kind_ns[(key.kind, key.namespace)] = self._revision
-        self._rev_kind_ns[(key.kind, None)] = self._revision
+        self._record(("key", key))
         self._pending.keys.add(key)
         self._pending.revision = self._revision
         self._wakeup.set()
+
+    def _record(self, token: Read) -> None:
+        if len(self._log) == self._log.maxlen:
+            self._log_floor = self._log[0][0]
+        self._log.append((self._revision, token))
+
+    def changes_since(self, revision: int) -> set[Read] | None:
+        """Read tokens touched after `revision` (each changed key, and the Services
+        whose EndpointSlices changed); None when that is older than the log keeps."""
+        if revision < self._log_floor:
+            return None
+        out: set[Read] = set()
+        for rev, token in reversed(self._log):
+            if rev <= revision:
+                break
+            out.add(token)
+        return out
 
     # --- reads ------------------------------------------------------------
 
@@ -126,7 +142,7 @@ class Store:
             self._reads.add(("slices", (namespace, service)))
         return list(self._slices.get((namespace, service), {}).values())
 
-    # --- read tracking, for memoized translation ----------------------------------
+    # --- read tracking, for incremental translation --------------------------------
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[set[Read]]:
@@ -140,12 +156,6 @@ class Store:
             if outer is not None:
                 outer.update(reads)
 
-    def changed_since(self, reads: Iterable[Read], revision: int) -> bool:
-        """Did anything behind these reads change after `revision`?"""
-        tables: dict[str, dict[Any, int]] = {
-            "key": self._rev_key, "slices": self._rev_slices, "list": self._rev_kind_ns,
-        }
-        return any(tables[what].get(ident, 0) > revision for what, ident in reads)
 
     @property
     def revision(self) -> int:

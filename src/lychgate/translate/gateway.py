@@ -6,7 +6,6 @@ feedback from running proxies (for example a port Envoy could not bind).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,10 +16,10 @@ from lychgate.api.gateway import GROUP, Gateway, GatewayClass, HTTPRoute, Parent
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Store
+from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, Contribution
 from lychgate.translate.conditions import condition
 from lychgate.translate.hostnames import effective_hostnames
 from lychgate.translate.listeners import ListenerState, validate_listeners
-from lychgate.translate.memo import Memo
 from lychgate.translate.policies import PolicyIndex
 from lychgate.translate.routes import CompiledRoute, compile_route, precedence_key
 
@@ -96,11 +95,6 @@ StatusAddresses = Callable[[Gateway], list[dict[str, str]]]
 class _GatewayCtx:
     gateway: Gateway
     listeners: list[ListenerState]
-    # (port, hostname) -> [(route, ir route, listener name)]
-    vhosts: dict[tuple[int, str], list[tuple[HTTPRoute, ir.Route, str]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    clusters: dict[str, ir.Cluster] = field(default_factory=dict)
     by_name: dict[str, ListenerState] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -111,12 +105,13 @@ def translate(
     store: Store, address_for: AddressFor, feedback: Feedback | None = None,
     policy_merge: Mapping[str, Any] | None = None,
     status_addresses: StatusAddresses | None = None,
-    memo: Memo | None = None,
+    state: Aggregate | None = None,
 ) -> Translation:
-    """Translate the store. With a `memo` kept across calls, work whose inputs did
-    not change since the last call is reused instead of redone."""
+    """Translate the store. With a `state` kept across calls, a call after changes
+    to routes, Services, EndpointSlices or ReferenceGrants only redoes the routes
+    those changes reach (see translate/aggregate.py)."""
     feedback = feedback or Feedback()
-    memo = memo or Memo(store)
+    state = state or Aggregate()
     out = Translation()
     classes = _our_classes(store, out)
     ctxs: dict[tuple[str, str], _GatewayCtx] = {}
@@ -124,20 +119,66 @@ def translate(
         if gw.spec.gateway_class_name in classes:
             ctxs[(gw.namespace, gw.name)] = _GatewayCtx(gw, validate_listeners(gw))
 
-    for route in sorted(store.list(HTTPRoute), key=lambda r: (r.namespace, r.name)):
-        _attach_route(store, memo, route, ctxs, out,
-                      feedback.blocked_routes.get(("HTTPRoute", route.namespace, route.name)))
+    _update_routes(store, state, ctxs)
+    out.status.update(state.statuses)
+    for (kind, ns, name), why in feedback.blocked_routes.items():
+        key = ObjectKey(kind, ns, name)
+        if key in out.status:
+            extra = condition("Programmed", False, "Rejected", "; ".join(why), _generation(store, key))
+            out.status[key] = {"parents": [{**p, "conditions": [*p["conditions"], extra]}
+                                           for p in out.status[key]["parents"]]}
+    for ctx in ctxs.values():
+        gw_key = (ctx.gateway.namespace, ctx.gateway.name)
+        for listener in ctx.listeners:
+            listener.attached_routes = len(state.listener_routes.get((gw_key, listener.name), ()))
 
     policies = PolicyIndex(
         store, {k: c.gateway for k, c in ctxs.items()},
         {k: {l.name for l in c.listeners} for k, c in ctxs.items()}, policy_merge,
     )
     for ctx in ctxs.values():
-        _finish_gateway(store, memo, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
+        _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
                         out, policies, status_addresses)
     policies.write_status(out.status)
-    memo.sweep()
+    state.settle(store.revision)
     return out
+
+
+def _generation(store: Store, key: ObjectKey) -> int:
+    obj = store.get_key(key)
+    return obj.generation if obj is not None else 1
+
+
+def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], _GatewayCtx]) -> None:
+    """Bring the aggregate up to date: every route on a full pass, else only the
+    routes that changed or read something that changed."""
+    signature = (tuple((k, c.gateway) for k, c in ctxs.items()), store.count("TrafficPolicy") > 0,
+                 store.count("GatewayExtension") > 0)
+    changes = store.changes_since(state.revision) if state.revision is not None else None
+    incremental = (
+        changes is not None
+        and state.signature is not None
+        and len(signature[0]) == len(state.signature[0])
+        and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(signature[0], state.signature[0], strict=True))
+        and signature[1:] == state.signature[1:]
+        and not signature[1] and not signature[2]  # policies reach routes in ways not tracked here
+        and all(what != "key" or ident.kind in ROUTE_LEVEL_KINDS  # type: ignore[attr-defined]
+                for what, ident in changes)
+    )
+    if incremental:
+        assert changes is not None
+        dirty = state.affected(changes)
+    else:
+        state.reset()
+        dirty = {r.key for r in store.list(HTTPRoute)}
+    state.signature = signature
+    for key in sorted(dirty):
+        state.remove(key)
+        route = store.get_key(key)
+        if isinstance(route, HTTPRoute):
+            with store.tracking() as reads:
+                contribution = _contribution(store, route, ctxs)
+            state.add(key, route, contribution, frozenset(reads))
 
 
 def _our_classes(store: Store, out: Translation) -> dict[str, GatewayClass]:
@@ -172,53 +213,11 @@ def _parent_key(route: HTTPRoute, ref: ParentReference) -> dict[str, Any]:
     return key
 
 
-@dataclass(frozen=True)
-class _RouteResult:
-    """What one HTTPRoute contributes, under all its parents, in one pass."""
-
-    compiled: CompiledRoute | None
-    # (gateway key, listener name, hostnames) the route attaches to
-    attachments: tuple[tuple[tuple[str, str], str, tuple[str, ...]], ...]
-    status: dict[str, Any] | None
-
-
-def _attach_route(
-    store: Store,
-    memo: Memo,
-    route: HTTPRoute,
-    ctxs: dict[tuple[str, str], _GatewayCtx],
-    out: Translation,
-    blocked: list[str] | None = None,
-) -> None:
-    parents = [(ref.namespace or route.namespace, ref.name) for ref in route.spec.parent_refs
-               if ref.group == GROUP and ref.kind == "Gateway"]
-    # One memo entry per route: reused while the route and its parent Gateways
-    # are the same objects and nothing it read (Services, grants...) changed.
-    gateways = (ctxs[p].gateway if p in ctxs else None for p in parents)
-    result = memo.get(("route", route.key), (route, *gateways),
-                      lambda: _route_result(store, route, ctxs))
-    for gw_key, listener, hosts in result.attachments:
-        ctx = ctxs[gw_key]
-        state = ctx.by_name[listener]
-        state.attached_routes += 1
-        assert result.compiled is not None
-        for host in hosts:
-            ctx.vhosts[(state.spec.port, host)].extend((route, r, listener) for r in result.compiled.routes)
-        ctx.clusters.update(result.compiled.clusters)
-    if result.status is None:
-        return
-    status = result.status
-    if blocked:
-        gen = route.generation
-        extra = condition("Programmed", False, "Rejected", "; ".join(blocked), gen)
-        status = {"parents": [{**p, "conditions": [*p["conditions"], extra]} for p in status["parents"]]}
-    out.status[route.key] = status
-
-
-def _route_result(store: Store, route: HTTPRoute, ctxs: dict[tuple[str, str], _GatewayCtx]) -> _RouteResult:
+def _contribution(store: Store, route: HTTPRoute, ctxs: dict[tuple[str, str], _GatewayCtx]) -> Contribution:
+    """What one route adds, under every parent Gateway of ours."""
     compiled: CompiledRoute | None = None
     parents: list[dict[str, Any]] = []
-    attachments: list[tuple[tuple[str, str], str, tuple[str, ...]]] = []
+    attachments: list[tuple[tuple[str, str], str, int, tuple[str, ...]]] = []
     gen = route.generation
     for ref in route.spec.parent_refs:
         if ref.group != GROUP or ref.kind != "Gateway":
@@ -235,9 +234,15 @@ def _route_result(store: Store, route: HTTPRoute, ctxs: dict[tuple[str, str], _G
         if compiled is None:
             compiled = compile_route(store, route)
         conds, attached = _attachment(store, route, ref, ctx, compiled)
-        attachments.extend(((ns, ref.name), name, tuple(hosts)) for name, hosts in attached)
+        attachments.extend(((ns, ref.name), name, ctx.by_name[name].spec.port, tuple(hosts))
+                           for name, hosts in attached)
         parents.append(_parent_status(route, ref, conds))
-    return _RouteResult(compiled, tuple(attachments), {"parents": parents} if parents else None)
+    return Contribution(
+        attachments=tuple(attachments),
+        routes=tuple(compiled.routes) if compiled else (),
+        clusters=tuple(compiled.clusters.values()) if compiled else (),
+        status={"parents": parents} if parents else None,
+    )
 
 
 def _parent_status(route: HTTPRoute, ref: ParentReference, conds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -327,7 +332,7 @@ def _virtual_host(
 
 def _finish_gateway(
     store: Store,
-    memo: Memo,
+    agg: Aggregate,
     ctx: _GatewayCtx,
     gc: GatewayClass,
     address_for: AddressFor,
@@ -386,21 +391,17 @@ def _finish_gateway(
         return
 
     listeners: list[ir.HTTPListener] = []
+    gw_key = (gw.namespace, gw.name)
+    clusters = agg.clusters(gw_key)
     for port in sorted({l.spec.port for l in usable}):
-        hosts = sorted(h for (p, h) in ctx.vhosts if p == port)
-        vhosts = []
-        for host in hosts:
-            entries = ctx.vhosts[(port, host)]
-            # Same routes (by identity) and no policies: the same VirtualHost as last pass.
-            inputs = (policies if policies.by_target else None, *(x for e in entries for x in e))
-            vhosts.append(memo.get(("vhost", ref, port, host), inputs,
-                                   lambda: _virtual_host(gw, port, host, entries, policies)))  # noqa: B023
+        vhosts = agg.virtual_hosts(
+            gw_key, port, lambda port, host, entries: _virtual_host(gw, port, host, entries, policies))
         listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts),
                                          extensions=policies.extensions, policy_filters=policies.active))
-    ctx.clusters.update(policies.clusters_for(ref))
+    clusters.update(policies.clusters_for(ref))
     out.gateways[ref] = ir.GatewayIR(
         namespace=gw.namespace, name=gw.name, listeners=tuple(listeners),
-        clusters=tuple(ctx.clusters[k] for k in sorted(ctx.clusters)),
+        clusters=tuple(clusters[k] for k in sorted(clusters)),
     )
     log_level = params.spec.kube.envoy_container.bootstrap.log_level if params else "info"
     infra = gw.spec.infrastructure

@@ -25,27 +25,34 @@ VIRTUAL_HOSTS_FIELD = route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["vi
 
 
 class VirtualHostCache:
-    """Serialized virtual hosts by the identity of their IR, kept while in use.
+    """Virtual hosts in wire format (framed as RouteConfiguration.virtual_hosts
+    entries), by the identity of their IR.
 
     Translation hands back the same ir.VirtualHost object while nothing in it
     changed, so identity is enough to know the bytes are still right."""
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple[ir.VirtualHost, bytes]] = {}
-        self._used: set[int] = set()
+        self._used = 0
 
-    def get(self, vh: ir.VirtualHost) -> bytes:
-        self._used.add(id(vh))
-        entry = self._entries.get(id(vh))
-        if entry is None or entry[0] is not vh:
-            entry = (vh, virtual_host(vh).SerializeToString(deterministic=True))
-            self._entries[id(vh)] = entry
-        return entry[1]
+    def framed(self, hosts: tuple[ir.VirtualHost, ...]) -> bytes:
+        entries = self._entries
+        out = []
+        for vh in hosts:
+            entry = entries.get(id(vh))
+            if entry is None or entry[0] is not vh:
+                data = virtual_host(vh).SerializeToString(deterministic=True)
+                entry = entries[id(vh)] = (vh, repeated_field(VIRTUAL_HOSTS_FIELD, [data]))
+            out.append(entry[1])
+        self._used += len(hosts)
+        return b"".join(out)
 
     def sweep(self) -> None:
-        for key in self._entries.keys() - self._used:
-            del self._entries[key]
-        self._used = set()
+        """Drop entries of virtual hosts that are gone, once they are the majority
+        (checking every pass would cost a walk over all of them)."""
+        if len(self._entries) > 2 * self._used + 1000:
+            self._entries = {}
+        self._used = 0
 
 
 def route_configuration(listener: ir.HTTPListener, cache: VirtualHostCache | None = None) -> RawMessage:
@@ -55,9 +62,8 @@ def route_configuration(listener: ir.HTTPListener, cache: VirtualHostCache | Non
         # answer for a backend that cannot be resolved.
         validate_clusters={"value": False},
     ).SerializeToString(deterministic=True)
-    cache = cache or VirtualHostCache()
-    hosts = [cache.get(vh) for vh in listener.virtual_hosts]
-    return RawMessage(route_pb2.RouteConfiguration, head + repeated_field(VIRTUAL_HOSTS_FIELD, hosts))
+    hosts = (cache or VirtualHostCache()).framed(listener.virtual_hosts)
+    return RawMessage(route_pb2.RouteConfiguration, head + hosts)
 
 
 def virtual_host(vh: ir.VirtualHost) -> route_pb.VirtualHost:
