@@ -44,7 +44,9 @@ class Report:
         return all(f.ok for f in self.findings)
 
     def add(self, step: str, ok: bool, subject: str, message: str) -> None:
-        self.findings.append(Finding(step, ok, subject, message))
+        finding = Finding(step, ok, subject, message)
+        if finding not in self.findings:  # a policy's summary may repeat a target's reason
+            self.findings.append(finding)
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "findings": [asdict(f) for f in self.findings], "logs": self.logs}
@@ -175,7 +177,9 @@ def run(admin: str, gateway: str | None = None, namespace: str = "default") -> R
         for policy in policies:
             meta = policy["metadata"]
             subject = f"{kind} {meta['namespace']}/{meta['name']}"
-            for ancestor in policy.get("status", {}).get("ancestors", []) or [{"conditions": []}]:
+            status = policy.get("status", {})
+            # The policy's own conditions (no target at all) and those per target.
+            for ancestor in [{"conditions": status.get("conditions", [])}, *status.get("ancestors", [])]:
                 conds = {c["type"]: c for c in ancestor.get("conditions", [])}
                 accepted = conds.get("Accepted")
                 not_applied = [c for t, c in conds.items() if t != "Accepted" and c["status"] == "False"]

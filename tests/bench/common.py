@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests import harness
+
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 OUT_DIR = DOCS / "benchmarks"
@@ -128,24 +130,8 @@ spec:
 
 
 def service_yaml(name: str, backend_port: int, namespace: str = "default") -> str:
-    """A Service and the EndpointSlice that points it at a loopback backend port."""
-    return f"""\
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {backend_port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: {name}-local
-  namespace: {namespace}
-  labels: {{kubernetes.io/service-name: {name}}}
-addressType: IPv4
-ports: [{{name: http, port: {backend_port}}}]
-endpoints: [{{addresses: ["127.0.0.1"]}}]
-"""
+    """A Service (port 80) and the EndpointSlice that points it at a loopback backend port."""
+    return harness.service_yaml(name, 80, backend_port, namespace)
 
 
 def route_name(i: int, prefix: str = "r") -> str:

@@ -108,6 +108,14 @@ def test_logging_levels_follow_the_admin_page(running: Lychgate) -> None:
 def test_debug_report_finds_problems(running: Lychgate) -> None:
     lg = running
     lg.write("broken.yaml", ROUTE.format(name="broken", host="b.example.com", regex="/.*", backend="missing"))
+    lg.write("policy.yaml", """
+        apiVersion: gateway.lychgate.dev/v1alpha1
+        kind: TrafficPolicy
+        metadata: {name: lonely}
+        spec:
+          targetSelectors: [{group: gateway.networking.k8s.io, kind: HTTPRoute, matchLabels: {team: nobody}}]
+          timeouts: {request: 5s}
+    """)
     lg.start("--validation-level", "strict")
     lg.wait_pod(lg.address(), "v1", host="app.example.com")
     healthy = lg.cli("debug", "-o", "json")
@@ -116,6 +124,7 @@ def test_debug_report_finds_problems(running: Lychgate) -> None:
     bad = [f for f in report["findings"] if not f["ok"]]
     assert any(f["subject"] == "HTTPRoute default/broken" and "BackendNotFound" in f["message"] for f in bad)
     assert any(f["step"] == "config" and f["ok"] for f in report["findings"])
+    assert any(f["subject"] == "TrafficPolicy default/lonely" and "not applied" in f["message"] for f in bad)
     # A route Envoy would reject is blocked: translated, but not on the proxy.
     lg.write("route.yaml", ROUTE.format(name="app", host="app.example.com", regex="/a(?=b)", backend="v1"))
     wait_for(lambda: "does not hold" in lg.cli("debug").stdout, 15, "debug to find the missing route")
