@@ -49,13 +49,14 @@ class StatusStore:
         which is then skipped without comparing its contents."""
         changed: set[ObjectKey] = set()
         stamp = _now()
-        for key in list(self._status):
-            if key not in computed:
+        if computed.keys() != self._plain.keys():  # C-speed check before a Python walk
+            for key in self._plain.keys() - computed.keys():
                 del self._status[key]
                 del self._plain[key]
                 changed.add(key)
+        plain_of = self._plain.get
         for key, status in computed.items():
-            plain = self._plain.get(key)
+            plain = plain_of(key)
             if plain is status or plain == status:
                 continue
             old = self._status.get(key, {})

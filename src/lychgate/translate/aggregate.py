@@ -54,6 +54,8 @@ class Aggregate:
     statuses: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
     vhosts: dict[VHostKey, ir.VirtualHost] = field(default_factory=dict)
     dirty: set[VHostKey] = field(default_factory=set)
+    # hosts of a (gateway, port) in order, kept until a host comes or goes
+    ordered: dict[tuple[GatewayKey, int], list[str]] = field(default_factory=dict)
 
     def reset(self) -> None:
         fresh = Aggregate()
@@ -94,6 +96,7 @@ class Aggregate:
                     if not bucket:
                         del self.buckets[vkey]
                         self.hosts[(gw, port)].discard(host)
+                        self.ordered.pop((gw, port), None)
             users = self.cluster_users[gw]
             for cluster in contribution.clusters:
                 users[cluster.name].pop(key, None)
@@ -113,7 +116,9 @@ class Aggregate:
                 vkey = (gw, port, host)
                 self.buckets.setdefault(vkey, {}).setdefault(key, []).extend(
                     (route, r, listener) for r in contribution.routes)
-                self.hosts[(gw, port)].add(host)
+                if host not in self.hosts[(gw, port)]:
+                    self.hosts[(gw, port)].add(host)
+                    self.ordered.pop((gw, port), None)
                 self.dirty.add(vkey)
             for cluster in contribution.clusters:
                 self.cluster_users[gw][cluster.name][key] = cluster
@@ -123,9 +128,13 @@ class Aggregate:
     ) -> list[ir.VirtualHost]:
         """The virtual hosts of a Gateway's port, rebuilding only the touched ones."""
         out = []
-        for host in sorted(self.hosts.get((gw, port), ())):
+        ordered = self.ordered.get((gw, port))
+        if ordered is None:
+            ordered = self.ordered[(gw, port)] = sorted(self.hosts.get((gw, port), ()))
+        dirty, vhosts = self.dirty, self.vhosts
+        for host in ordered:
             vkey = (gw, port, host)
-            if vkey in self.dirty or vkey not in self.vhosts:
+            if vkey in dirty or vkey not in vhosts:
                 entries = [e for es in self.buckets[vkey].values() for e in es]
                 self.vhosts[vkey] = build(port, host, entries)
             out.append(self.vhosts[vkey])

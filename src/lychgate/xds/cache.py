@@ -44,12 +44,14 @@ def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Sna
         type_hash = hashlib.blake2b(digest_size=8)
         for name in sorted(byname):
             message = byname[name]
-            blob = message.SerializeToString(deterministic=True)
-            any_msg = any_pb2.Any(type_url=type_url, value=blob)
-            digest = hashlib.blake2b(blob, digest_size=8).hexdigest()
+            digest = getattr(message, "digest", None)  # parts-hashed (translator/wire.py)
+            blob = b"" if digest else message.SerializeToString(deterministic=True)
+            digest = digest or hashlib.blake2b(blob, digest_size=8).hexdigest()
             old = previous.hashes.get(type_url, {}).get(name) if previous else None
             if previous is not None and old == digest:
                 any_msg = previous.resources[type_url][name]  # share, don't duplicate
+            else:
+                any_msg = any_pb2.Any(type_url=type_url, value=blob or message.SerializeToString(deterministic=True))
             packed[type_url][name] = any_msg
             hashes[type_url][name] = digest
             type_hash.update(name.encode())

@@ -36,6 +36,8 @@ def ms(value: int) -> duration_pb2.Duration:
 
 def policies(listener: ir.HTTPListener) -> Iterator[ir.RoutePolicy]:
     """The policy of every route of a listener that has one."""
+    if not listener.policy_filters:
+        return  # no TrafficPolicy anywhere: skip the walk over every route
     for vh in listener.virtual_hosts:
         for r in vh.routes:
             if r.policy is not None:

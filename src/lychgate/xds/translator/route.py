@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.config.route.v3 import route_pb2
@@ -32,20 +34,22 @@ class VirtualHostCache:
     changed, so identity is enough to know the bytes are still right."""
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[ir.VirtualHost, bytes]] = {}
+        self._entries: dict[int, tuple[ir.VirtualHost, bytes, bytes]] = {}
         self._used = 0
 
-    def framed(self, hosts: tuple[ir.VirtualHost, ...]) -> bytes:
+    def framed(self, hosts: tuple[ir.VirtualHost, ...]) -> tuple[bytes, bytes]:
+        """The framed bytes of all hosts, and the concatenation of their digests."""
         entries = self._entries
-        out = []
+        out, digests = [], []
         for vh in hosts:
             entry = entries.get(id(vh))
             if entry is None or entry[0] is not vh:
-                data = virtual_host(vh).SerializeToString(deterministic=True)
-                entry = entries[id(vh)] = (vh, repeated_field(VIRTUAL_HOSTS_FIELD, [data]))
+                data = repeated_field(VIRTUAL_HOSTS_FIELD, [virtual_host(vh).SerializeToString(deterministic=True)])
+                entry = entries[id(vh)] = (vh, data, hashlib.blake2b(data, digest_size=8).digest())
             out.append(entry[1])
+            digests.append(entry[2])
         self._used += len(hosts)
-        return b"".join(out)
+        return b"".join(out), b"".join(digests)
 
     def sweep(self) -> None:
         """Drop entries of virtual hosts that are gone, once they are the majority
@@ -62,8 +66,9 @@ def route_configuration(listener: ir.HTTPListener, cache: VirtualHostCache | Non
         # answer for a backend that cannot be resolved.
         validate_clusters={"value": False},
     ).SerializeToString(deterministic=True)
-    hosts = (cache or VirtualHostCache()).framed(listener.virtual_hosts)
-    return RawMessage(route_pb2.RouteConfiguration, head + hosts)
+    hosts, digests = (cache or VirtualHostCache()).framed(listener.virtual_hosts)
+    digest = hashlib.blake2b(head + digests, digest_size=8).hexdigest()
+    return RawMessage(route_pb2.RouteConfiguration, head + hosts, digest)
 
 
 def virtual_host(vh: ir.VirtualHost) -> route_pb.VirtualHost:

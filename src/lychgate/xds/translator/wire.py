@@ -16,11 +16,13 @@ from typing import Any
 class RawMessage:
     """Quacks like a protobuf message where the snapshot needs it: its bytes."""
 
-    __slots__ = ("cls", "data")
+    __slots__ = ("cls", "data", "digest")
 
-    def __init__(self, cls: Any, data: bytes) -> None:
+    def __init__(self, cls: Any, data: bytes, digest: str | None = None) -> None:
         self.cls = cls
         self.data = data
+        # A content hash computed from the parts (cheaper than hashing megabytes).
+        self.digest = digest
 
     def SerializeToString(self, deterministic: bool = False) -> bytes:
         return self.data
