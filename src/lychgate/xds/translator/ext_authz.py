@@ -22,8 +22,8 @@ from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import (
     add_disabled_filter,
     enable_on_route,
+    extension_services,
     ms,
-    policies,
     stat_name,
 )
 
@@ -92,8 +92,7 @@ class ExtAuthz(Feature):
     order = 40
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        services = {s.name: s for s in listener.extensions if isinstance(s, ir.ExtAuthService)}
-        services.update((p.ext_auth.service.name, p.ext_auth.service) for p in policies(listener) if p.ext_auth)
+        services = extension_services(listener, ir.ExtAuthService, "ext_auth")
         for name in sorted(services):
             add_disabled_filter(hcm, filter_name(services[name]), ext_authz(services[name]))
 

@@ -15,8 +15,8 @@ from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import (
     add_disabled_filter,
     enable_on_route,
+    extension_services,
     ms,
-    policies,
     stat_name,
 )
 
@@ -64,8 +64,7 @@ class ExtProc(Feature):
     order = 50
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        services = {s.name: s for s in listener.extensions if isinstance(s, ir.ExtProcService)}
-        services.update((p.ext_proc.service.name, p.ext_proc.service) for p in policies(listener) if p.ext_proc)
+        services = extension_services(listener, ir.ExtProcService, "ext_proc")
         for name in sorted(services):
             add_disabled_filter(hcm, filter_name(services[name]), ext_proc(services[name]))
 

@@ -14,6 +14,7 @@ newly attached auth policy would not protect them for minutes.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeVar
 
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
@@ -22,6 +23,8 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from google.protobuf import any_pb2, duration_pb2
 
 from lychgate import ir
+
+S = TypeVar("S", ir.ExtAuthService, ir.ExtProcService)
 
 
 def pack(message: object) -> any_pb2.Any:
@@ -42,6 +45,17 @@ def policies(listener: ir.HTTPListener) -> Iterator[ir.RoutePolicy]:
         for r in vh.routes:
             if r.policy is not None:
                 yield r.policy
+
+
+def extension_services(listener: ir.HTTPListener, cls: type[S], field: str) -> dict[str, S]:
+    """The extension services (of one type) a listener needs a filter for, by name:
+    every usable GatewayExtension, and any a route's policy names."""
+    services = {s.name: s for s in listener.extensions if isinstance(s, cls)}
+    for p in policies(listener):
+        used = getattr(p, field)
+        if used is not None:
+            services[used.service.name] = used.service
+    return services
 
 
 def add_disabled_filter(hcm: hcm_pb.HttpConnectionManager, name: str, config: object) -> None:
