@@ -157,7 +157,7 @@ class Lychgate:
 
     # --- process --------------------------------------------------------------------
 
-    def start(self, *extra: str, directory: Path | None = None) -> Lychgate:
+    def start(self, *extra: str, directory: Path | None = None, timeout: float = 20) -> Lychgate:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lychgate", "run", str(directory or self.manifests),
@@ -166,7 +166,7 @@ class Lychgate:
              "--health-address", self.health, *extra],
             stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT, env=env,
         )
-        wait_for(self._ready, 20, "the control plane to answer")
+        wait_for(self._ready, timeout, "the control plane to answer")
         return self
 
     def _ready(self) -> bool:

@@ -36,7 +36,7 @@ from lychgate.translate.gateway import (
 from lychgate.xds import types
 from lychgate.xds.cache import Snapshot, SnapshotCache, decode, make_snapshot, route_hash
 from lychgate.xds.server import AdsServer, ProxyConnection
-from lychgate.xds.translator import Resources, VirtualHostCache, build
+from lychgate.xds.translator import Resources, WireCache, build
 from lychgate.xds.validate import Blocked, Preflight
 
 log = component_logger("controlplane")
@@ -165,7 +165,7 @@ class ControlPlane:
         self.status = StatusStore()
         self.routes = Aggregate()  # what translation keeps between passes
         tune_gc()
-        self.hosts = VirtualHostCache()
+        self.wire = WireCache()  # serialized virtual hosts and clusters, reused across passes
         self.translation = Translation()
         self.on_status = on_status
         self.passes = 0
@@ -225,8 +225,8 @@ class ControlPlane:
                     state=self.routes,
                     policy_merge=self.settings.policy_merge,
                 )
-                built = {ref: build(gw, self.hosts) for ref, gw in self.translation.gateways.items()}
-                self.hosts.sweep()
+                built = {ref: build(gw, self.wire) for ref, gw in self.translation.gateways.items()}
+                self.wire.sweep()
             for ref, resources in built.items():
                 if self.preflight is not None:
                     resources = await self._preflight(ref, resources)

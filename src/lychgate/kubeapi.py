@@ -10,7 +10,6 @@ so they never clash with typed classes another part of a process may use.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from dataclasses import dataclass
 from functools import cached_property
@@ -155,9 +154,3 @@ class Backoff:
         delay = min(self.cap, self.base * 2 ** min(self.failures, 16))
         self.failures += 1
         return random.uniform(delay / 2, delay)
-
-
-async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    """Sleep, but return at once when stop is set."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)

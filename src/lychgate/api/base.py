@@ -98,9 +98,6 @@ class Resource(Model):
     def created(self) -> datetime:
         return self.metadata.creation_timestamp or datetime.min.replace(tzinfo=UTC)
 
-    def spec_dict(self) -> dict[str, Any]:
-        """The object as a plain dict, as a user wrote it (camelCase, no defaults)."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json", exclude_defaults=True)
 
 
 def now() -> datetime:

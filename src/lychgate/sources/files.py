@@ -13,7 +13,6 @@ import asyncio
 import hashlib
 import itertools
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -227,11 +226,3 @@ def _content(obj: Resource) -> Any:
 def _uid(key: ObjectKey) -> str:
     digest = hashlib.sha1(str(key).encode(), usedforsecurity=False).digest()
     return str(uuid.UUID(bytes=digest[:16]))
-
-
-def load_documents(paths: Iterable[Path]) -> list[Any]:
-    """All YAML documents of the given files (used by tests and `lychgate translate`)."""
-    docs: list[Any] = []
-    for path in paths:
-        docs.extend(d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_Loader) if d)
-    return docs

@@ -23,7 +23,6 @@ available to the status writer through `KubeSource.raw()`.
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
 import random
 from collections import defaultdict
@@ -374,11 +373,3 @@ class KubeSource:
                     self._admit(key, obj)
                 else:
                     self._forget(key)
-
-
-def status_of(raw: Raw | None) -> tuple[str | None, dict[str, Any] | None]:
-    """(resourceVersion, status) of a raw object."""
-    if raw is None:
-        return None, None
-    status = raw.get("status")
-    return (raw.get("metadata") or {}).get("resourceVersion"), copy.deepcopy(status) if status else None

@@ -20,12 +20,3 @@ def condition(
         "message": message,
         "observedGeneration": generation,
     }
-
-
-def set_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> None:
-    """Replace the condition of the same type, or append it."""
-    for i, old in enumerate(conditions):
-        if old["type"] == new["type"]:
-            conditions[i] = new
-            return
-    conditions.append(new)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,10 +85,6 @@ class SnapshotCache:
     def remove(self, node: str) -> None:
         if self._snapshots.pop(node, None) is not None:
             self._notify(node)
-
-    def retain(self, nodes: Iterable[str]) -> None:
-        for node in set(self._snapshots) - set(nodes):
-            self.remove(node)
 
     def watch(self, node: str, event: asyncio.Event) -> None:
         self._watchers.setdefault(node, set()).add(event)

@@ -155,12 +155,15 @@ def _units(resources: Resources) -> list[_Unit]:
     routes = resources.by_type.get(types.ROUTE, {})
     endpoints = resources.by_type.get(types.ENDPOINT, {})
     units = []
-    for name, listener in resources.by_type.get(types.LISTENER, {}).items():
+    for name, packed in resources.by_type.get(types.LISTENER, {}).items():
+        listener = as_message(packed)
         rds = _rds_name(listener)
         units.append(_Unit(types.LISTENER, name, listener=listener,
                            routes=as_message(routes[rds]) if rds in routes else None))
     for name, cluster in resources.by_type.get(types.CLUSTER, {}).items():
-        units.append(_Unit(types.CLUSTER, name, cluster=_static_cluster(cluster, endpoints.get(name))))
+        cla = endpoints.get(name)
+        units.append(_Unit(types.CLUSTER, name, cluster=_static_cluster(
+            as_message(cluster), as_message(cla) if cla is not None else None)))
     return units
 
 

@@ -35,14 +35,18 @@ def check_switch(value: dict[str, Any], path: str) -> bool:
     return "disable" in value
 
 
-class ExtAuthField(PolicyField):
-    name, attr, deep_mergeable = "extAuth", "ext_auth", True
+class ExtensionField(PolicyField):
+    """A field that names a GatewayExtension (`extensionRef`) or turns the feature off (`disable`)."""
 
     def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
         return normalize_ref(policy, value)
 
     def merge(self, high: dict[str, Any], low: dict[str, Any]) -> dict[str, Any]:
         return merge_switchable(high, low)
+
+
+class ExtAuthField(ExtensionField):
+    name, attr, deep_mergeable = "extAuth", "ext_auth", True
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         if check_switch(value, path):

@@ -5,21 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate import ir
-from lychgate.api.policy import TrafficPolicy
 from lychgate.translate.policies.common import CompileContext
-from lychgate.translate.policies.ext_auth import check_switch, merge_switchable, normalize_ref
+from lychgate.translate.policies.ext_auth import ExtensionField, check_switch
 from lychgate.translate.policies.extensions import ext_proc_service, processing_mode
-from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.policies.fields import register
 
 
-class ExtProcField(PolicyField):
+class ExtProcField(ExtensionField):
     name, attr, deep_mergeable = "extProc", "ext_proc", True
-
-    def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
-        return normalize_ref(policy, value)
-
-    def merge(self, high: dict[str, Any], low: dict[str, Any]) -> dict[str, Any]:
-        return merge_switchable(high, low)
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         if check_switch(value, path):

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
+
 from lychgate import ir
 from lychgate.xds import types
 
@@ -21,8 +24,8 @@ from lychgate.xds.translator import (  # noqa: F401
 from lychgate.xds.translator.cluster import envoy_cluster, load_assignment
 from lychgate.xds.translator.features import FEATURES
 from lychgate.xds.translator.listener import envoy_listener
-from lychgate.xds.translator.route import VirtualHostCache, route_configuration
-from lychgate.xds.translator.wire import as_message
+from lychgate.xds.translator.route import route_configuration
+from lychgate.xds.translator.wire import RawMessage, WireCache, as_message
 
 
 @dataclass
@@ -39,15 +42,24 @@ class Resources:
         return as_message(self.by_type[type_url][name])
 
 
-def build(gateway: ir.GatewayIR, hosts: VirtualHostCache | None = None) -> Resources:
-    """Envoy resources for a Gateway; `hosts` keeps serialized virtual hosts across calls."""
+def _cached(cache: WireCache, obj: object, kind: str, cls: Any, make: Any) -> RawMessage:
+    data, digest = cache.get(obj, kind, lambda o: make(o).SerializeToString(deterministic=True))
+    return RawMessage(cls, data, digest.hex())
+
+
+def build(gateway: ir.GatewayIR, cache: WireCache | None = None) -> Resources:
+    """Envoy resources for a Gateway. A `cache` kept across calls serializes each
+    unchanged virtual host and cluster only once."""
+    cache = cache or WireCache()
     out = Resources(by_type={t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER, types.ROUTE)})
     for listener in gateway.listeners:
         out.add(types.LISTENER, listener.name, envoy_listener(listener))
-        out.add(types.ROUTE, listener.name, route_configuration(listener, hosts))
+        out.add(types.ROUTE, listener.name, route_configuration(listener, cache))
     for cluster in gateway.clusters:
-        out.add(types.CLUSTER, cluster.name, envoy_cluster(cluster))
-        out.add(types.ENDPOINT, cluster.name, load_assignment(cluster))
+        out.add(types.CLUSTER, cluster.name,
+                _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster))
+        out.add(types.ENDPOINT, cluster.name,
+                _cached(cache, cluster, "endpoints", endpoint_pb2.ClusterLoadAssignment, load_assignment))
     for feature in FEATURES:
         for type_url, name, message in feature.resources(gateway):
             out.add(type_url, name, message)

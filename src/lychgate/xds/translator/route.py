@@ -12,7 +12,7 @@ from google.protobuf import duration_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import FEATURES
-from lychgate.xds.translator.wire import RawMessage, repeated_field
+from lychgate.xds.translator.wire import RawMessage, WireCache, repeated_field
 
 _REDIRECT_CODES = {
     301: route_pb.RedirectAction.MOVED_PERMANENTLY,
@@ -26,49 +26,24 @@ _REDIRECT_CODES = {
 VIRTUAL_HOSTS_FIELD = route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number
 
 
-class VirtualHostCache:
-    """Virtual hosts in wire format (framed as RouteConfiguration.virtual_hosts
-    entries), by the identity of their IR.
-
-    Translation hands back the same ir.VirtualHost object while nothing in it
-    changed, so identity is enough to know the bytes are still right."""
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[ir.VirtualHost, bytes, bytes]] = {}
-        self._used = 0
-
-    def framed(self, hosts: tuple[ir.VirtualHost, ...]) -> tuple[bytes, bytes]:
-        """The framed bytes of all hosts, and the concatenation of their digests."""
-        entries = self._entries
-        out, digests = [], []
-        for vh in hosts:
-            entry = entries.get(id(vh))
-            if entry is None or entry[0] is not vh:
-                data = repeated_field(VIRTUAL_HOSTS_FIELD, [virtual_host(vh).SerializeToString(deterministic=True)])
-                entry = entries[id(vh)] = (vh, data, hashlib.blake2b(data, digest_size=8).digest())
-            out.append(entry[1])
-            digests.append(entry[2])
-        self._used += len(hosts)
-        return b"".join(out), b"".join(digests)
-
-    def sweep(self) -> None:
-        """Drop entries of virtual hosts that are gone, once they are the majority
-        (checking every pass would cost a walk over all of them)."""
-        if len(self._entries) > 2 * self._used + 1000:
-            self._entries = {}
-        self._used = 0
+def _framed_host(vh: ir.VirtualHost) -> bytes:
+    """A virtual host as one entry of RouteConfiguration.virtual_hosts on the wire."""
+    return repeated_field(VIRTUAL_HOSTS_FIELD, [virtual_host(vh).SerializeToString(deterministic=True)])
 
 
-def route_configuration(listener: ir.HTTPListener, cache: VirtualHostCache | None = None) -> RawMessage:
+def route_configuration(listener: ir.HTTPListener, cache: WireCache | None = None) -> RawMessage:
+    """Assembled from each virtual host's cached bytes: only changed hosts are
+    serialized again, and the digest comes from the hosts' digests."""
     head = route_pb2.RouteConfiguration(
         name=listener.name,
         # Route entries naming unknown clusters answer 500, the Gateway API's
         # answer for a backend that cannot be resolved.
         validate_clusters={"value": False},
     ).SerializeToString(deterministic=True)
-    hosts, digests = (cache or VirtualHostCache()).framed(listener.virtual_hosts)
-    digest = hashlib.blake2b(head + digests, digest_size=8).hexdigest()
-    return RawMessage(route_pb2.RouteConfiguration, head + hosts, digest)
+    cache = cache or WireCache()
+    parts = [cache.get(vh, "vhost", _framed_host) for vh in listener.virtual_hosts]
+    digest = hashlib.blake2b(head + b"".join(d for _, d in parts), digest_size=8).hexdigest()
+    return RawMessage(route_pb2.RouteConfiguration, head + b"".join(data for data, _ in parts), digest)
 
 
 def virtual_host(vh: ir.VirtualHost) -> route_pb.VirtualHost:

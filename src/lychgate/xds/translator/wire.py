@@ -10,6 +10,8 @@ serialized again (the "share unchanged protobufs" idea of issue 9).
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from typing import Any
 
 
@@ -52,3 +54,32 @@ def repeated_field(number: int, elements: list[bytes]) -> bytes:
     """Serialized elements of a repeated message field, as they appear on the wire."""
     tag = _varint((number << 3) | 2)  # wire type 2: length-delimited
     return b"".join(tag + _varint(len(e)) + e for e in elements)
+
+
+class WireCache:
+    """Bytes (and a digest of them) built from IR objects, by the objects' identity.
+
+    Translation hands back the same IR object while nothing in it changed, so
+    identity is enough to know the bytes are still right. Entries keep their
+    object alive, so an id is never reused while its entry exists."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, str], tuple[Any, bytes, bytes]] = {}
+        self._used = 0
+
+    def get(self, obj: Any, kind: str, encode: Callable[[Any], bytes]) -> tuple[bytes, bytes]:
+        """(encode(obj), its 8-byte digest), encoded once per object."""
+        self._used += 1
+        key = (id(obj), kind)
+        entry = self._entries.get(key)
+        if entry is None or entry[0] is not obj:
+            data = encode(obj)
+            entry = self._entries[key] = (obj, data, hashlib.blake2b(data, digest_size=8).digest())
+        return entry[1], entry[2]
+
+    def sweep(self) -> None:
+        """Forget everything once stale entries outnumber the used ones (walking
+        them every pass to find the stale few would cost more)."""
+        if len(self._entries) > 2 * self._used + 1000:
+            self._entries = {}
+        self._used = 0
