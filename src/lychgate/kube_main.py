@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from lightkube import KubeConfig
@@ -189,21 +190,19 @@ async def run_controller(
                 await cleanup()
 
 
+@dataclass
 class Wiring:
     """The running pieces, for tests that drive the controller in-process."""
 
-    def __init__(self, cp: ControlPlane, source: KubeSource, deployer: KubeDeployer,
-                 writer: StatusWriter, elector: LeaderElector | AlwaysLeader, xds_port: int,
-                 admin: str, metrics: str, health: str) -> None:
-        self.cp = cp
-        self.source = source
-        self.deployer = deployer
-        self.writer = writer
-        self.elector = elector
-        self.xds_port = xds_port
-        self.admin = admin
-        self.metrics = metrics
-        self.health = health
+    cp: ControlPlane
+    source: KubeSource
+    deployer: KubeDeployer
+    writer: StatusWriter
+    elector: LeaderElector | AlwaysLeader
+    xds_port: int
+    admin: str
+    metrics: str
+    health: str
 
 
 def _keep(source: KubeSource, cp: ControlPlane) -> Any:

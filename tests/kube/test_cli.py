@@ -95,3 +95,23 @@ async def test_no_cluster_configuration_is_a_clear_error(tmp_path: Path) -> None
         *LYCHGATE, "controller", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1 and err.decode().startswith("error:") and "Traceback" not in err.decode()
+
+
+def test_inference_extension_without_agent_gateway_is_deprecated(caplog: pytest.LogCaptureFixture) -> None:
+    """Spec §2.6.1/§9: warned about (deprecated in v2.1), not refused."""
+    import logging
+
+    from lychgate.kube_main import check_settings
+    from lychgate.settings import Settings
+
+    root = logging.getLogger("lychgate")
+    propagate, root.propagate = root.propagate, True  # lychgate's handler may have turned it off
+    try:
+        with caplog.at_level(logging.WARNING, logger="lychgate.controlplane"):
+            check_settings(Settings(inference_extension_enabled=True))
+            assert "deprecated" in caplog.text and "agentgateway.enabled" in caplog.text
+            caplog.clear()
+            check_settings(Settings(inference_extension_enabled=True, agentgateway_enabled=True))
+            assert "deprecated" not in caplog.text
+    finally:
+        root.propagate = propagate

@@ -91,9 +91,10 @@ async def test_a_real_envoy_serves_traffic_configured_through_the_api_server(
         (container,) = dep["spec"]["template"]["spec"]["containers"]
         args = list(container["args"])
         args[args.index("-c") + 1] = str(config)
-        proc = await asyncio.create_subprocess_exec(
-            envoy_binary(), *args, "--base-id", str(admin_port),
-            stdout=asyncio.subprocess.DEVNULL, stderr=(tmp_path / "envoy.log").open("wb"))
+        with (tmp_path / "envoy.log").open("wb") as envoy_log:  # the child keeps its own copy
+            proc = await asyncio.create_subprocess_exec(
+                envoy_binary(), *args, "--base-id", str(admin_port),
+                stdout=asyncio.subprocess.DEVNULL, stderr=envoy_log)
         try:
             async with httpx.AsyncClient(trust_env=False, timeout=2) as http:
                 # The readiness probe of the Deployment answers 200 once xDS configured Envoy.
