@@ -57,7 +57,7 @@ async def run_local(directory: Path, settings: Settings, stop: asyncio.Event | N
             tls.proxy_target(xds_host, xds_port, settings.xds_tls_dir, settings.xds_tls_require_client_cert)
             if settings.xds_tls_enabled else XdsTarget(xds_host, xds_port)
         )
-        deployer = LocalDeployer(settings.state_dir, target)
+        deployer = LocalDeployer(settings.state_dir, target, settings.local_address_base)
         preflight = None
         if settings.validation_level is ValidationLevel.STRICT:
             preflight = Preflight(envoy_binary(), settings.state_dir / "validate")

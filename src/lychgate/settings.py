@@ -53,6 +53,11 @@ class Settings(BaseSettings):
         default_factory=default_state_dir,
         description="Where local mode keeps proxy bootstraps, logs and allocated addresses.",
     )
+    local_address_base: str = Field(
+        "127.0.1.1",
+        description="Local mode: the first loopback address handed to a Gateway's proxy "
+        "(later Gateways get the next ones). Change it to run two lychgates side by side.",
+    )
     namespace: str = Field("lychgate-system", description="Installation namespace.")
     validation_level: ValidationLevel = Field(
         ValidationLevel.STANDARD, description="standard or strict (case-insensitive)."

@@ -18,8 +18,9 @@ FIRST_ADMIN_PORT = 19000
 
 
 class Allocations:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, first_address: str = str(FIRST_ADDRESS)) -> None:
         self.path = path
+        self.first_address = ipaddress.IPv4Address(first_address)
         self.addresses: dict[str, str] = {}
         self.admin_ports: dict[str, int] = {}
         if path.exists():
@@ -36,7 +37,7 @@ class Allocations:
             return requested
         if gateway not in self.addresses:
             used = set(self.addresses.values())
-            candidate = FIRST_ADDRESS
+            candidate = self.first_address
             while str(candidate) in used:
                 candidate += 1
             self.addresses[gateway] = str(candidate)

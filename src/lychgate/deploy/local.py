@@ -90,10 +90,10 @@ class LocalProxy:
 
 
 class LocalDeployer:
-    def __init__(self, state_dir: Path, xds: XdsTarget) -> None:
+    def __init__(self, state_dir: Path, xds: XdsTarget, first_address: str = "127.0.1.1") -> None:
         self.state_dir = state_dir
         self.xds = xds
-        self.allocations = Allocations(state_dir / "allocations.json")
+        self.allocations = Allocations(state_dir / "allocations.json", first_address)
         self.proxies: dict[str, LocalProxy] = {}
         self._binary = envoy_binary()
         self._lock = asyncio.Lock()
