@@ -81,7 +81,7 @@ def listener_errors(conn: ProxyConnection) -> dict[int, str]:
     for m in _LISTENER_ERROR.finditer(message):
         names, detail = m.group(1), m.group(2).strip().splitlines()[0]
         for name in names.split(","):
-            port = name.strip().removeprefix("http-")
+            port = name.strip().rsplit("-", 1)[-1]  # http-80, tls-443, tcp-5432, udp-53
             if port.isdigit():
                 out[int(port)] = _explain_bind_error(int(port), detail)
     return out

@@ -259,13 +259,35 @@ class VirtualHost:
 
 
 @dataclass(frozen=True)
+class Certificate:
+    """A serving certificate: PEM chain and key, as read from a Secret."""
+
+    chain: str
+    key: str
+
+
+@dataclass(frozen=True)
+class DownstreamTLS:
+    """TLS the proxy terminates: the certificates a filter chain serves."""
+
+    certificates: tuple[Certificate, ...]
+    alpn: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class HTTPListener:
-    """One Envoy listener: every Gateway listener sharing address and port."""
+    """One HTTP connection manager and its RouteConfiguration (named `name`).
+
+    Plain HTTP: every Gateway listener sharing address and port is one of these.
+    HTTPS: each Gateway listener is one, a TLS filter chain picked by SNI
+    (`server_names`, empty = any name) on the shared port."""
 
     name: str
     address: str
     port: int
     virtual_hosts: tuple[VirtualHost, ...]
+    server_names: tuple[str, ...] = ()
+    tls: DownstreamTLS | None = None
     # Every usable ext auth / ext proc GatewayExtension: each gets a filter in the
     # chain (off by default) whether or not a route uses it yet, so attaching a
     # policy changes only routes and never drains the listener's connections.
@@ -277,10 +299,35 @@ class HTTPListener:
 
 
 @dataclass(frozen=True)
+class TCPListener:
+    """A TCP proxy filter chain: TCPRoute, or TLSRoute (passthrough when `tls` is
+    None and `server_names` are set; terminated when `tls` is set)."""
+
+    name: str
+    address: str
+    port: int
+    backends: tuple[WeightedCluster, ...]
+    server_names: tuple[str, ...] = ()
+    tls: DownstreamTLS | None = None
+    sni: bool = False  # the port carries TLS: inspect the ClientHello for SNI
+
+
+@dataclass(frozen=True)
+class UDPListener:
+    """A UDP proxy: one UDPRoute's backends on a port."""
+
+    name: str
+    address: str
+    port: int
+    backends: tuple[WeightedCluster, ...]
+
+
+@dataclass(frozen=True)
 class Endpoint:
     address: str
     port: int
     ready: bool = True
+    weight: int = 1
 
 
 @dataclass(frozen=True)
@@ -299,6 +346,8 @@ class GatewayIR:
     name: str
     listeners: tuple[HTTPListener, ...] = ()
     clusters: tuple[Cluster, ...] = field(default=())
+    # Layer-4 filter chains; they share Envoy listeners with HTTPS by port.
+    streams: tuple[TCPListener | UDPListener, ...] = ()
 
     @property
     def ref(self) -> str:

@@ -176,9 +176,10 @@ async def test_stale_nonce_is_ignored(setup: tuple[SnapshotCache, AdsServer, Cli
 
 
 def _other_listener() -> ir.GatewayIR:
+    """The same listener with other content (another address)."""
     gw = gateway()
     listener = gw.listeners[0]
-    moved = ir.HTTPListener(listener.name, listener.address, 9090, listener.virtual_hosts)
+    moved = ir.HTTPListener(listener.name, "127.0.0.2", listener.port, listener.virtual_hosts)
     return ir.GatewayIR(gw.namespace, gw.name, (moved,), gw.clusters)
 
 

@@ -276,3 +276,105 @@ class ReferenceGrant(Resource):
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1beta1", "v1")
     spec: ReferenceGrantSpec
 
+
+
+# --- GRPCRoute -------------------------------------------------------------
+
+
+class GRPCMethodMatch(Model):
+    type: Literal["Exact", "RegularExpression"] = "Exact"
+    service: str | None = Field(None, max_length=1024)
+    method: str | None = Field(None, max_length=1024)
+
+
+class GRPCHeaderMatch(Model):
+    type: Literal["Exact", "RegularExpression"] = "Exact"
+    name: str = Field(min_length=1)
+    value: str
+
+
+class GRPCRouteMatch(Model):
+    method: GRPCMethodMatch | None = None
+    headers: list[GRPCHeaderMatch] = Field(default_factory=list)
+
+
+class GRPCRouteFilter(Model):
+    type: Literal["ResponseHeaderModifier", "RequestHeaderModifier", "RequestMirror", "ExtensionRef"]
+    request_header_modifier: HeaderModifier | None = None
+    response_header_modifier: HeaderModifier | None = None
+    request_mirror: OpenModel | None = None
+    extension_ref: LocalObjectReference | None = None
+
+
+class GRPCBackendRef(BackendRef):
+    filters: list[GRPCRouteFilter] = Field(default_factory=list)  # type: ignore[assignment]
+
+
+class GRPCRouteRule(Model):
+    name: str | None = None
+    matches: list[GRPCRouteMatch] = Field(default_factory=list, max_length=64)
+    filters: list[GRPCRouteFilter] = Field(default_factory=list)
+    backend_refs: list[GRPCBackendRef] = Field(default_factory=list)
+    session_persistence: OpenModel | None = None
+
+
+class GRPCRouteSpec(Model):
+    parent_refs: list[ParentReference] = Field(default_factory=list)
+    hostnames: list[str] = Field(default_factory=list)
+    rules: list[GRPCRouteRule] = Field(default_factory=lambda: [GRPCRouteRule()], max_length=16)
+
+
+class GRPCRoute(Resource):
+    KIND: ClassVar[str] = "GRPCRoute"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1",)
+    spec: GRPCRouteSpec
+
+
+# --- TLSRoute, TCPRoute, UDPRoute (layer 4) ---------------------------------
+
+
+class L4BackendRef(Model):
+    group: str = ""
+    kind: str = "Service"
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    weight: int = Field(1, ge=0, le=1_000_000)
+
+
+class L4RouteRule(Model):
+    name: str | None = None
+    backend_refs: list[L4BackendRef] = Field(default_factory=list, max_length=16)
+
+
+class TLSRouteSpec(Model):
+    parent_refs: list[ParentReference] = Field(default_factory=list)
+    hostnames: list[str] = Field(default_factory=list)
+    rules: list[L4RouteRule] = Field(min_length=1, max_length=1)
+
+
+class L4RouteSpec(Model):
+    parent_refs: list[ParentReference] = Field(default_factory=list)
+    rules: list[L4RouteRule] = Field(min_length=1, max_length=1)
+
+
+class TLSRoute(Resource):
+    KIND: ClassVar[str] = "TLSRoute"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1", "v1alpha3", "v1alpha2")
+    spec: TLSRouteSpec
+
+
+class TCPRoute(Resource):
+    KIND: ClassVar[str] = "TCPRoute"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1", "v1alpha2")
+    spec: L4RouteSpec
+
+
+class UDPRoute(Resource):
+    KIND: ClassVar[str] = "UDPRoute"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1", "v1alpha2")
+    spec: L4RouteSpec

@@ -16,24 +16,30 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.base import ObjectKey
-from lychgate.api.gateway import HTTPRoute
+from lychgate.api.gateway import GRPCRoute, HTTPRoute
 from lychgate.store.store import Read
 
 GatewayKey = tuple[str, str]
-VHostKey = tuple[GatewayKey, int, str]
-Entry = tuple[HTTPRoute, ir.Route, str]  # route, one of its IR routes, the listener it came through
+AnyRoute = HTTPRoute | GRPCRoute
+# (gateway, route table, hostname); a route table is one RouteConfiguration:
+# "http-80" for all plain HTTP listeners of a port, "https-443-<listener>" for
+# each HTTPS listener.
+VHostKey = tuple[GatewayKey, str, str]
+Entry = tuple[AnyRoute, ir.Route, str]  # route, one of its IR routes, the listener it came through
 
 # Kinds whose changes reach only the routes that read them; any other change
 # (a Gateway, a class, a namespace's labels, a policy) means a full pass.
-ROUTE_LEVEL_KINDS = frozenset({"HTTPRoute", "Service", "EndpointSlice", "ReferenceGrant"})
+ROUTE_LEVEL_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "Service", "EndpointSlice", "ReferenceGrant"})
+# Kinds the aggregate holds (the layer-4 routes are few and redone every pass).
+AGGREGATED_KINDS = frozenset({"HTTPRoute", "GRPCRoute"})
 
 
 @dataclass(frozen=True)
 class Contribution:
     """One route's share: where it attaches, what it routes, what status it has."""
 
-    # (gateway, listener name, port, hostnames)
-    attachments: tuple[tuple[GatewayKey, str, int, tuple[str, ...]], ...]
+    # (gateway, listener name, route table, hostnames)
+    attachments: tuple[tuple[GatewayKey, str, str, tuple[str, ...]], ...]
     routes: tuple[ir.Route, ...]
     clusters: tuple[ir.Cluster, ...]
     status: dict[str, Any] | None
@@ -43,19 +49,19 @@ class Contribution:
 class Aggregate:
     revision: int | None = None  # store revision of the last pass; None: start over
     signature: Any = None  # inputs outside the store that every route depends on
-    routes: dict[ObjectKey, tuple[HTTPRoute, Contribution]] = field(default_factory=dict)
+    routes: dict[ObjectKey, tuple[AnyRoute, Contribution]] = field(default_factory=dict)
     readers: dict[Read, set[ObjectKey]] = field(default_factory=lambda: defaultdict(set))
     reads: dict[ObjectKey, frozenset[Read]] = field(default_factory=dict)
     buckets: dict[VHostKey, dict[ObjectKey, list[Entry]]] = field(default_factory=dict)
-    hosts: dict[tuple[GatewayKey, int], set[str]] = field(default_factory=lambda: defaultdict(set))
+    hosts: dict[tuple[GatewayKey, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     listener_routes: dict[tuple[GatewayKey, str], set[ObjectKey]] = field(default_factory=lambda: defaultdict(set))
     cluster_users: dict[GatewayKey, dict[str, dict[ObjectKey, ir.Cluster]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(dict)))
     statuses: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
     vhosts: dict[VHostKey, ir.VirtualHost] = field(default_factory=dict)
     dirty: set[VHostKey] = field(default_factory=set)
-    # hosts of a (gateway, port) in order, kept until a host comes or goes
-    ordered: dict[tuple[GatewayKey, int], list[str]] = field(default_factory=dict)
+    # hosts of a (gateway, route table) in order, kept until a host comes or goes
+    ordered: dict[tuple[GatewayKey, str], list[str]] = field(default_factory=dict)
 
     def reset(self) -> None:
         fresh = Aggregate()
@@ -67,7 +73,7 @@ class Aggregate:
         for what, ident in changes:
             if what == "key":
                 key: ObjectKey = ident  # type: ignore[assignment]
-                if key.kind == "HTTPRoute":
+                if key.kind in AGGREGATED_KINDS:
                     out.add(key)
                 out |= self.readers.get(("key", key), set())
                 out |= self.readers.get(("list", (key.kind, key.namespace)), set())
@@ -86,57 +92,57 @@ class Aggregate:
         if old is None:
             return
         _, contribution = old
-        for gw, listener, port, hosts in contribution.attachments:
+        for gw, listener, table, hosts in contribution.attachments:
             self.listener_routes[(gw, listener)].discard(key)
             for host in hosts:
-                vkey = (gw, port, host)
+                vkey = (gw, table, host)
                 bucket = self.buckets.get(vkey)
                 if bucket is not None and bucket.pop(key, None) is not None:
                     self.dirty.add(vkey)
                     if not bucket:
                         del self.buckets[vkey]
-                        self.hosts[(gw, port)].discard(host)
-                        self.ordered.pop((gw, port), None)
+                        self.hosts[(gw, table)].discard(host)
+                        self.ordered.pop((gw, table), None)
             users = self.cluster_users[gw]
             for cluster in contribution.clusters:
                 users[cluster.name].pop(key, None)
                 if not users[cluster.name]:
                     del users[cluster.name]
 
-    def add(self, key: ObjectKey, route: HTTPRoute, contribution: Contribution, reads: frozenset[Read]) -> None:
+    def add(self, key: ObjectKey, route: AnyRoute, contribution: Contribution, reads: frozenset[Read]) -> None:
         self.routes[key] = (route, contribution)
         self.reads[key] = reads
         for token in reads:
             self.readers[token].add(key)
         if contribution.status is not None:
             self.statuses[key] = contribution.status
-        for gw, listener, port, hosts in contribution.attachments:
+        for gw, listener, table, hosts in contribution.attachments:
             self.listener_routes[(gw, listener)].add(key)
             for host in hosts:
-                vkey = (gw, port, host)
+                vkey = (gw, table, host)
                 self.buckets.setdefault(vkey, {}).setdefault(key, []).extend(
                     (route, r, listener) for r in contribution.routes)
-                if host not in self.hosts[(gw, port)]:
-                    self.hosts[(gw, port)].add(host)
-                    self.ordered.pop((gw, port), None)
+                if host not in self.hosts[(gw, table)]:
+                    self.hosts[(gw, table)].add(host)
+                    self.ordered.pop((gw, table), None)
                 self.dirty.add(vkey)
             for cluster in contribution.clusters:
                 self.cluster_users[gw][cluster.name][key] = cluster
 
     def virtual_hosts(
-        self, gw: GatewayKey, port: int, build: Callable[[int, str, list[Entry]], ir.VirtualHost]
+        self, gw: GatewayKey, table: str, build: Callable[[str, str, list[Entry]], ir.VirtualHost]
     ) -> list[ir.VirtualHost]:
-        """The virtual hosts of a Gateway's port, rebuilding only the touched ones."""
+        """The virtual hosts of a route table, rebuilding only the touched ones."""
         out = []
-        ordered = self.ordered.get((gw, port))
+        ordered = self.ordered.get((gw, table))
         if ordered is None:
-            ordered = self.ordered[(gw, port)] = sorted(self.hosts.get((gw, port), ()))
+            ordered = self.ordered[(gw, table)] = sorted(self.hosts.get((gw, table), ()))
         dirty, vhosts = self.dirty, self.vhosts
         for host in ordered:
-            vkey = (gw, port, host)
+            vkey = (gw, table, host)
             if vkey in dirty or vkey not in vhosts:
                 entries = [e for es in self.buckets[vkey].values() for e in es]
-                self.vhosts[vkey] = build(port, host, entries)
+                self.vhosts[vkey] = build(table, host, entries)
             out.append(self.vhosts[vkey])
         return out
 

@@ -20,3 +20,10 @@ def condition(
         "message": message,
         "observedGeneration": generation,
     }
+
+
+def resolved_refs(reason: str | None, problems: list[str], generation: int) -> dict[str, Any]:
+    """A route's ResolvedRefs: False with the first problem's reason and every message."""
+    if problems:
+        return condition("ResolvedRefs", False, reason or "BackendNotFound", "; ".join(problems), generation)
+    return condition("ResolvedRefs", True, "ResolvedRefs", "all backend references resolved", generation)

@@ -6,29 +6,41 @@ feedback from running proxies (for example a port Envoy could not bind).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lychgate import ir
 from lychgate.api.base import ObjectKey
-from lychgate.api.gateway import GROUP, Gateway, GatewayClass, HTTPRoute, ParentReference
+from lychgate.api.gateway import GROUP, Gateway, GatewayClass, GRPCRoute, HTTPRoute, ParentReference
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Store
-from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, Contribution
-from lychgate.translate.conditions import condition
-from lychgate.translate.hostnames import effective_hostnames
+from lychgate.translate import hostnames
+from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, AnyRoute, Contribution, Entry
+from lychgate.translate.conditions import condition, resolved_refs
+from lychgate.translate.grpcroutes import compile_grpc_route
 from lychgate.translate.listeners import ListenerState, validate_listeners
+from lychgate.translate.parents import (
+    CONTROLLER_NAME,
+    Attached,
+    GatewayCtx,
+    attach,
+    missing_parent,
+    parent_status,
+)
 from lychgate.translate.policies import PolicyIndex
 from lychgate.translate.routes import CompiledRoute, compile_route, precedence_key
-
-CONTROLLER_NAME = "gateway.lychgate.dev/lychgate"
+from lychgate.translate.streams import Streams, translate_streams
 
 # Gateway API features the translator implements, for GatewayClass status.supportedFeatures
 # (ascending, as the API asks).
 SUPPORTED_FEATURES: tuple[str, ...] = (
+    "GRPCRoute",
     "Gateway",
+    "GatewayHTTPListenerIsolation",
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
     "HTTPRoute",
     "HTTPRouteBackendRequestHeaderModification",
@@ -43,6 +55,9 @@ SUPPORTED_FEATURES: tuple[str, ...] = (
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    "TCPRoute",
+    "TLSRoute",
+    "UDPRoute",
 )
 
 
@@ -91,16 +106,6 @@ AddressFor = Callable[[Gateway], str | None]
 StatusAddresses = Callable[[Gateway], list[dict[str, str]]]
 
 
-@dataclass
-class _GatewayCtx:
-    gateway: Gateway
-    listeners: list[ListenerState]
-    by_name: dict[str, ListenerState] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.by_name = {l.name: l for l in self.listeners}
-
-
 def translate(
     store: Store, address_for: AddressFor, feedback: Feedback | None = None,
     policy_merge: Mapping[str, Any] | None = None,
@@ -114,13 +119,15 @@ def translate(
     state = state or Aggregate()
     out = Translation()
     classes = _our_classes(store, out)
-    ctxs: dict[tuple[str, str], _GatewayCtx] = {}
+    ctxs: dict[tuple[str, str], GatewayCtx] = {}
     for gw in sorted(store.list(Gateway), key=lambda g: (g.namespace, g.name)):
         if gw.spec.gateway_class_name in classes:
-            ctxs[(gw.namespace, gw.name)] = _GatewayCtx(gw, validate_listeners(gw))
+            ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, validate_listeners(gw, store))
 
     _update_routes(store, state, ctxs)
     out.status.update(state.statuses)
+    streams = translate_streams(store, ctxs)
+    out.status.update(streams.status)
     for (kind, ns, name), why in feedback.blocked_routes.items():
         key = ObjectKey(kind, ns, name)
         if key in out.status:
@@ -130,7 +137,8 @@ def translate(
     for ctx in ctxs.values():
         gw_key = (ctx.gateway.namespace, ctx.gateway.name)
         for listener in ctx.listeners:
-            listener.attached_routes = len(state.listener_routes.get((gw_key, listener.name), ()))
+            listener.attached_routes = (len(state.listener_routes.get((gw_key, listener.name), ()))
+                                        + streams.attached.get((gw_key, listener.name), 0))
 
     policies = PolicyIndex(
         store, {k: c.gateway for k, c in ctxs.items()},
@@ -138,7 +146,7 @@ def translate(
     )
     for ctx in ctxs.values():
         _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
-                        out, policies, status_addresses)
+                        out, policies, streams, status_addresses)
     policies.write_status(out.status)
     state.settle(store.revision)
     return out
@@ -149,7 +157,7 @@ def _generation(store: Store, key: ObjectKey) -> int:
     return obj.generation if obj is not None else 1
 
 
-def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], _GatewayCtx]) -> None:
+def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], GatewayCtx]) -> None:
     """Bring the aggregate up to date: every route on a full pass, else only the
     routes that changed or read something that changed."""
     signature = (tuple((k, c.gateway) for k, c in ctxs.items()), store.count("TrafficPolicy") > 0,
@@ -170,12 +178,12 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], _
         dirty = state.affected(changes)
     else:
         state.reset()
-        dirty = {r.key for r in store.list(HTTPRoute)}
+        dirty = {r.key for r in store.list(HTTPRoute)} | {r.key for r in store.list(GRPCRoute)}
     state.signature = signature
     for key in sorted(dirty):
         state.remove(key)
         route = store.get_key(key)
-        if isinstance(route, HTTPRoute):
+        if isinstance(route, HTTPRoute | GRPCRoute):
             with store.tracking() as reads:
                 contribution = _contribution(store, route, ctxs)
             state.add(key, route, contribution, frozenset(reads))
@@ -203,22 +211,11 @@ def _our_classes(store: Store, out: Translation) -> dict[str, GatewayClass]:
     return ours
 
 
-def _parent_key(route: HTTPRoute, ref: ParentReference) -> dict[str, Any]:
-    key: dict[str, Any] = {"group": ref.group, "kind": ref.kind, "name": ref.name,
-                           "namespace": ref.namespace or route.namespace}
-    if ref.section_name is not None:
-        key["sectionName"] = ref.section_name
-    if ref.port is not None:
-        key["port"] = ref.port
-    return key
-
-
-def _contribution(store: Store, route: HTTPRoute, ctxs: dict[tuple[str, str], _GatewayCtx]) -> Contribution:
+def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], GatewayCtx]) -> Contribution:
     """What one route adds, under every parent Gateway of ours."""
     compiled: CompiledRoute | None = None
     parents: list[dict[str, Any]] = []
-    attachments: list[tuple[tuple[str, str], str, int, tuple[str, ...]]] = []
-    gen = route.generation
+    attachments: list[tuple[tuple[str, str], str, str, tuple[str, ...]]] = []
     for ref in route.spec.parent_refs:
         if ref.group != GROUP or ref.kind != "Gateway":
             continue
@@ -226,17 +223,14 @@ def _contribution(store: Store, route: HTTPRoute, ctxs: dict[tuple[str, str], _G
         ctx = ctxs.get((ns, ref.name))
         if ctx is None:
             if store.get(Gateway, ns, ref.name) is None:
-                parents.append(_parent_status(route, ref, [
-                    condition("Accepted", False, "NoMatchingParent", f"Gateway {ns}/{ref.name} not found", gen),
-                    condition("ResolvedRefs", True, "ResolvedRefs", "not evaluated without a parent", gen),
-                ]))
+                parents.append(missing_parent(route, ref, ns))
             continue  # a Gateway of another controller: not ours to report
         if compiled is None:
-            compiled = compile_route(store, route)
+            compiled = compile_grpc_route(store, route) if isinstance(route, GRPCRoute) else compile_route(store, route)
         conds, attached = _attachment(store, route, ref, ctx, compiled)
-        attachments.extend(((ns, ref.name), name, ctx.by_name[name].spec.port, tuple(hosts))
-                           for name, hosts in attached)
-        parents.append(_parent_status(route, ref, conds))
+        attachments.extend(((ns, ref.name), listener.name, route_table(listener), tuple(hosts))
+                           for listener, hosts in attached)
+        parents.append(parent_status(route, ref, conds))
     return Contribution(
         attachments=tuple(attachments),
         routes=tuple(compiled.routes) if compiled else (),
@@ -245,65 +239,33 @@ def _contribution(store: Store, route: HTTPRoute, ctxs: dict[tuple[str, str], _G
     )
 
 
-def _parent_status(route: HTTPRoute, ref: ParentReference, conds: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"parentRef": _parent_key(route, ref), "controllerName": CONTROLLER_NAME, "conditions": conds}
+def route_table(listener: ListenerState) -> str:
+    """The RouteConfiguration a listener's routes go into: one per plain HTTP port
+    (hostnames keep listeners apart), one per HTTPS listener (its own TLS chain)."""
+    if listener.spec.protocol == "HTTPS":
+        return f"https-{listener.spec.port}-{listener.name}"
+    return f"http-{listener.spec.port}"
 
 
 def _attachment(
-    store: Store, route: HTTPRoute, ref: ParentReference, ctx: _GatewayCtx, compiled: CompiledRoute
-) -> tuple[list[dict[str, Any]], list[tuple[str, list[str]]]]:
+    store: Store, route: AnyRoute, ref: ParentReference, ctx: GatewayCtx, compiled: CompiledRoute
+) -> tuple[list[dict[str, Any]], Attached]:
     """A route's conditions under one parent, and the (listener, hostnames) it attaches to."""
     gen = route.generation
-    gw = ctx.gateway
-    candidates = [
-        l for l in ctx.listeners
-        if (ref.section_name is None or l.name == ref.section_name)
-        and (ref.port is None or l.spec.port == ref.port)
-    ]
+    refused, attached = attach(store, route, ref, ctx, list(route.spec.hostnames))
     conds: list[dict[str, Any]] = []
-    attached: list[tuple[ListenerState, list[str]]] = []
-    if not candidates:
-        what = " and ".join(
-            part for part in (
-                f"sectionName {ref.section_name}" if ref.section_name else "",
-                f"port {ref.port}" if ref.port else "",
-            ) if part
-        )
-        conds.append(condition("Accepted", False, "NoMatchingParent",
-                               f"Gateway {gw.namespace}/{gw.name} has no listener with {what}", gen))
+    if refused is not None:
+        conds.append(refused)
+    elif compiled.rule_count and len(compiled.replaced) == compiled.rule_count:
+        conds.append(condition("Accepted", False, "UnsupportedValue",
+                               "every rule is invalid and answers 500: " + "; ".join(compiled.replaced), gen))
     else:
-        usable = [l for l in candidates if l.usable]
-        allowed = [
-            l for l in usable
-            if "HTTPRoute" in l.allowed_kinds() and l.admits_namespace(store, gw, route.namespace)
-        ]
-        for listener in allowed:
-            hosts = effective_hostnames(listener.spec.hostname, list(route.spec.hostnames))
-            if hosts:
-                attached.append((listener, hosts))
-        if not usable:
-            conds.append(condition("Accepted", False, "NoMatchingParent",
-                                   "every matching listener is invalid: " + "; ".join(l.invalid_message for l in candidates), gen))
-        elif not allowed:
-            conds.append(condition("Accepted", False, "NotAllowedByListeners",
-                                   f"listeners {', '.join(l.name for l in usable)} do not allow HTTPRoutes from namespace {route.namespace}", gen))
-        elif not attached:
-            conds.append(condition("Accepted", False, "NoMatchingListenerHostname",
-                                   f"no hostname of the route ({', '.join(route.spec.hostnames)}) matches a listener hostname", gen))
-        elif compiled.rule_count and len(compiled.replaced) == compiled.rule_count:
-            conds.append(condition("Accepted", False, "UnsupportedValue",
-                                   "every rule is invalid and answers 500: " + "; ".join(compiled.replaced), gen))
-        else:
-            conds.append(condition("Accepted", True, "Accepted", f"attached to {', '.join(l.name for l, _ in attached)}", gen))
-    if compiled.unresolved:
-        conds.append(condition("ResolvedRefs", False, compiled.unresolved_reason or "BackendNotFound",
-                               "; ".join(compiled.unresolved), gen))
-    else:
-        conds.append(condition("ResolvedRefs", True, "ResolvedRefs", "all backend references resolved", gen))
+        conds.append(condition("Accepted", True, "Accepted", f"attached to {', '.join(l.name for l, _ in attached)}", gen))
+    conds.append(resolved_refs(compiled.unresolved_reason, compiled.unresolved, gen))
     if compiled.replaced and len(compiled.replaced) < compiled.rule_count:
         conds.append(condition("PartiallyInvalid", True, "UnsupportedValue",
                                "replaced by a direct 500 response: " + "; ".join(compiled.replaced), gen))
-    return conds, [(listener.name, hosts) for listener, hosts in attached]
+    return conds, attached
 
 
 def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayParameters | None, str | None]:
@@ -323,22 +285,69 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayPar
 
 
 def _virtual_host(
-    gw: Gateway, port: int, host: str, entries: list[tuple[HTTPRoute, ir.Route, str]], policies: PolicyIndex
+    gw: Gateway, table: str, host: str, entries: list[Entry], policies: PolicyIndex,
+    port_listeners: dict[str, str | None], misdirected: bool,
 ) -> ir.VirtualHost:
-    ordered = sorted(entries, key=lambda e: precedence_key(e[0], e[1]))
-    routes = tuple(policies.apply(gw, name, route, r) for route, r, name in ordered)
-    return ir.VirtualHost(name=f"{port}/{host}", domains=(host,), routes=routes)
+    # Listener isolation: a request belongs to the most specific listener whose
+    # hostname matches it; routes that came through another listener don't serve it.
+    owner = hostnames.owner(host, port_listeners)
+    name = f"{table.removeprefix('http-')}/{host}" if table.startswith("http-") else f"{table}/{host}"
+    mine = [e for e in entries if e[2] == owner]
+    if misdirected and not mine:
+        return _misdirected_host(gw, name, (host,))
+    ordered = sorted(mine, key=lambda e: precedence_key(e[0], e[1]))
+    routes = tuple(policies.apply(gw, listener, route, r) for route, r, listener in ordered)
+    return ir.VirtualHost(name=name, domains=(host,), routes=routes)
+
+
+MISDIRECTED_BODY = "this host is served by another listener of this gateway; open a new connection for it\n"
+
+
+def _misdirected_host(gw: Gateway, name: str, domains: tuple[str, ...]) -> ir.VirtualHost:
+    """HTTP 421: the connection's TLS name chose one listener, the Host header
+    belongs to another (a client reusing a connection across hostnames)."""
+    source = ir.RouteSource("Gateway", gw.namespace, gw.name, 0, 0, "misdirected")
+    route = ir.Route(source=source, match=ir.Match(), action=ir.DirectResponse(421, MISDIRECTED_BODY))
+    return ir.VirtualHost(name=name, domains=domains, routes=(route,))
+
+
+def _https_tables(gw: Gateway, agg: Aggregate, serving: list[ListenerState], address: str,
+                  policies: PolicyIndex) -> list[ir.HTTPListener]:
+    """One TLS filter chain and RouteConfiguration per HTTPS listener."""
+    out = []
+    gw_key = (gw.namespace, gw.name)
+    for port in sorted({l.spec.port for l in serving if l.spec.protocol == "HTTPS"}):
+        on_port = [l for l in serving if l.spec.port == port and l.spec.protocol in ("HTTPS", "TLS")]
+        names = {l.name: l.spec.hostname for l in on_port}
+        for listener in (l for l in on_port if l.spec.protocol == "HTTPS"):
+            table = route_table(listener)
+            vhosts = agg.virtual_hosts(gw_key, table, functools.partial(
+                _virtual_host, gw, policies=policies, port_listeners=names, misdirected=True))
+            taken = {d for vh in vhosts for d in vh.domains}
+            # Hosts other listeners of the port own answer 421; with a hostname of
+            # its own, every other host does too.
+            others = [h for n, h in names.items() if n != listener.name and h and h not in taken]
+            if listener.spec.hostname and "*" not in taken:
+                others.append("*")
+            extra = [_misdirected_host(gw, f"{table}/misdirected/{h}", (h,)) for h in others]
+            assert listener.tls is not None
+            out.append(ir.HTTPListener(
+                name=table, address=address, port=port, virtual_hosts=(*vhosts, *extra),
+                server_names=(listener.spec.hostname,) if listener.spec.hostname else (),
+                tls=listener.tls, extensions=policies.extensions, policy_filters=policies.active))
+    return out
 
 
 def _finish_gateway(
     store: Store,
     agg: Aggregate,
-    ctx: _GatewayCtx,
+    ctx: GatewayCtx,
     gc: GatewayClass,
     address_for: AddressFor,
     feedback: Feedback,
     out: Translation,
     policies: PolicyIndex,
+    streams: Streams,
     status_addresses: StatusAddresses | None = None,
 ) -> None:
     gw = ctx.gateway
@@ -393,21 +402,26 @@ def _finish_gateway(
     listeners: list[ir.HTTPListener] = []
     gw_key = (gw.namespace, gw.name)
     clusters = agg.clusters(gw_key)
-    for port in sorted({l.spec.port for l in usable}):
-        vhosts = agg.virtual_hosts(
-            gw_key, port, lambda port, host, entries: _virtual_host(gw, port, host, entries, policies))
+    serving_listeners = [l for l in usable if l.serving]
+    for port in sorted({l.spec.port for l in serving_listeners if l.spec.protocol == "HTTP"}):
+        names = {l.name: l.spec.hostname for l in serving_listeners if l.spec.port == port}
+        vhosts = agg.virtual_hosts(gw_key, f"http-{port}", functools.partial(
+            _virtual_host, gw, policies=policies, port_listeners=names, misdirected=False))
         listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts),
                                          extensions=policies.extensions, policy_filters=policies.active))
+    listeners += _https_tables(gw, agg, serving_listeners, address, policies)
+    stream_listeners = streams.listeners(gw_key, address)
+    clusters.update(streams.clusters.get(gw_key, {}))
     clusters.update(policies.clusters_for(ref))
     out.gateways[ref] = ir.GatewayIR(
         namespace=gw.namespace, name=gw.name, listeners=tuple(listeners),
-        clusters=tuple(clusters[k] for k in sorted(clusters)),
+        clusters=tuple(clusters[k] for k in sorted(clusters)), streams=stream_listeners,
     )
     log_level = params.spec.kube.envoy_container.bootstrap.log_level if params else "info"
     infra = gw.spec.infrastructure
     out.proxies[ref] = ProxyIntent(
         namespace=gw.namespace, name=gw.name, address=address, log_level=log_level,
-        ports=tuple(l.port for l in listeners),
+        ports=tuple(sorted({l.port for l in (*listeners, *stream_listeners)})),
         labels=tuple(sorted(infra.labels.items())) if infra else (),
         annotations=tuple(sorted(infra.annotations.items())) if infra else (),
         parameters=params,

@@ -39,3 +39,25 @@ def effective_hostnames(listener: str | None, route_hostnames: list[str]) -> lis
         if served is not None and served not in out:
             out.append(served)
     return out
+
+
+def _specificity(listener: str | None, host: str) -> int | None:
+    """How closely a listener hostname matches a served host (higher wins), or None."""
+    if listener is None:
+        return 0
+    if listener == host:
+        return 1 << 16
+    if listener.startswith("*.") and host != "*" and _matches_wildcard(host.removeprefix("*"), listener):
+        return len(listener)
+    return None
+
+
+def owner(host: str, listeners: dict[str, str | None]) -> str | None:
+    """The listener (name -> hostname, one port) a request for `host` belongs to:
+    the most specific match, as the Gateway API's listener isolation asks."""
+    best, best_score = None, -1
+    for name, hostname in listeners.items():
+        score = _specificity(hostname, host)
+        if score is not None and score > best_score:
+            best, best_score = name, score
+    return best

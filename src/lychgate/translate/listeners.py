@@ -6,16 +6,25 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from lychgate import ir
 from lychgate.api import selectors
 from lychgate.api.core import Namespace
 from lychgate.api.gateway import GROUP, Gateway, Listener
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
+from lychgate.translate.secrets import resolve_certificates
 
 # Route kinds each listener protocol can carry (Gateway API core + extended).
 SUPPORTED_KINDS: dict[str, tuple[str, ...]] = {
-    "HTTP": ("HTTPRoute",),
+    "HTTP": ("HTTPRoute", "GRPCRoute"),
+    "HTTPS": ("HTTPRoute", "GRPCRoute"),
+    "TLS": ("TLSRoute",),
+    "TCP": ("TCPRoute",),
+    "UDP": ("UDPRoute",),
 }
+
+# Listeners on one port must share a transport; UDP lives beside any of them.
+TRANSPORT = {"HTTP": "http", "HTTPS": "tls", "TLS": "tls", "TCP": "tcp", "UDP": "udp"}
 
 
 @dataclass
@@ -29,6 +38,9 @@ class ListenerState:
     attached_routes: int = 0
     # Set from proxy feedback (for example a port that cannot be bound).
     programmed_error: str | None = None
+    # Terminated TLS: the certificates served, or why they cannot be (reason, message).
+    tls: ir.DownstreamTLS | None = None
+    refs_error: tuple[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -36,7 +48,17 @@ class ListenerState:
 
     @property
     def usable(self) -> bool:
+        """Routes may attach to it (its status counts them)."""
         return self.valid and self.conflicted is None
+
+    @property
+    def serving(self) -> bool:
+        """The proxy serves it: usable, and its certificates resolved."""
+        return self.usable and self.refs_error is None
+
+    @property
+    def passthrough(self) -> bool:
+        return self.spec.protocol == "TLS" and (self.spec.tls is None or self.spec.tls.mode == "Passthrough")
 
     def allowed_kinds(self) -> list[str]:
         supported = SUPPORTED_KINDS.get(self.spec.protocol, ())
@@ -76,7 +98,9 @@ class ListenerState:
                 generation,
             )
         )
-        if self.invalid_kinds:
+        if self.refs_error is not None:
+            conds.append(condition("ResolvedRefs", False, self.refs_error[0], self.refs_error[1], generation))
+        elif self.invalid_kinds:
             conds.append(
                 condition(
                     "ResolvedRefs", False, "InvalidRouteKinds",
@@ -88,6 +112,8 @@ class ListenerState:
             conds.append(condition("ResolvedRefs", True, "ResolvedRefs", "all references resolved", generation))
         if not self.usable:
             conds.append(condition("Programmed", False, "Invalid", self.invalid_message, generation))
+        elif self.refs_error is not None:
+            conds.append(condition("Programmed", False, "Invalid", self.refs_error[1], generation))
         elif self.programmed_error:
             conds.append(condition("Programmed", False, "Invalid", self.programmed_error, generation))
         else:
@@ -100,7 +126,7 @@ class ListenerState:
         }
 
 
-def validate_listeners(gateway: Gateway) -> list[ListenerState]:
+def validate_listeners(gateway: Gateway, store: Store) -> list[ListenerState]:
     states = [ListenerState(spec=listener) for listener in gateway.spec.listeners]
     for state in states:
         proto = state.spec.protocol
@@ -108,7 +134,7 @@ def validate_listeners(gateway: Gateway) -> list[ListenerState]:
             state.valid = False
             state.invalid_reason = "UnsupportedProtocol"
             state.invalid_message = (
-                f"listener {state.name}: protocol {proto} is not supported yet; supported: "
+                f"listener {state.name}: protocol {proto} is not supported; supported: "
                 + ", ".join(SUPPORTED_KINDS)
             )
             continue
@@ -121,25 +147,33 @@ def validate_listeners(gateway: Gateway) -> list[ListenerState]:
             state.valid = False
             state.invalid_reason = "InvalidRouteKinds"
             state.invalid_message = f"listener {state.name}: none of the allowed route kinds is supported"
+            continue
+        _check_tls(store, gateway, state)
 
     by_port: dict[int, list[ListenerState]] = defaultdict(list)
     for state in states:
-        by_port[state.spec.port].append(state)
+        if state.spec.protocol in TRANSPORT:
+            by_port[state.spec.port].append(state)
     for same_port in by_port.values():
-        protocols = {s.spec.protocol for s in same_port}
-        if len(protocols) > 1:
+        transports = {TRANSPORT[s.spec.protocol] for s in same_port} - {"udp"}
+        if len(transports) > 1:
+            protocols = sorted({s.spec.protocol for s in same_port if TRANSPORT[s.spec.protocol] != "udp"})
             for s in same_port:
+                if TRANSPORT[s.spec.protocol] == "udp":
+                    continue
                 s.conflicted = "ProtocolConflict"
                 s.invalid_reason = "ProtocolConflict"
                 s.invalid_message = (
-                    f"listener {s.name}: port {s.spec.port} is used with protocols "
-                    + ", ".join(sorted(protocols))
+                    f"listener {s.name}: port {s.spec.port} is used with protocols {', '.join(protocols)}"
                 )
-            continue
-        by_host: dict[str | None, list[ListenerState]] = defaultdict(list)
+        by_host: dict[tuple[str, str | None], list[ListenerState]] = defaultdict(list)
         for s in same_port:
-            by_host[s.spec.hostname].append(s)
-        for host, group in by_host.items():
+            if s.conflicted is None:
+                transport = TRANSPORT[s.spec.protocol]
+                # TCP and UDP cannot tell connections apart by name: one listener per port.
+                host = s.spec.hostname if transport in ("http", "tls") else None
+                by_host[(transport, host)].append(s)
+        for (_, host), group in by_host.items():
             if len(group) > 1:
                 for s in group:
                     s.conflicted = "HostnameConflict"
@@ -149,3 +183,37 @@ def validate_listeners(gateway: Gateway) -> list[ListenerState]:
                         f"port {s.spec.port} and hostname {host or '(any)'}"
                     )
     return states
+
+
+def _check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
+    """HTTPS terminates TLS with certificates; TLS passes it through or terminates."""
+    proto, tls = state.spec.protocol, state.spec.tls
+    if proto not in ("HTTPS", "TLS"):
+        if tls is not None:
+            state.valid = False
+            state.invalid_reason = "UnsupportedValue"
+            state.invalid_message = f"listener {state.name}: tls is only allowed on HTTPS and TLS listeners"
+        return
+    if tls is None:
+        state.valid = False
+        state.invalid_reason = "UnsupportedValue"
+        state.invalid_message = f"listener {state.name}: protocol {proto} needs tls"
+        return
+    if tls.mode == "Passthrough":
+        if proto == "HTTPS":
+            state.valid = False
+            state.invalid_reason = "UnsupportedValue"
+            state.invalid_message = (f"listener {state.name}: HTTPS listeners terminate TLS; "
+                                     "use protocol TLS for tls.mode Passthrough")
+        return
+    if not tls.certificate_refs:
+        state.valid = False
+        state.invalid_reason = "UnsupportedValue"
+        state.invalid_message = f"listener {state.name}: tls.mode Terminate needs tls.certificateRefs"
+        return
+    resolved = resolve_certificates(store, gateway, tls.certificate_refs)
+    if resolved.reason != "ResolvedRefs":
+        state.refs_error = (resolved.reason, f"listener {state.name}: {resolved.message}")
+        return
+    alpn = ("h2", "http/1.1") if proto == "HTTPS" else ()
+    state.tls = ir.DownstreamTLS(resolved.certificates, alpn)

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from lychgate import ir
+from lychgate.api.base import Resource
 from lychgate.api.gateway import (
     HeaderModifier,
     HTTPRoute,
@@ -86,9 +87,9 @@ def _compile_rule(
     for f in rule.filters:
         _check_filter(f)
         if f.type == "RequestHeaderModifier" and f.request_header_modifier:
-            request_headers = _header_ops(f.request_header_modifier)
+            request_headers = header_ops(f.request_header_modifier)
         elif f.type == "ResponseHeaderModifier" and f.response_header_modifier:
-            response_headers = _header_ops(f.response_header_modifier)
+            response_headers = header_ops(f.response_header_modifier)
         elif f.type == "RequestRedirect" and f.request_redirect:
             r = f.request_redirect
             redirect = ir.Redirect(
@@ -140,9 +141,9 @@ def _forward(store: Store, route: HTTPRoute, rule: HTTPRouteRule, out: CompiledR
             out.clusters[res.cluster.name] = res.cluster
         if ref.weight == 0:
             continue
-        req = next((_header_ops(f.request_header_modifier) for f in ref.filters
+        req = next((header_ops(f.request_header_modifier) for f in ref.filters
                     if f.type == "RequestHeaderModifier" and f.request_header_modifier), ir.HeaderOps())
-        resp = next((_header_ops(f.response_header_modifier) for f in ref.filters
+        resp = next((header_ops(f.response_header_modifier) for f in ref.filters
                      if f.type == "ResponseHeaderModifier" and f.response_header_modifier), ir.HeaderOps())
         backends.append(ir.WeightedCluster(res.cluster.name if res.cluster else None, ref.weight, req, resp))
     if not backends or all(b.cluster is None for b in backends):
@@ -163,7 +164,7 @@ def _check_filter(f: HTTPRouteFilter) -> None:
         raise InvalidRule(f"filter {f.type} needs its {f.type[0].lower() + f.type[1:]} field")
 
 
-def _header_ops(mod: HeaderModifier | None) -> ir.HeaderOps:
+def header_ops(mod: HeaderModifier | None) -> ir.HeaderOps:
     if mod is None:
         return ir.HeaderOps()
     return ir.HeaderOps(
@@ -178,15 +179,15 @@ def _match(match: HTTPRouteMatch) -> ir.Match:
     if match.path is not None:
         path_type, path = match.path.type, match.path.value
     if path_type == "RegularExpression":
-        _check_regex(path, "path")
+        check_regex(path, "path")
     elif not path.startswith("/"):
         raise InvalidRule(f"path {path!r} must start with '/'")
     for h in match.headers:
         if h.type == "RegularExpression":
-            _check_regex(h.value, f"header {h.name}")
+            check_regex(h.value, f"header {h.name}")
     for q in match.query_params:
         if q.type == "RegularExpression":
-            _check_regex(q.value, f"query parameter {q.name}")
+            check_regex(q.value, f"query parameter {q.name}")
     return ir.Match(
         path_type=path_type,  # type: ignore[arg-type]
         path=path,
@@ -209,7 +210,7 @@ def _safe_match(match: HTTPRouteMatch) -> ir.Match:
                         path=match.path.value if match.path else "/")
 
 
-def _check_regex(pattern: str, what: str) -> None:
+def check_regex(pattern: str, what: str) -> None:
     # Envoy uses RE2; Python's re accepts a superset of its syntax, so this catches
     # broken patterns (strict validation asks Envoy itself).
     try:
@@ -232,7 +233,7 @@ def _duration_ms(value: str | None, field_name: str) -> int | None:
     return ((h * 60 + mi) * 60 + s) * 1000 + ms
 
 
-def precedence_key(route: HTTPRoute, r: ir.Route) -> tuple[object, ...]:
+def precedence_key(route: Resource, r: ir.Route) -> tuple[object, ...]:
     """Sort key giving the Gateway API's match precedence (first = wins)."""
     m = r.match
     path_rank = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}[m.path_type]

@@ -152,14 +152,18 @@ class Preflight:
 
 
 def _units(resources: Resources) -> list[_Unit]:
+    """A listener with no HTTP chains is one unit; a listener with several HTTPS
+    chains is one unit per chain (its routes inlined, the other chains' empty),
+    so a rejected route is blamed within its own RouteConfiguration."""
     routes = resources.by_type.get(types.ROUTE, {})
     endpoints = resources.by_type.get(types.ENDPOINT, {})
     units = []
     for name, packed in resources.by_type.get(types.LISTENER, {}).items():
         listener = as_message(packed)
-        rds = _rds_name(listener)
-        units.append(_Unit(types.LISTENER, name, listener=listener,
-                           routes=as_message(routes[rds]) if rds in routes else None))
+        names: list[str | None] = [*_rds_names(listener)] or [None]
+        for rds in names:
+            units.append(_Unit(types.LISTENER, name, listener=listener,
+                               routes=as_message(routes[rds]) if rds in routes else None))
     for name, cluster in resources.by_type.get(types.CLUSTER, {}).items():
         cla = endpoints.get(name)
         units.append(_Unit(types.CLUSTER, name, cluster=_static_cluster(
@@ -167,15 +171,16 @@ def _units(resources: Resources) -> list[_Unit]:
     return units
 
 
-def _rds_name(listener: listener_pb2.Listener) -> str | None:
+def _rds_names(listener: listener_pb2.Listener) -> list[str]:
+    out = []
     for chain in listener.filter_chains:
         for f in chain.filters:
             if f.typed_config.type_url == HCM_TYPE:
                 hcm = hcm_pb.HttpConnectionManager()
                 f.typed_config.Unpack(hcm)
                 if hcm.HasField("rds"):
-                    return str(hcm.rds.route_config_name)
-    return None
+                    out.append(str(hcm.rds.route_config_name))
+    return out
 
 
 def _inline_routes(
@@ -183,13 +188,19 @@ def _inline_routes(
 ) -> listener_pb2.Listener:
     out = listener_pb2.Listener()
     out.CopyFrom(listener)
+    if routes is not None:
+        # Units of one listener are checked side by side: names must differ.
+        out.name = f"{listener.name}/{routes.name}"
     for chain in out.filter_chains:
         for f in chain.filters:
             if f.typed_config.type_url == HCM_TYPE:
                 hcm = hcm_pb.HttpConnectionManager()
                 f.typed_config.Unpack(hcm)
                 if hcm.HasField("rds"):
-                    hcm.route_config.CopyFrom(routes or route_pb2.RouteConfiguration(name=hcm.rds.route_config_name))
+                    rds = hcm.rds.route_config_name
+                    hcm.route_config.CopyFrom(
+                        routes if routes is not None and routes.name == rds
+                        else route_pb2.RouteConfiguration(name=rds))
                 f.typed_config.Pack(hcm)
     return out
 

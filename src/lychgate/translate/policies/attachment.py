@@ -34,7 +34,7 @@ from typing import Any
 from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import GROUP as GATEWAY_GROUP
-from lychgate.api.gateway import Gateway, HTTPRoute
+from lychgate.api.gateway import Gateway, GRPCRoute, HTTPRoute
 from lychgate.api.policy import GatewayExtension, TrafficPolicy
 from lychgate.log import component_logger
 from lychgate.store import Store
@@ -300,18 +300,18 @@ class PolicyIndex:
 
     # --- per route ----------------------------------------------------------------------
 
-    def apply(self, gateway: Gateway, listener: str, route: HTTPRoute, r: ir.Route) -> ir.Route:
+    def apply(self, gateway: Gateway, listener: str, route: HTTPRoute | GRPCRoute, r: ir.Route) -> ir.Route:
         """The route with its effective policy (or a 500 if an invalid policy targets it)."""
         if not self.by_target:
             return r
-        key = (gateway.namespace, gateway.name, listener, route.namespace, route.name, r.source.rule)
+        key = (gateway.namespace, gateway.name, listener, route.KIND, route.namespace, route.name, r.source.rule)
         resolved = self._memo.get(key)
         if resolved is None:
             points = []
             if r.source.rule_name:
-                points.append(Target("HTTPRoute", route.namespace, route.name, r.source.rule_name))
+                points.append(Target(route.KIND, route.namespace, route.name, r.source.rule_name))
             points += [
-                Target("HTTPRoute", route.namespace, route.name),
+                Target(route.KIND, route.namespace, route.name),
                 Target("Gateway", gateway.namespace, gateway.name, listener),
                 Target("Gateway", gateway.namespace, gateway.name),
             ]

@@ -23,7 +23,7 @@ from lychgate.xds.translator import (  # noqa: F401
 )
 from lychgate.xds.translator.cluster import envoy_cluster, load_assignment
 from lychgate.xds.translator.features import FEATURES
-from lychgate.xds.translator.listener import envoy_listener
+from lychgate.xds.translator.listener import envoy_listeners
 from lychgate.xds.translator.route import route_configuration
 from lychgate.xds.translator.wire import RawMessage, WireCache, as_message
 
@@ -52,9 +52,10 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None) -> Resources:
     unchanged virtual host and cluster only once."""
     cache = cache or WireCache()
     out = Resources(by_type={t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER, types.ROUTE)})
-    for listener in gateway.listeners:
-        out.add(types.LISTENER, listener.name, envoy_listener(listener))
-        out.add(types.ROUTE, listener.name, route_configuration(listener, cache))
+    for listener in envoy_listeners(gateway):
+        out.add(types.LISTENER, listener.name, listener)
+    for http in gateway.listeners:
+        out.add(types.ROUTE, http.name, route_configuration(http, cache))
     for cluster in gateway.clusters:
         out.add(types.CLUSTER, cluster.name,
                 _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster))

@@ -44,6 +44,7 @@ def load_assignment(cluster: ir.Cluster) -> endpoint_pb2.ClusterLoadAssignment:
             endpoint_components_pb2.LocalityLbEndpoints(
                 lb_endpoints=[
                     endpoint_components_pb2.LbEndpoint(
+                        load_balancing_weight={"value": e.weight} if e.weight != 1 else None,
                         endpoint=endpoint_components_pb2.Endpoint(
                             address=address_pb2.Address(
                                 socket_address=address_pb2.SocketAddress(

@@ -1,17 +1,23 @@
-"""IR HTTP listeners → Envoy Listeners with an HTTP connection manager."""
+"""IR listeners → Envoy Listeners: HTTP connection managers, TLS and TCP/UDP proxies."""
 
 from __future__ import annotations
 
-from envoy.config.core.v3 import address_pb2, config_source_pb2
-from envoy.config.listener.v3 import listener_components_pb2, listener_pb2
+from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2
+from envoy.config.listener.v3 import listener_components_pb2, listener_pb2, udp_listener_config_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
+from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2 as tcp_pb
+from envoy.extensions.filters.udp.udp_proxy.v3 import route_pb2 as udp_route_pb
+from envoy.extensions.filters.udp.udp_proxy.v3 import udp_proxy_pb2 as udp_pb
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from google.protobuf import any_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import FEATURES
+from lychgate.xds.translator.route import INVALID_BACKEND
 
 
 def ads_source() -> config_source_pb2.ConfigSource:
@@ -46,24 +52,105 @@ def http_connection_manager(listener: ir.HTTPListener) -> hcm_pb.HttpConnectionM
     return hcm
 
 
-def envoy_listener(listener: ir.HTTPListener) -> listener_pb2.Listener:
-    return listener_pb2.Listener(
-        name=listener.name,
-        # Envoy's default SO_REUSEPORT would let a second process bind the same
-        # address and port and silently take half the connections; without it
-        # a taken port is refused and reported on the listener's status.
-        enable_reuse_port={"value": False},
-        address=address_pb2.Address(
-            socket_address=address_pb2.SocketAddress(address=listener.address, port_value=listener.port)
-        ),
-        filter_chains=[
-            listener_components_pb2.FilterChain(
-                filters=[
-                    listener_components_pb2.Filter(
-                        name="envoy.filters.network.http_connection_manager",
-                        typed_config=_pack(http_connection_manager(listener)),
-                    )
-                ]
-            )
-        ],
+def _tls_socket(tls: ir.DownstreamTLS) -> base_pb2.TransportSocket:
+    context = tls_pb2.DownstreamTlsContext(
+        common_tls_context=tls_pb2.CommonTlsContext(
+            tls_certificates=[
+                common_pb2.TlsCertificate(
+                    certificate_chain=base_pb2.DataSource(inline_string=c.chain),
+                    private_key=base_pb2.DataSource(inline_string=c.key),
+                )
+                for c in tls.certificates
+            ],
+            alpn_protocols=list(tls.alpn),
+        )
     )
+    return base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=_pack(context))
+
+
+def _chain(name: str, server_names: tuple[str, ...], tls: ir.DownstreamTLS | None,
+           network_filter: listener_components_pb2.Filter) -> listener_components_pb2.FilterChain:
+    chain = listener_components_pb2.FilterChain(filters=[network_filter])
+    if server_names or tls is not None:
+        chain.name = name  # one of several chains on the port: named in stats and dumps
+    if server_names:
+        chain.filter_chain_match.server_names.extend(server_names)
+    if tls is not None:
+        chain.transport_socket.CopyFrom(_tls_socket(tls))
+    return chain
+
+
+def _http_chain(listener: ir.HTTPListener) -> listener_components_pb2.FilterChain:
+    hcm = listener_components_pb2.Filter(
+        name="envoy.filters.network.http_connection_manager",
+        typed_config=_pack(http_connection_manager(listener)),
+    )
+    return _chain(listener.name, listener.server_names, listener.tls, hcm)
+
+
+def _tcp_chain(listener: ir.TCPListener) -> listener_components_pb2.FilterChain:
+    proxy = tcp_pb.TcpProxy(stat_prefix=listener.name)
+    if len(listener.backends) == 1:
+        proxy.cluster = listener.backends[0].cluster or INVALID_BACKEND
+    else:
+        for b in listener.backends:
+            proxy.weighted_clusters.clusters.append(
+                tcp_pb.TcpProxy.WeightedCluster.ClusterWeight(name=b.cluster or INVALID_BACKEND, weight=b.weight))
+    f = listener_components_pb2.Filter(name="envoy.filters.network.tcp_proxy", typed_config=_pack(proxy))
+    return _chain(listener.name, listener.server_names, listener.tls, f)
+
+
+def _socket(address: str, port: int, udp: bool = False) -> address_pb2.Address:
+    return address_pb2.Address(socket_address=address_pb2.SocketAddress(
+        address=address, port_value=port,
+        protocol=address_pb2.SocketAddress.UDP if udp else address_pb2.SocketAddress.TCP))
+
+
+def _udp_listener(listener: ir.UDPListener) -> listener_pb2.Listener:
+    proxy = udp_pb.UdpProxyConfig(stat_prefix=listener.name)
+    route = any_pb2.Any()
+    route.Pack(udp_route_pb.Route(cluster=listener.backends[0].cluster or INVALID_BACKEND))
+    proxy.matcher.on_no_match.action.name = "route"
+    proxy.matcher.on_no_match.action.typed_config.CopyFrom(route)
+    return listener_pb2.Listener(
+        name=f"udp-{listener.port}",
+        # Envoy refuses UDP on several workers without SO_REUSEPORT (each worker
+        # gets its own socket and the kernel keeps a client's packets on one).
+        enable_reuse_port={"value": True},
+        address=_socket(listener.address, listener.port, udp=True),
+        udp_listener_config=udp_listener_config_pb2.UdpListenerConfig(),
+        listener_filters=[listener_components_pb2.ListenerFilter(
+            name="envoy.filters.udp_listener.udp_proxy", typed_config=_pack(proxy))],
+    )
+
+
+def envoy_listeners(gateway: ir.GatewayIR) -> list[listener_pb2.Listener]:
+    """One Envoy listener per address and port, with one filter chain per Gateway
+    listener (or TLSRoute hostname set) served there."""
+    ports: dict[tuple[str, int], list[ir.HTTPListener | ir.TCPListener]] = {}
+    out: list[listener_pb2.Listener] = []
+    for chain in (*gateway.listeners, *gateway.streams):
+        if isinstance(chain, ir.UDPListener):
+            out.append(_udp_listener(chain))
+        else:
+            ports.setdefault((chain.address, chain.port), []).append(chain)
+    for (address, port), chains in ports.items():
+        tls = any(c.tls is not None or c.server_names or (isinstance(c, ir.TCPListener) and c.sni)
+                  for c in chains)
+        http = all(isinstance(c, ir.HTTPListener) for c in chains)
+        listener = listener_pb2.Listener(
+            # Plain HTTP keeps the name it always had: a renamed listener drains.
+            name=f"{'tls' if tls else 'http' if http else 'tcp'}-{port}",
+            # Envoy's default SO_REUSEPORT would let a second process bind the same
+            # address and port and silently take half the connections; without it
+            # a taken port is refused and reported on the listener's status.
+            enable_reuse_port={"value": False},
+            address=_socket(address, port),
+            filter_chains=[_http_chain(c) if isinstance(c, ir.HTTPListener) else _tcp_chain(c) for c in chains],
+        )
+        if tls:
+            listener.listener_filters.append(listener_components_pb2.ListenerFilter(
+                name="envoy.filters.listener.tls_inspector",
+                typed_config=_pack(tls_inspector_pb2.TlsInspector())))
+        out.append(listener)
+    return out

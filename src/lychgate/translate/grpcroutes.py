@@ -1,0 +1,119 @@
+"""GRPCRoute rules → IR routes. gRPC is HTTP/2 with the method in the path
+(`/package.Service/Method`), so a GRPCRoute compiles to the same IR routes an
+HTTPRoute does and shares virtual hosts with them; only matching differs, and
+backends are always spoken to over HTTP/2."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from lychgate import ir
+from lychgate.api.gateway import (
+    GRPCMethodMatch,
+    GRPCRoute,
+    GRPCRouteFilter,
+    GRPCRouteMatch,
+    GRPCRouteRule,
+)
+from lychgate.store import Store
+from lychgate.translate.references import resolve_service
+from lychgate.translate.routes import (
+    INVALID_RULE_BODY,
+    NO_BACKEND_BODY,
+    CompiledRoute,
+    InvalidRule,
+    check_regex,
+    header_ops,
+)
+
+_FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier")
+_NAME = "[^/]+"
+
+
+def compile_grpc_route(store: Store, route: GRPCRoute) -> CompiledRoute:
+    out = CompiledRoute(rule_count=len(route.spec.rules))
+    for index, rule in enumerate(route.spec.rules):
+        try:
+            _compile_rule(store, route, index, rule, out)
+        except InvalidRule as err:
+            reason = f"rule {rule.name or index}: {err}"
+            out.replaced.append(reason)
+            for m, match in enumerate(rule.matches or [GRPCRouteMatch()]):
+                out.routes.append(ir.Route(source=_source(route, index, m, rule), match=_safe_match(match),
+                                           action=ir.DirectResponse(500, INVALID_RULE_BODY), replaced_because=reason))
+    return out
+
+
+def _source(route: GRPCRoute, rule: int, match: int, spec: GRPCRouteRule) -> ir.RouteSource:
+    return ir.RouteSource("GRPCRoute", route.namespace, route.name, rule, match, spec.name)
+
+
+def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRule, out: CompiledRoute) -> None:
+    request, response = _filters(rule.filters)
+    backends: list[ir.WeightedCluster] = []
+    for ref in rule.backend_refs:
+        req, resp = _filters(ref.filters)
+        res = resolve_service(store, from_kind="GRPCRoute", from_namespace=route.namespace, group=ref.group,
+                              kind=ref.kind, namespace=ref.namespace or route.namespace, name=ref.name, port=ref.port)
+        cluster = res.cluster
+        if not res.ok:
+            out.unresolved_reason = out.unresolved_reason or res.reason
+            out.unresolved.append(res.message)
+        elif cluster is not None:
+            if cluster.protocol != "h2c":
+                # gRPC needs HTTP/2 whatever the Service port's appProtocol says.
+                cluster = replace(cluster, name=f"{cluster.name}/h2c", protocol="h2c")
+            out.clusters[cluster.name] = cluster
+        if ref.weight:
+            backends.append(ir.WeightedCluster(cluster.name if cluster else None, ref.weight, req, resp))
+    action: ir.Action = (ir.Forward(tuple(backends)) if any(b.cluster for b in backends)
+                         else ir.DirectResponse(500, NO_BACKEND_BODY))
+    for m, match in enumerate(rule.matches or [GRPCRouteMatch()]):
+        out.routes.append(ir.Route(source=_source(route, index, m, rule), match=_match(match), action=action,
+                                   request_headers=request, response_headers=response))
+
+
+def _filters(filters: list[GRPCRouteFilter]) -> tuple[ir.HeaderOps, ir.HeaderOps]:
+    request = response = ir.HeaderOps()
+    for f in filters:
+        if f.type not in _FILTERS:
+            raise InvalidRule(f"filter {f.type} is not supported on GRPCRoute yet")
+        if f.type == "RequestHeaderModifier":
+            request = header_ops(f.request_header_modifier)
+        else:
+            response = header_ops(f.response_header_modifier)
+    return request, response
+
+
+def _match(match: GRPCRouteMatch) -> ir.Match:
+    headers = []
+    for h in match.headers:
+        if h.type == "RegularExpression":
+            check_regex(h.value, f"header {h.name}")
+        headers.append(ir.StringMatch(h.name.lower(), h.type, h.value))
+    path_type, path = _method_path(match.method)
+    return ir.Match(path_type=path_type, path=path, headers=tuple(headers))
+
+
+def _method_path(method: GRPCMethodMatch | None) -> tuple[ir.PathType, str]:
+    """The request path a gRPC method match stands for."""
+    if method is None or (not method.service and not method.method):
+        return "PathPrefix", "/"
+    if method.type == "RegularExpression":
+        service, name = method.service or _NAME, method.method or _NAME
+        check_regex(service, "method.service")
+        check_regex(name, "method.method")
+        return "RegularExpression", f"/{service}/{name}"
+    if method.service and method.method:
+        return "Exact", f"/{method.service}/{method.method}"
+    if method.service:
+        return "PathPrefix", f"/{method.service}"
+    return "RegularExpression", f"/{_NAME}/{re.escape(method.method or '')}"
+
+
+def _safe_match(match: GRPCRouteMatch) -> ir.Match:
+    try:
+        return _match(match)
+    except InvalidRule:
+        return ir.Match(path_type="Exact", path="/invalid-grpc-route-rule")

@@ -1,0 +1,104 @@
+"""Route parentRefs → the Gateway listeners a route attaches to, and the status
+parent entries: shared by every route kind (HTTP, gRPC, TLS, TCP, UDP)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lychgate.api.base import Resource
+from lychgate.api.gateway import Gateway, ParentReference
+from lychgate.store import Store
+from lychgate.translate.conditions import condition
+from lychgate.translate.hostnames import effective_hostnames
+from lychgate.translate.listeners import ListenerState
+
+CONTROLLER_NAME = "gateway.lychgate.dev/lychgate"
+
+
+@dataclass
+class GatewayCtx:
+    """One Gateway of ours during a pass, with its validated listeners."""
+
+    gateway: Gateway
+    listeners: list[ListenerState]
+    by_name: dict[str, ListenerState] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_name = {l.name: l for l in self.listeners}
+
+
+def parent_key(route: Resource, ref: ParentReference) -> dict[str, Any]:
+    key: dict[str, Any] = {"group": ref.group, "kind": ref.kind, "name": ref.name,
+                           "namespace": ref.namespace or route.namespace}
+    if ref.section_name is not None:
+        key["sectionName"] = ref.section_name
+    if ref.port is not None:
+        key["port"] = ref.port
+    return key
+
+
+def parent_status(route: Resource, ref: ParentReference, conds: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"parentRef": parent_key(route, ref), "controllerName": CONTROLLER_NAME, "conditions": conds}
+
+
+def missing_parent(route: Resource, ref: ParentReference, namespace: str) -> dict[str, Any]:
+    gen = route.generation
+    return parent_status(route, ref, [
+        condition("Accepted", False, "NoMatchingParent", f"Gateway {namespace}/{ref.name} not found", gen),
+        condition("ResolvedRefs", True, "ResolvedRefs", "not evaluated without a parent", gen),
+    ])
+
+
+Attached = list[tuple[ListenerState, list[str]]]
+
+
+def attach(
+    store: Store, route: Resource, ref: ParentReference, ctx: GatewayCtx, hostnames: list[str] | None
+) -> tuple[dict[str, Any] | None, Attached]:
+    """The listeners (and served hostnames) a route attaches to under one parentRef,
+    or the Accepted=False condition saying why it attaches to none.
+
+    `hostnames` None: the kind has no hostnames (TCPRoute, UDPRoute)."""
+    gen = route.generation
+    gw = ctx.gateway
+    kind = route.KIND
+    candidates = [
+        l for l in ctx.listeners
+        if (ref.section_name is None or l.name == ref.section_name)
+        and (ref.port is None or l.spec.port == ref.port)
+    ]
+    if not candidates:
+        what = " and ".join(
+            part for part in (
+                f"sectionName {ref.section_name}" if ref.section_name else "",
+                f"port {ref.port}" if ref.port else "",
+            ) if part
+        )
+        return condition("Accepted", False, "NoMatchingParent",
+                         f"Gateway {gw.namespace}/{gw.name} has no listener with {what}", gen), []
+    usable = [l for l in candidates if l.usable]
+    if not usable:
+        return condition("Accepted", False, "NoMatchingParent",
+                         "every matching listener is invalid: " + "; ".join(l.invalid_message for l in candidates),
+                         gen), []
+    kinds_ok = [l for l in usable if kind in l.allowed_kinds()]
+    allowed = [l for l in kinds_ok if l.admits_namespace(store, gw, route.namespace)]
+    if not allowed:
+        why = (f"do not allow {kind}s from namespace {route.namespace}" if kinds_ok
+               else f"do not accept {kind}s (protocols {', '.join(sorted({l.spec.protocol for l in usable}))})")
+        return condition("Accepted", False, "NotAllowedByListeners",
+                         f"listeners {', '.join(l.name for l in usable)} {why}", gen), []
+    attached: Attached = []
+    for listener in allowed:
+        if hostnames is None:
+            attached.append((listener, []))
+            continue
+        hosts = effective_hostnames(listener.spec.hostname, hostnames)
+        if hosts:
+            attached.append((listener, hosts))
+    if not attached:
+        return condition("Accepted", False, "NoMatchingListenerHostname",
+                         f"no hostname of the route ({', '.join(hostnames or [])}) matches a listener hostname",
+                         gen), []
+    return None, attached

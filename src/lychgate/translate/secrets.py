@@ -1,0 +1,77 @@
+"""Listener certificates: Secrets named by `tls.certificateRefs`, checked before use.
+
+A certificate Envoy cannot load would make it reject the whole listener, taking
+every other Gateway listener on the port down with it; so a reference is only
+used once the Secret exists, may be referenced, and holds a parseable PEM
+certificate and key. Anything else is a listener condition that says which.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from lychgate import ir
+from lychgate.api.core import Secret
+from lychgate.api.gateway import GROUP, Gateway, SecretObjectReference
+from lychgate.store import Store
+from lychgate.translate.references import grant_allows
+
+
+@dataclass(frozen=True)
+class CertificateResolution:
+    certificates: tuple[ir.Certificate, ...]
+    reason: str = "ResolvedRefs"  # or InvalidCertificateRef / RefNotPermitted
+    message: str = ""
+
+
+def resolve_certificates(store: Store, gateway: Gateway, refs: list[SecretObjectReference]) -> CertificateResolution:
+    certs: list[ir.Certificate] = []
+    for i, ref in enumerate(refs):
+        ns = ref.namespace or gateway.namespace
+        where = f"tls.certificateRefs[{i}] ({ns}/{ref.name})"
+        if ref.group not in ("", "core") or ref.kind != "Secret":
+            return CertificateResolution((), "InvalidCertificateRef",
+                                         f"{where}: {ref.group or 'core'}/{ref.kind} is not supported; use a core Secret")
+        if not grant_allows(store, GROUP, "Gateway", gateway.namespace, "", "Secret", ns, ref.name):
+            return CertificateResolution((), "RefNotPermitted",
+                                         f"{where}: the Secret is in another namespace and no ReferenceGrant in {ns} "
+                                         f"allows Gateways from {gateway.namespace} to refer to it")
+        secret = store.get(Secret, ns, ref.name)
+        if secret is None:
+            return CertificateResolution((), "InvalidCertificateRef", f"{where}: Secret not found")
+        cert, problem = _certificate(secret)
+        if cert is None:
+            return CertificateResolution((), "InvalidCertificateRef", f"{where}: {problem}")
+        certs.append(cert)
+    return CertificateResolution(tuple(certs))
+
+
+def _field(secret: Secret, key: str) -> bytes | None:
+    if key in secret.string_data:
+        return secret.string_data[key].encode()
+    if key in secret.data:
+        try:
+            return base64.b64decode(secret.data[key], validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    return None
+
+
+def _certificate(secret: Secret) -> tuple[ir.Certificate | None, str]:
+    chain, key = _field(secret, "tls.crt"), _field(secret, "tls.key")
+    if not chain or not key:
+        return None, "the Secret needs base64 PEM data under tls.crt and tls.key"
+    try:
+        x509.load_pem_x509_certificates(chain)
+    except ValueError:
+        return None, "tls.crt is not a PEM certificate"
+    try:
+        serialization.load_pem_private_key(key, password=None)
+    except (ValueError, TypeError):
+        return None, "tls.key is not an unencrypted PEM private key"
+    return ir.Certificate(chain=chain.decode(), key=key.decode()), ""
