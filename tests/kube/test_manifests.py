@@ -62,14 +62,17 @@ def _gateway(**kw: Any) -> Gateway:
     return obj
 
 
-CASES: dict[str, tuple[Gateway, GatewayParameters | None, tuple[int, ...], ProxyContext]] = {
-    "default": (_gateway(port=80), None, (80,), CTX),
+CASES: dict[str, tuple[Gateway, GatewayParameters | None, tuple[int, ...], ProxyContext, tuple[int, ...]]] = {
+    "default": (_gateway(port=80), None, (80,), CTX, ()),
+    # A UDP listener beside TCP ones on the same port number: UDP ports of their own.
+    "udp": (_gateway(port=53), None, (53,), CTX, (53,)),
     "full": (
         _gateway(port=443, infra={"labels": {"cost-center": "42"}, "annotations": {"example.com/owner": "edge"}}),
         parse(FULL_PARAMS),  # type: ignore[dict-item]
         (80, 443),
         ProxyContext(xds_host="gw-system.infra.svc", xds_port=15010, default_image="mirror.example.com/envoy@sha256:abc",
                      xds_ca_pem="-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
+        (),
     ),
 }
 

@@ -257,7 +257,7 @@ class KubeDeployer:
             if gateway is None:
                 continue
             params = intent.parameters or self._class_parameters(gateway)
-            objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx)
+            objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx, intent.udp_ports)
             digest = _digest(objs)
             if self.applied.get(ref) == digest:
                 continue

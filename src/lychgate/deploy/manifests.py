@@ -218,13 +218,20 @@ def config_map(gateway: Gateway, ctx: ProxyContext) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(gateway), "data": data}
 
 
-def service(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...]) -> dict[str, Any]:
+def _ports(ports: tuple[int, ...], udp_ports: tuple[int, ...], number: str) -> list[dict[str, Any]]:
+    """Container or Service ports; a UDP listener's port is named udp-N (names are unique per object)."""
+    return ([{"name": port_name(p), number: p, "protocol": "TCP"} for p in sorted(ports)]
+            + [{"name": f"udp-{p}", number: p, "protocol": "UDP"} for p in sorted(udp_ports)])
+
+
+def service(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
+            udp_ports: tuple[int, ...] = ()) -> dict[str, Any]:
     svc = params.spec.kube.service if params else None
     spec: dict[str, Any] = {
         "type": (svc.type if svc and svc.type else "LoadBalancer"),
         "selector": selector(gateway),
-        "ports": [{"name": port_name(p), "port": p, "targetPort": p, "protocol": "TCP"}
-                  for p in sorted(ports)],
+        "ports": [{"name": p["name"], "port": p["port"], "targetPort": p["port"], "protocol": p["protocol"]}
+                  for p in _ports(ports, udp_ports, "port")],
     }
     if svc:
         if svc.cluster_ip:
@@ -243,7 +250,7 @@ def service(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int
 
 
 def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
-               ctx: ProxyContext, bootstrap_hash: str) -> dict[str, Any]:
+               ctx: ProxyContext, bootstrap_hash: str, udp_ports: tuple[int, ...] = ()) -> dict[str, Any]:
     kube = params.spec.kube if params else KubernetesProxyConfig()
     envoy = kube.envoy_container
     pod = kube.pod_template
@@ -253,8 +260,8 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
         "image": image,
         "command": ["envoy"],
         "args": _envoy_args(kube),
-        "ports": [{"name": port_name(p), "containerPort": p, "protocol": "TCP"} for p in sorted(ports)]
-        + [{"name": "readiness", "containerPort": READY_PORT, "protocol": "TCP"}],
+        "ports": [*_ports(ports, udp_ports, "containerPort"),
+                  {"name": "readiness", "containerPort": READY_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/ready", "port": READY_PORT},
                            "periodSeconds": 5, "failureThreshold": 2},
         "securityContext": _merge_security({
@@ -325,13 +332,13 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
 
 
 def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
-                  ctx: ProxyContext) -> list[dict[str, Any]]:
+                  ctx: ProxyContext, udp_ports: tuple[int, ...] = ()) -> list[dict[str, Any]]:
     """Everything one Gateway's proxy consists of, in the order to create it."""
     cm = config_map(gateway, ctx)
     digest = hashlib.sha256(json.dumps(cm["data"], sort_keys=True).encode()).hexdigest()[:16]
     return [
         service_account(gateway, params),
         cm,
-        service(gateway, params, ports),
-        deployment(gateway, params, ports, ctx, digest),
+        service(gateway, params, ports, udp_ports),
+        deployment(gateway, params, ports, ctx, digest, udp_ports),
     ]

@@ -69,7 +69,8 @@ class ProxyIntent:
     name: str
     address: str
     log_level: str
-    ports: tuple[int, ...]
+    ports: tuple[int, ...]  # TCP
+    udp_ports: tuple[int, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
     parameters: GatewayParameters | None = None
@@ -421,7 +422,8 @@ def _finish_gateway(
     infra = gw.spec.infrastructure
     out.proxies[ref] = ProxyIntent(
         namespace=gw.namespace, name=gw.name, address=address, log_level=log_level,
-        ports=tuple(sorted({l.port for l in (*listeners, *stream_listeners)})),
+        ports=tuple(sorted({l.port for l in (*listeners, *stream_listeners) if not isinstance(l, ir.UDPListener)})),
+        udp_ports=tuple(sorted({l.port for l in stream_listeners if isinstance(l, ir.UDPListener)})),
         labels=tuple(sorted(infra.labels.items())) if infra else (),
         annotations=tuple(sorted(infra.annotations.items())) if infra else (),
         parameters=params,
