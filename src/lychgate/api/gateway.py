@@ -99,13 +99,22 @@ class GatewayInfrastructure(Model):
     parameters_ref: LocalParametersRef | None = None
 
 
+class ListenerNamespaces(Model):
+    from_: Literal["All", "Same", "Selector", "None"] = Field("None", alias="from")
+    selector: LabelSelector | None = None
+
+
+class AllowedListeners(Model):
+    namespaces: ListenerNamespaces = Field(default_factory=ListenerNamespaces)
+
+
 class GatewaySpec(Model):
     gateway_class_name: str
     listeners: list[Listener] = Field(min_length=1, max_length=64)
     addresses: list[GatewayAddress] = Field(default_factory=list)
     infrastructure: GatewayInfrastructure | None = None
     tls: OpenModel | None = None
-    allowed_listeners: OpenModel | None = None
+    allowed_listeners: AllowedListeners = Field(default_factory=AllowedListeners)
     backend_tls: OpenModel | None = None
 
 
@@ -114,6 +123,31 @@ class Gateway(Resource):
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1", "v1beta1")
     spec: GatewaySpec
+
+
+# --- ListenerSet -----------------------------------------------------------
+
+
+class ListenerSetParentRef(Model):
+    group: str = GROUP
+    kind: str = "Gateway"
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class ListenerSetSpec(Model):
+    parent_ref: ListenerSetParentRef
+    listeners: list[Listener] = Field(min_length=1, max_length=64)
+
+
+class ListenerSet(Resource):
+    """Listeners a Gateway admits from other objects (GEP-1713), so teams can add
+    their hostnames and certificates without editing the shared Gateway."""
+
+    KIND: ClassVar[str] = "ListenerSet"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1",)
+    spec: ListenerSetSpec
 
 
 # --- HTTPRoute -------------------------------------------------------------

@@ -20,6 +20,7 @@ KINDS: tuple[type[Resource], ...] = (
     core.Secret,
     gateway.GatewayClass,
     gateway.Gateway,
+    gateway.ListenerSet,
     gateway.HTTPRoute,
     gateway.GRPCRoute,
     gateway.TLSRoute,

@@ -13,7 +13,7 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.base import ObjectKey
-from lychgate.api.gateway import GROUP, Gateway, GatewayClass, GRPCRoute, HTTPRoute, ParentReference
+from lychgate.api.gateway import Gateway, GatewayClass, GRPCRoute, HTTPRoute, ParentReference
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Store
@@ -22,11 +22,13 @@ from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, AnyRoute,
 from lychgate.translate.conditions import condition, resolved_refs
 from lychgate.translate.grpcroutes import compile_grpc_route
 from lychgate.translate.listeners import ListenerState, validate_listeners
+from lychgate.translate.listenersets import listener_sets, set_status
 from lychgate.translate.parents import (
     CONTROLLER_NAME,
     Attached,
     GatewayCtx,
     attach,
+    find_parent,
     missing_parent,
     parent_status,
 )
@@ -54,6 +56,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = (
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
+    "ListenerSet",
     "ReferenceGrant",
     "TCPRoute",
     "TLSRoute",
@@ -123,7 +126,8 @@ def translate(
     ctxs: dict[tuple[str, str], GatewayCtx] = {}
     for gw in sorted(store.list(Gateway), key=lambda g: (g.namespace, g.name)):
         if gw.spec.gateway_class_name in classes:
-            ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, validate_listeners(gw, store))
+            sets = listener_sets(store, gw)
+            ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, validate_listeners(gw, store, sets), sets)
 
     _update_routes(store, state, ctxs)
     out.status.update(state.statuses)
@@ -138,12 +142,12 @@ def translate(
     for ctx in ctxs.values():
         gw_key = (ctx.gateway.namespace, ctx.gateway.name)
         for listener in ctx.listeners:
-            listener.attached_routes = (len(state.listener_routes.get((gw_key, listener.name), ()))
-                                        + streams.attached.get((gw_key, listener.name), 0))
+            listener.attached_routes = (len(state.listener_routes.get((gw_key, listener.id), ()))
+                                        + streams.attached.get((gw_key, listener.id), 0))
 
     policies = PolicyIndex(
         store, {k: c.gateway for k, c in ctxs.items()},
-        {k: {l.name for l in c.listeners} for k, c in ctxs.items()}, policy_merge,
+        {k: {l.name for l in c.own} for k, c in ctxs.items()}, policy_merge,
     )
     for ctx in ctxs.values():
         _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
@@ -218,19 +222,18 @@ def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], Gat
     parents: list[dict[str, Any]] = []
     attachments: list[tuple[tuple[str, str], str, str, tuple[str, ...]]] = []
     for ref in route.spec.parent_refs:
-        if ref.group != GROUP or ref.kind != "Gateway":
-            continue
-        ns = ref.namespace or route.namespace
-        ctx = ctxs.get((ns, ref.name))
+        found = find_parent(store, route, ref, ctxs)
+        if found is None:
+            continue  # not a parent of ours to report
+        ctx, ns = found
         if ctx is None:
-            if store.get(Gateway, ns, ref.name) is None:
-                parents.append(missing_parent(route, ref, ns))
-            continue  # a Gateway of another controller: not ours to report
+            parents.append(missing_parent(route, ref, ns))
+            continue
         if compiled is None:
             compiled = compile_grpc_route(store, route) if isinstance(route, GRPCRoute) else compile_route(store, route)
         conds, attached = _attachment(store, route, ref, ctx, compiled)
-        attachments.extend(((ns, ref.name), listener.name, route_table(listener), tuple(hosts))
-                           for listener, hosts in attached)
+        gw_key = (ctx.gateway.namespace, ctx.gateway.name)
+        attachments.extend((gw_key, listener.id, route_table(listener), tuple(hosts)) for listener, hosts in attached)
         parents.append(parent_status(route, ref, conds))
     return Contribution(
         attachments=tuple(attachments),
@@ -244,7 +247,7 @@ def route_table(listener: ListenerState) -> str:
     """The RouteConfiguration a listener's routes go into: one per plain HTTP port
     (hostnames keep listeners apart), one per HTTPS listener (its own TLS chain)."""
     if listener.spec.protocol == "HTTPS":
-        return f"https-{listener.spec.port}-{listener.name}"
+        return f"https-{listener.spec.port}-{listener.id}"
     return f"http-{listener.spec.port}"
 
 
@@ -319,7 +322,7 @@ def _https_tables(gw: Gateway, agg: Aggregate, serving: list[ListenerState], add
     gw_key = (gw.namespace, gw.name)
     for port in sorted({l.spec.port for l in serving if l.spec.protocol == "HTTPS"}):
         on_port = [l for l in serving if l.spec.port == port and l.spec.protocol in ("HTTPS", "TLS")]
-        names = {l.name: l.spec.hostname for l in on_port}
+        names = {l.id: l.spec.hostname for l in on_port}
         for listener in (l for l in on_port if l.spec.protocol == "HTTPS"):
             table = route_table(listener)
             vhosts = agg.virtual_hosts(gw_key, table, functools.partial(
@@ -327,7 +330,7 @@ def _https_tables(gw: Gateway, agg: Aggregate, serving: list[ListenerState], add
             taken = {d for vh in vhosts for d in vh.domains}
             # Hosts other listeners of the port own answer 421; with a hostname of
             # its own, every other host does too.
-            others = [h for n, h in names.items() if n != listener.name and h and h not in taken]
+            others = [h for n, h in names.items() if n != listener.id and h and h not in taken]
             if listener.spec.hostname and "*" not in taken:
                 others.append("*")
             extra = [_misdirected_host(gw, f"{table}/misdirected/{h}", (h,)) for h in others]
@@ -364,17 +367,18 @@ def _finish_gateway(
 
     conds: list[dict[str, Any]] = []
     usable = [l for l in ctx.listeners if l.usable]
+    own_usable = [l for l in ctx.own if l.usable]
     if params_error:
         conds.append(condition("Accepted", False, "InvalidParameters", params_error, gen))
-    elif not usable:
+    elif not own_usable:
         conds.append(condition("Accepted", False, "ListenersNotValid", "no listener is valid", gen))
-    elif len(usable) < len(ctx.listeners):
-        bad = ", ".join(l.name for l in ctx.listeners if not l.usable)
+    elif len(own_usable) < len(ctx.own):
+        bad = ", ".join(l.name for l in ctx.own if not l.usable)
         conds.append(condition("Accepted", True, "ListenersNotValid", f"invalid listeners are not served: {bad}", gen))
     else:
         conds.append(condition("Accepted", True, "Accepted", "Gateway is accepted", gen))
 
-    serving = not params_error and bool(usable) and address is not None
+    serving = not params_error and bool(own_usable) and address is not None
     state = feedback.proxy_state.get(ref)
     if address is None:
         conds.append(condition("Programmed", False, "AddressNotAssigned", "no address could be assigned", gen))
@@ -389,8 +393,15 @@ def _finish_gateway(
 
     status: dict[str, Any] = {
         "conditions": conds,
-        "listeners": [l.status(gen) for l in ctx.listeners],
+        "listeners": [l.status(gen) for l in ctx.own],
     }
+    accepted_sets = 0
+    for ls, allowed in ctx.sets:
+        ls_status = set_status(ls, allowed, [l for l in ctx.listeners if l.owner == (ls.namespace, ls.name)])
+        out.status[ls.key] = ls_status
+        accepted_sets += ls_status["conditions"][0]["status"] == "True"
+    if ctx.sets:
+        status["attachedListenerSets"] = accepted_sets
     if address is not None:
         addresses = status_addresses(gw) if status_addresses is not None else \
             [{"type": "IPAddress", "value": address}]
@@ -405,7 +416,7 @@ def _finish_gateway(
     clusters = agg.clusters(gw_key)
     serving_listeners = [l for l in usable if l.serving]
     for port in sorted({l.spec.port for l in serving_listeners if l.spec.protocol == "HTTP"}):
-        names = {l.name: l.spec.hostname for l in serving_listeners if l.spec.port == port}
+        names = {l.id: l.spec.hostname for l in serving_listeners if l.spec.port == port}
         vhosts = agg.virtual_hosts(gw_key, f"http-{port}", functools.partial(
             _virtual_host, gw, policies=policies, port_listeners=names, misdirected=False))
         listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts),

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lychgate import ir
 from lychgate.api import selectors
 from lychgate.api.core import Namespace
-from lychgate.api.gateway import GROUP, Gateway, Listener
+from lychgate.api.gateway import GROUP, Gateway, Listener, ListenerSet
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.secrets import resolve_certificates
@@ -30,6 +30,8 @@ TRANSPORT = {"HTTP": "http", "HTTPS": "tls", "TLS": "tls", "TCP": "tcp", "UDP": 
 @dataclass
 class ListenerState:
     spec: Listener
+    # The ListenerSet (namespace, name) that added it; None: the Gateway's own.
+    owner: tuple[str, str] | None = None
     valid: bool = True
     conflicted: str | None = None  # reason when Conflicted=True
     invalid_reason: str = ""
@@ -45,6 +47,16 @@ class ListenerState:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def id(self) -> str:
+        """Unique among a Gateway's listeners, ListenerSets' included."""
+        return self.name if self.owner is None else f"{self.owner[0]}/{self.owner[1]}/{self.name}"
+
+    @property
+    def namespace_of(self) -> str | None:
+        """Where `allowedRoutes.namespaces: Same` points: the ListenerSet's namespace."""
+        return self.owner[0] if self.owner else None
 
     @property
     def usable(self) -> bool:
@@ -72,7 +84,7 @@ class ListenerState:
         if ns.from_ == "All":
             return True
         if ns.from_ == "Same":
-            return namespace == gateway.namespace
+            return namespace == (self.namespace_of or gateway.namespace)
         if ns.from_ == "Selector":
             obj = store.get(Namespace, "", namespace)
             labels = dict(obj.metadata.labels) if obj else {}
@@ -126,8 +138,15 @@ class ListenerState:
         }
 
 
-def validate_listeners(gateway: Gateway, store: Store) -> list[ListenerState]:
+def validate_listeners(gateway: Gateway, store: Store,
+                       sets: Sequence[tuple[ListenerSet, bool]] = ()) -> list[ListenerState]:
+    """The Gateway's listeners, then those of the ListenerSets it allows (in
+    precedence order), each validated; a listener conflicting with an earlier
+    one is marked Conflicted and not served."""
     states = [ListenerState(spec=listener) for listener in gateway.spec.listeners]
+    for ls, allowed in sets:
+        if allowed:
+            states += [ListenerState(spec=listener, owner=(ls.namespace, ls.name)) for listener in ls.spec.listeners]
     for state in states:
         proto = state.spec.protocol
         if proto not in SUPPORTED_KINDS:
@@ -149,40 +168,33 @@ def validate_listeners(gateway: Gateway, store: Store) -> list[ListenerState]:
             state.invalid_message = f"listener {state.name}: none of the allowed route kinds is supported"
             continue
         _check_tls(store, gateway, state)
-
-    by_port: dict[int, list[ListenerState]] = defaultdict(list)
-    for state in states:
-        if state.spec.protocol in TRANSPORT:
-            by_port[state.spec.port].append(state)
-    for same_port in by_port.values():
-        transports = {TRANSPORT[s.spec.protocol] for s in same_port} - {"udp"}
-        if len(transports) > 1:
-            protocols = sorted({s.spec.protocol for s in same_port if TRANSPORT[s.spec.protocol] != "udp"})
-            for s in same_port:
-                if TRANSPORT[s.spec.protocol] == "udp":
-                    continue
-                s.conflicted = "ProtocolConflict"
-                s.invalid_reason = "ProtocolConflict"
-                s.invalid_message = (
-                    f"listener {s.name}: port {s.spec.port} is used with protocols {', '.join(protocols)}"
-                )
-        by_host: dict[tuple[str, str | None], list[ListenerState]] = defaultdict(list)
-        for s in same_port:
-            if s.conflicted is None:
-                transport = TRANSPORT[s.spec.protocol]
-                # TCP and UDP cannot tell connections apart by name: one listener per port.
-                host = s.spec.hostname if transport in ("http", "tls") else None
-                by_host[(transport, host)].append(s)
-        for (_, host), group in by_host.items():
-            if len(group) > 1:
-                for s in group:
-                    s.conflicted = "HostnameConflict"
-                    s.invalid_reason = "HostnameConflict"
-                    s.invalid_message = (
-                        f"listener {s.name}: listeners {', '.join(x.name for x in group)} share "
-                        f"port {s.spec.port} and hostname {host or '(any)'}"
-                    )
+    _settle_conflicts(states)
     return states
+
+
+def _settle_conflicts(states: list[ListenerState]) -> None:
+    """Listener precedence: the first listener of a port decides its transport
+    (HTTP, TLS or TCP; UDP lives beside them), the first of a hostname keeps it."""
+    transports: dict[int, tuple[str, ListenerState]] = {}
+    hosts: dict[tuple[int, str, str | None], ListenerState] = {}
+    for s in states:
+        if s.spec.protocol not in TRANSPORT or not s.valid:
+            continue
+        port, transport = s.spec.port, TRANSPORT[s.spec.protocol]
+        if transport != "udp":
+            first = transports.setdefault(port, (transport, s))
+            if first[0] != transport:
+                s.conflicted = s.invalid_reason = "ProtocolConflict"
+                s.invalid_message = (f"listener {s.name}: port {port} is already used with protocol "
+                                     f"{first[1].spec.protocol} by listener {first[1].id}")
+                continue
+        # TCP and UDP cannot tell connections apart by name: one listener per port.
+        host = s.spec.hostname if transport in ("http", "tls") else None
+        winner = hosts.setdefault((port, transport, host), s)
+        if winner is not s:
+            s.conflicted = s.invalid_reason = "HostnameConflict"
+            s.invalid_message = (f"listener {s.name}: listener {winner.id} already serves port {port} "
+                                 f"and hostname {host or '(any)'}")
 
 
 def _check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
@@ -211,7 +223,10 @@ def _check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
         state.invalid_reason = "UnsupportedValue"
         state.invalid_message = f"listener {state.name}: tls.mode Terminate needs tls.certificateRefs"
         return
-    resolved = resolve_certificates(store, gateway, tls.certificate_refs)
+    if state.owner is not None:
+        resolved = resolve_certificates(store, "ListenerSet", state.owner[0], tls.certificate_refs)
+    else:
+        resolved = resolve_certificates(store, "Gateway", gateway.namespace, tls.certificate_refs)
     if resolved.reason != "ResolvedRefs":
         state.refs_error = (resolved.reason, f"listener {state.name}: {resolved.message}")
         return

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lychgate.api.base import Resource
-from lychgate.api.gateway import Gateway, ParentReference
+from lychgate.api.gateway import GROUP, Gateway, ListenerSet, ParentReference
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.hostnames import effective_hostnames
@@ -18,14 +18,38 @@ CONTROLLER_NAME = "gateway.lychgate.dev/lychgate"
 
 @dataclass
 class GatewayCtx:
-    """One Gateway of ours during a pass, with its validated listeners."""
+    """One Gateway of ours during a pass, with its validated listeners (its own
+    first, then those of the ListenerSets it allows)."""
 
     gateway: Gateway
     listeners: list[ListenerState]
-    by_name: dict[str, ListenerState] = field(default_factory=dict)
+    sets: list[tuple[ListenerSet, bool]] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self.by_name = {l.name: l for l in self.listeners}
+    @property
+    def own(self) -> list[ListenerState]:
+        return [l for l in self.listeners if l.owner is None]
+
+
+def find_parent(
+    store: Store, route: Resource, ref: ParentReference, ctxs: dict[tuple[str, str], GatewayCtx]
+) -> tuple[GatewayCtx | None, str] | None:
+    """The Gateway of ours a parentRef (to a Gateway or a ListenerSet) reaches:
+    (ctx, namespace); (None, namespace) when the parent does not exist; None when
+    the parent is not ours to report on."""
+    if ref.group != GROUP or ref.kind not in ("Gateway", "ListenerSet"):
+        return None
+    ns = ref.namespace or route.namespace
+    if ref.kind == "Gateway":
+        ctx = ctxs.get((ns, ref.name))
+        if ctx is None:
+            return (None, ns) if store.get(Gateway, ns, ref.name) is None else None
+        return ctx, ns
+    ls = store.get(ListenerSet, ns, ref.name)
+    if ls is None:
+        return None, ns
+    parent = ls.spec.parent_ref
+    ctx = ctxs.get((parent.namespace or ls.namespace, parent.name))
+    return (ctx, ns) if ctx is not None else None
 
 
 def parent_key(route: Resource, ref: ParentReference) -> dict[str, Any]:
@@ -45,7 +69,7 @@ def parent_status(route: Resource, ref: ParentReference, conds: list[dict[str, A
 def missing_parent(route: Resource, ref: ParentReference, namespace: str) -> dict[str, Any]:
     gen = route.generation
     return parent_status(route, ref, [
-        condition("Accepted", False, "NoMatchingParent", f"Gateway {namespace}/{ref.name} not found", gen),
+        condition("Accepted", False, "NoMatchingParent", f"{ref.kind} {namespace}/{ref.name} not found", gen),
         condition("ResolvedRefs", True, "ResolvedRefs", "not evaluated without a parent", gen),
     ])
 
@@ -63,11 +87,19 @@ def attach(
     gen = route.generation
     gw = ctx.gateway
     kind = route.KIND
+    # A Gateway parent reaches the Gateway's own listeners, a ListenerSet parent its set's.
+    owner = (ref.namespace or route.namespace, ref.name) if ref.kind == "ListenerSet" else None
     candidates = [
         l for l in ctx.listeners
-        if (ref.section_name is None or l.name == ref.section_name)
+        if l.owner == owner
+        and (ref.section_name is None or l.name == ref.section_name)
         and (ref.port is None or l.spec.port == ref.port)
     ]
+    if owner is not None and not any(ls.namespace == owner[0] and ls.name == owner[1] and allowed
+                                     for ls, allowed in ctx.sets):
+        return condition("Accepted", False, "NotAllowedByListeners",
+                         f"ListenerSet {owner[0]}/{owner[1]} is not accepted by Gateway "
+                         f"{gw.namespace}/{gw.name}", gen), []
     if not candidates:
         what = " and ".join(
             part for part in (
@@ -75,8 +107,8 @@ def attach(
                 f"port {ref.port}" if ref.port else "",
             ) if part
         )
-        return condition("Accepted", False, "NoMatchingParent",
-                         f"Gateway {gw.namespace}/{gw.name} has no listener with {what}", gen), []
+        parent = f"ListenerSet {owner[0]}/{owner[1]}" if owner else f"Gateway {gw.namespace}/{gw.name}"
+        return condition("Accepted", False, "NoMatchingParent", f"{parent} has no listener with {what}", gen), []
     usable = [l for l in candidates if l.usable]
     if not usable:
         return condition("Accepted", False, "NoMatchingParent",

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import serialization
 
 from lychgate import ir
 from lychgate.api.core import Secret
-from lychgate.api.gateway import GROUP, Gateway, SecretObjectReference
+from lychgate.api.gateway import GROUP, SecretObjectReference
 from lychgate.store import Store
 from lychgate.translate.references import grant_allows
 
@@ -29,18 +29,20 @@ class CertificateResolution:
     message: str = ""
 
 
-def resolve_certificates(store: Store, gateway: Gateway, refs: list[SecretObjectReference]) -> CertificateResolution:
+def resolve_certificates(store: Store, from_kind: str, from_namespace: str,
+                         refs: list[SecretObjectReference]) -> CertificateResolution:
+    """The certificates a Gateway's (or ListenerSet's) listener refers to."""
     certs: list[ir.Certificate] = []
     for i, ref in enumerate(refs):
-        ns = ref.namespace or gateway.namespace
+        ns = ref.namespace or from_namespace
         where = f"tls.certificateRefs[{i}] ({ns}/{ref.name})"
         if ref.group not in ("", "core") or ref.kind != "Secret":
             return CertificateResolution((), "InvalidCertificateRef",
                                          f"{where}: {ref.group or 'core'}/{ref.kind} is not supported; use a core Secret")
-        if not grant_allows(store, GROUP, "Gateway", gateway.namespace, "", "Secret", ns, ref.name):
+        if not grant_allows(store, GROUP, from_kind, from_namespace, "", "Secret", ns, ref.name):
             return CertificateResolution((), "RefNotPermitted",
                                          f"{where}: the Secret is in another namespace and no ReferenceGrant in {ns} "
-                                         f"allows Gateways from {gateway.namespace} to refer to it")
+                                         f"allows {from_kind}s from {from_namespace} to refer to it")
         secret = store.get(Secret, ns, ref.name)
         if secret is None:
             return CertificateResolution((), "InvalidCertificateRef", f"{where}: Secret not found")

@@ -14,11 +14,17 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.base import ObjectKey
-from lychgate.api.gateway import GROUP, Gateway, TCPRoute, TLSRoute, UDPRoute
+from lychgate.api.gateway import TCPRoute, TLSRoute, UDPRoute
 from lychgate.store import Store
 from lychgate.translate.conditions import condition, resolved_refs
 from lychgate.translate.listeners import ListenerState
-from lychgate.translate.parents import GatewayCtx, attach, missing_parent, parent_status
+from lychgate.translate.parents import (
+    GatewayCtx,
+    attach,
+    find_parent,
+    missing_parent,
+    parent_status,
+)
 from lychgate.translate.references import resolve_service
 
 L4Route = TLSRoute | TCPRoute | UDPRoute
@@ -46,7 +52,7 @@ class Streams:
         taken: set[tuple[str, int]] = set()  # (transport, port) of TCP/UDP listeners
         for s in self.served.get(gw, []):
             spec = s.listener.spec
-            name = f"{spec.protocol.lower()}-{spec.port}-{s.listener.name}"
+            name = f"{spec.protocol.lower()}-{spec.port}-{s.listener.id}"
             if spec.protocol == "TLS":
                 names = tuple(h for h in s.hosts if (spec.port, h) not in claimed)
                 claimed.update((spec.port, h) for h in names)
@@ -70,13 +76,12 @@ def translate_streams(store: Store, ctxs: dict[GatewayKey, GatewayCtx]) -> Strea
     for route in sorted(routes, key=lambda r: (r.created, r.namespace, r.name)):
         parents = []
         for ref in route.spec.parent_refs:
-            if ref.group != GROUP or ref.kind != "Gateway":
+            found = find_parent(store, route, ref, ctxs)
+            if found is None:
                 continue
-            ns = ref.namespace or route.namespace
-            ctx = ctxs.get((ns, ref.name))
+            ctx, ns = found
             if ctx is None:
-                if store.get(Gateway, ns, ref.name) is None:
-                    parents.append(missing_parent(route, ref, ns))
+                parents.append(missing_parent(route, ref, ns))
                 continue
             hostnames = list(route.spec.hostnames) if isinstance(route, TLSRoute) else None
             refused, attached = attach(store, route, ref, ctx, hostnames)
@@ -86,9 +91,9 @@ def translate_streams(store: Store, ctxs: dict[GatewayKey, GatewayCtx]) -> Strea
                                           f"attached to {', '.join(l.name for l, _ in attached)}", gen),
                      resolved_refs(reason, problems, gen)]
             parents.append(parent_status(route, ref, conds))
-            gw_key = (ns, ref.name)
+            gw_key = (ctx.gateway.namespace, ctx.gateway.name)
             for listener, hosts in attached:
-                out.attached[(gw_key, listener.name)] += 1
+                out.attached[(gw_key, listener.id)] += 1
                 if listener.serving:
                     out.served[gw_key].append(_Served(route, listener, hosts, backends))
                     out.clusters[gw_key].update(clusters)
