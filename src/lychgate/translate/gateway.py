@@ -21,7 +21,7 @@ from lychgate.translate.conditions import condition
 from lychgate.translate.hostnames import effective_hostnames
 from lychgate.translate.listeners import ListenerState, validate_listeners
 from lychgate.translate.policies import PolicyIndex
-from lychgate.translate.routes import CompiledRoute, compile_route, precedence_key
+from lychgate.translate.routes import CompiledRoute, compile_route, for_listener, precedence_key
 
 CONTROLLER_NAME = "gateway.lychgate.dev/lychgate"
 
@@ -326,7 +326,8 @@ def _virtual_host(
     gw: Gateway, port: int, host: str, entries: list[tuple[HTTPRoute, ir.Route, str]], policies: PolicyIndex
 ) -> ir.VirtualHost:
     ordered = sorted(entries, key=lambda e: precedence_key(e[0], e[1]))
-    routes = tuple(policies.apply(gw, name, route, r) for route, r, name in ordered)
+    tls = any(l.port == port and l.protocol == "HTTPS" for l in gw.spec.listeners)
+    routes = tuple(for_listener(policies.apply(gw, name, route, r), port, tls) for route, r, name in ordered)
     return ir.VirtualHost(name=f"{port}/{host}", domains=(host,), routes=routes)
 
 
