@@ -490,3 +490,106 @@ def test_rewrites_change_what_the_backend_sees(stack: Stack) -> None:
     assert seen("/strip-prefix") == ("/", host)
     assert seen("/full/one/two") == ("/one", host)
     assert seen("/host/x") == ("/host/x", "one.example.org")
+
+
+# --- matching and backends (the conformance tests' cases) ------------------------------------------
+
+
+def test_query_param_matching_and_precedence(stack: Stack) -> None:
+    stack.route("query", "query.example.com", """
+        - matches: [{queryParams: [{name: animal, value: whale}]}]
+          backendRefs: [{name: v1, port: 80}]
+        - matches: [{queryParams: [{name: animal, value: dolphin}]}]
+          backendRefs: [{name: v2, port: 80}]
+        - matches:
+            - queryParams: [{name: animal, value: dolphin}, {name: color, value: blue}]
+            - queryParams: [{name: ANIMAL, value: Whale}]
+          backendRefs: [{name: v3, port: 80}]
+        - matches: [{path: {value: /path1}, queryParams: [{name: animal, value: whale}]}]
+          backendRefs: [{name: v1, port: 80}]
+        - matches: [{headers: [{name: version, value: one}], queryParams: [{name: animal, value: whale}]}]
+          backendRefs: [{name: v2, port: 80}]
+        - matches: [{path: {value: /path2}, headers: [{name: version, value: two}], queryParams: [{name: animal, value: whale}]}]
+          backendRefs: [{name: v3, port: 80}]
+        - matches:
+            - {path: {value: /path3}, queryParams: [{name: animal, value: shark}]}
+            - {path: {value: /path4}, headers: [{name: version, value: three}], queryParams: [{name: animal, value: kraken}]}
+          backendRefs: [{name: v1, port: 80}]
+        - matches: [{path: {value: /path5}}]
+          backendRefs: [{name: v1, port: 80}]
+        - matches: [{queryParams: [{name: animal, value: hydra}]}]
+          backendRefs: [{name: v2, port: 80}]
+        - matches: [{headers: [{name: version, value: four}]}]
+          backendRefs: [{name: v3, port: 80}]
+    """)
+    host = "query.example.com"
+    stack.wait(host, "/?animal=whale", lambda r: r.status_code == 200, "the query route")
+    cases: list[tuple[str, dict[str, str], str | int]] = [
+        ("/?animal=whale", {}, "v1"), ("/?animal=dolphin", {}, "v2"), ("/?animal=dolphin&color=blue", {}, "v3"),
+        ("/?ANIMAL=Whale", {}, "v3"), ("/?animal=whale&otherparam=irrelevant", {}, "v1"),
+        ("/?animal=dolphin&color=yellow", {}, "v2"), ("/?color=blue", {}, 404), ("/?animal=dog", {}, 404),
+        ("/?animal=whaledolphin", {}, 404), ("/", {}, 404),
+        ("/path1?animal=whale", {}, "v1"), ("/?animal=whale", {"version": "one"}, "v2"),
+        ("/path2?animal=whale", {"version": "two"}, "v3"), ("/path3?animal=shark", {}, "v1"),
+        ("/path4?animal=kraken", {"version": "three"}, "v1"), ("/?animal=shark", {}, 404),
+        ("/path4?animal=kraken", {}, 404), ("/path5?animal=hydra", {}, "v1"),
+        ("/?animal=hydra", {"version": "four"}, "v3"),
+    ]
+    got = [(path, headers, answered_by(stack.get(host, path, headers=headers))) for path, headers, _ in cases]
+    assert got == cases
+
+
+def test_path_match_order(stack: Stack) -> None:
+    stack.route("path-order", "path-order.example.com", """
+        - matches: [{path: {type: Exact, value: /match}}]
+          backendRefs: [{name: v1, port: 80}]
+        - matches: [{path: {type: Exact, value: /match/exact}}]
+          backendRefs: [{name: v2, port: 80}]
+        - matches: [{path: {type: Exact, value: /match/exact/one}}]
+          backendRefs: [{name: v3, port: 80}]
+        - matches: [{path: {type: PathPrefix, value: /match/}}]
+          backendRefs: [{name: v3, port: 80}]
+        - matches: [{path: {type: PathPrefix, value: /match/prefix/}}]
+          backendRefs: [{name: v1, port: 80}]
+        - matches: [{path: {type: PathPrefix, value: /match/prefix/one}}]
+          backendRefs: [{name: v2, port: 80}]
+    """)
+    host = "path-order.example.com"
+    stack.wait(host, "/match", lambda r: r.status_code == 200, "the path order route")
+    cases = [("/match/exact/one", "v3"), ("/match/exact", "v2"), ("/match", "v1"),
+             ("/match/prefix/one/any", "v2"), ("/match/prefix/any", "v1"), ("/match/any", "v3")]
+    assert [(path, answered_by(stack.get(host, path))) for path, _ in cases] == cases
+
+
+def test_headless_service_with_several_endpoint_slices(stack: Stack) -> None:
+    """Service types: a headless Service whose endpoints come from hand-written
+    EndpointSlices, one per address family (the IPv6 one empty here)."""
+    port = stack.backends["v2"].port
+    stack.lg.write("svc-headless.yaml", f"""
+        apiVersion: v1
+        kind: Service
+        metadata: {{name: headless}}
+        spec:
+          clusterIP: None
+          ports: [{{name: first-port, protocol: TCP, port: 8080, targetPort: 3000}}]
+        ---
+        apiVersion: discovery.k8s.io/v1
+        kind: EndpointSlice
+        metadata: {{name: headless-ip4, labels: {{kubernetes.io/service-name: headless}}}}
+        addressType: IPv4
+        ports: [{{name: first-port, port: {port}, protocol: TCP}}]
+        endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true, serving: true, terminating: false}}}}]
+        ---
+        apiVersion: discovery.k8s.io/v1
+        kind: EndpointSlice
+        metadata: {{name: headless-ip6, labels: {{kubernetes.io/service-name: headless}}}}
+        addressType: IPv6
+        ports: [{{name: first-port, port: {port}, protocol: TCP}}]
+    """)
+    stack.route("service-types", "service-types.example.com", """
+        - matches: [{path: {type: Exact, value: /headless}}]
+          backendRefs: [{name: headless, port: 8080}]
+    """)
+    resp = stack.wait("service-types.example.com", "/headless", lambda r: r.status_code == 200, "the headless Service")
+    assert answered_by(resp) == "v2"
+    assert stack.conditions("service-types")["ResolvedRefs"]["status"] == "True"
