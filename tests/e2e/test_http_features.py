@@ -367,6 +367,10 @@ def test_request_and_backend_request_timeouts(stack: Stack) -> None:
         - matches: [{path: {value: /disabled}}]
           timeouts: {request: 0s, backendRequest: 0s}
           backendRefs: [{name: v1, port: 80}]
+        - matches: [{path: {value: /retried}}]
+          timeouts: {request: 5s, backendRequest: 300ms}
+          retry: {attempts: 2}
+          backendRefs: [{name: v1, port: 80}]
     """)
     host = "timeouts.example.com"
     stack.wait(host, "/disabled", lambda r: r.status_code == 200, "the timeout route")
@@ -374,6 +378,9 @@ def test_request_and_backend_request_timeouts(stack: Stack) -> None:
         assert stack.get(host, f"{path}?delay=10").status_code == 200
         assert stack.get(host, f"{path}?delay=1000").status_code == 504
     assert stack.get(host, "/disabled?delay=1000").status_code == 200
+    # A backend request that times out is retried like a connection error.
+    assert stack.get(host, "/retried?delay=1000").status_code == 504
+    assert stack.backends["v1"].hits["/retried?delay=1000"] == 3
 
 
 # --- backend protocols ---------------------------------------------------------------------------
