@@ -85,7 +85,8 @@ class EchoBackends:
 def service_yaml(name: str, port: int, backend_port: int, namespace: str = "default",
                  app_protocol: str | None = None) -> str:
     """A Service and the EndpointSlice pointing it at a local backend port."""
-    proto = f"\n      appProtocol: {app_protocol}" if app_protocol else ""
+    # Indented like the template's lines below, or dedent() would stop at it.
+    proto = f"\n              appProtocol: {app_protocol}" if app_protocol else ""
     return textwrap.dedent(f"""\
         apiVersion: v1
         kind: Service

@@ -53,10 +53,24 @@ class WeightedCluster:
 
 
 @dataclass(frozen=True)
+class Mirror:
+    """A copy of each request (or of `numerator` in `denominator` of them) goes
+    to `cluster`; its answer is ignored."""
+
+    cluster: str
+    numerator: int = 1
+    denominator: int = 1
+
+
+@dataclass(frozen=True)
 class Forward:
     backends: tuple[WeightedCluster, ...]
     timeout_ms: int | None = None  # None: Envoy's default; 0: no timeout
     per_try_timeout_ms: int | None = None
+    mirrors: tuple[Mirror, ...] = ()
+    retry: Retry | None = None
+    # A backend speaks WebSocket (appProtocol kubernetes.io/ws): allow the upgrade.
+    websocket: bool = False
 
 
 @dataclass(frozen=True)
@@ -246,6 +260,8 @@ class Route:
     url_rewrite_host: str | None = None
     url_rewrite_path_full: str | None = None
     url_rewrite_path_prefix: str | None = None
+    # The HTTPRoute's own CORS filter; it wins over a TrafficPolicy's.
+    cors: Cors | None = None
     # Why the route answers 500 instead of forwarding (standard validation).
     replaced_because: str | None = None
     policy: RoutePolicy | None = None
@@ -292,7 +308,7 @@ class HTTPListener:
     # chain (off by default) whether or not a route uses it yet, so attaching a
     # policy changes only routes and never drains the listener's connections.
     extensions: tuple[ExtAuthService | ExtProcService, ...] = ()
-    # The route-configured policy filters (CORS, rate limit, buffer, transformation)
+    # The route-configured policy filters (rate limit, buffer, transformation)
     # are installed, off by default, once any TrafficPolicy exists: from then on
     # policies never change the listener.
     policy_filters: bool = False
@@ -334,7 +350,8 @@ class Endpoint:
 class Cluster:
     name: str
     endpoints: tuple[Endpoint, ...]
-    protocol: Literal["http1", "h2c"] = "http1"
+    # "ws": HTTP/1.1 that may be upgraded to WebSocket (appProtocol kubernetes.io/ws)
+    protocol: Literal["http1", "h2c", "ws"] = "http1"
     connect_timeout_ms: int = 5000
 
 

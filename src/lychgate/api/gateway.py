@@ -225,6 +225,37 @@ class LocalObjectReference(Model):
     name: str
 
 
+class BackendObjectReference(Model):
+    group: str = ""
+    kind: str = "Service"
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+
+
+class Fraction(Model):
+    numerator: int
+    denominator: int = 100
+
+
+class RequestMirror(Model):
+    """Ranges and the percent/fraction exclusivity are checked by the translator,
+    so a bad value becomes a condition on the route, not a rejected manifest."""
+
+    backend_ref: BackendObjectReference
+    percent: int | None = None
+    fraction: Fraction | None = None
+
+
+class CORS(Model):
+    allow_origins: list[str] = Field(default_factory=list, max_length=64)
+    allow_methods: list[str] = Field(default_factory=list, max_length=9)
+    allow_headers: list[str] = Field(default_factory=list, max_length=64)
+    expose_headers: list[str] = Field(default_factory=list, max_length=64)
+    allow_credentials: bool | None = None
+    max_age: int = 5
+
+
 class HTTPRouteFilter(Model):
     type: Literal[
         "RequestHeaderModifier",
@@ -234,22 +265,19 @@ class HTTPRouteFilter(Model):
         "URLRewrite",
         "ExtensionRef",
         "CORS",
+        "ExternalAuth",
     ]
     request_header_modifier: HeaderModifier | None = None
     response_header_modifier: HeaderModifier | None = None
-    request_mirror: OpenModel | None = None
+    request_mirror: RequestMirror | None = None
     request_redirect: RequestRedirect | None = None
     url_rewrite: URLRewrite | None = None
     extension_ref: LocalObjectReference | None = None
-    cors: OpenModel | None = None
+    cors: CORS | None = None
+    external_auth: OpenModel | None = None
 
 
-class BackendRef(Model):
-    group: str = ""
-    kind: str = "Service"
-    name: str = Field(min_length=1)
-    namespace: str | None = None
-    port: int | None = Field(None, ge=1, le=65535)
+class BackendRef(BackendObjectReference):
     weight: int = Field(1, ge=0, le=1_000_000)
     filters: list[HTTPRouteFilter] = Field(default_factory=list)
 
@@ -257,6 +285,12 @@ class BackendRef(Model):
 class HTTPRouteTimeouts(Model):
     request: str | None = None
     backend_request: str | None = None
+
+
+class HTTPRouteRetry(Model):
+    codes: list[int] = Field(default_factory=list)
+    attempts: int | None = None
+    backoff: str | None = None
 
 
 class HTTPRouteRule(Model):
@@ -267,7 +301,7 @@ class HTTPRouteRule(Model):
     filters: list[HTTPRouteFilter] = Field(default_factory=list)
     backend_refs: list[BackendRef] = Field(default_factory=list)
     timeouts: HTTPRouteTimeouts | None = None
-    retry: OpenModel | None = None
+    retry: HTTPRouteRetry | None = None
     session_persistence: OpenModel | None = None
 
 

@@ -33,7 +33,7 @@ from lychgate.translate.parents import (
     parent_status,
 )
 from lychgate.translate.policies import PolicyIndex
-from lychgate.translate.routes import CompiledRoute, compile_route, precedence_key
+from lychgate.translate.routes import CompiledRoute, compile_route, for_listener, precedence_key
 from lychgate.translate.streams import Streams, translate_streams
 
 # Gateway API features the translator implements, for GatewayClass status.supportedFeatures
@@ -45,16 +45,27 @@ SUPPORTED_FEATURES: tuple[str, ...] = (
     "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
     "HTTPRoute",
+    "HTTPRoute303RedirectStatusCode",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendProtocolH2C",
+    "HTTPRouteBackendProtocolWebSocket",
     "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendTimeout",
+    "HTTPRouteCORS",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
+    "HTTPRouteNamedRouteRule",
     "HTTPRoutePathRedirect",
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
     "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
+    "HTTPRouteRequestPercentageMirror",
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
+    "HTTPRouteRetry",
     "HTTPRouteSchemeRedirect",
     "ListenerSet",
     "ReferenceGrant",
@@ -290,17 +301,18 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayPar
 
 def _virtual_host(
     gw: Gateway, table: str, host: str, entries: list[Entry], policies: PolicyIndex,
-    port_listeners: dict[str, str | None], misdirected: bool,
+    port: int, port_listeners: dict[str, str | None], https: bool,
 ) -> ir.VirtualHost:
     # Listener isolation: a request belongs to the most specific listener whose
     # hostname matches it; routes that came through another listener don't serve it.
     owner = hostnames.owner(host, port_listeners)
     name = f"{table.removeprefix('http-')}/{host}" if table.startswith("http-") else f"{table}/{host}"
     mine = [e for e in entries if e[2] == owner]
-    if misdirected and not mine:
+    if https and not mine:
         return _misdirected_host(gw, name, (host,))
     ordered = sorted(mine, key=lambda e: precedence_key(e[0], e[1]))
-    routes = tuple(policies.apply(gw, listener, route, r) for route, r, listener in ordered)
+    routes = tuple(for_listener(policies.apply(gw, listener, route, r), port, https)
+                   for route, r, listener in ordered)
     return ir.VirtualHost(name=name, domains=(host,), routes=routes)
 
 
@@ -326,7 +338,7 @@ def _https_tables(gw: Gateway, agg: Aggregate, serving: list[ListenerState], add
         for listener in (l for l in on_port if l.spec.protocol == "HTTPS"):
             table = route_table(listener)
             vhosts = agg.virtual_hosts(gw_key, table, functools.partial(
-                _virtual_host, gw, policies=policies, port_listeners=names, misdirected=True))
+                _virtual_host, gw, policies=policies, port=port, port_listeners=names, https=True))
             taken = {d for vh in vhosts for d in vh.domains}
             # Hosts other listeners of the port own answer 421; with a hostname of
             # its own, every other host does too.
@@ -418,7 +430,7 @@ def _finish_gateway(
     for port in sorted({l.spec.port for l in serving_listeners if l.spec.protocol == "HTTP"}):
         names = {l.id: l.spec.hostname for l in serving_listeners if l.spec.port == port}
         vhosts = agg.virtual_hosts(gw_key, f"http-{port}", functools.partial(
-            _virtual_host, gw, policies=policies, port_listeners=names, misdirected=False))
+            _virtual_host, gw, policies=policies, port=port, port_listeners=names, https=False))
         listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts),
                                          extensions=policies.extensions, policy_filters=policies.active))
     listeners += _https_tables(gw, agg, serving_listeners, address, policies)

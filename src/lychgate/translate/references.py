@@ -7,6 +7,7 @@ reason and a message that names the missing piece, never an exception.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from lychgate import ir
 from lychgate.api.core import Service, ServicePort
@@ -14,6 +15,17 @@ from lychgate.api.gateway import ReferenceGrant
 from lychgate.store import Store
 
 H2C_APP_PROTOCOLS = frozenset({"kubernetes.io/h2c", "h2c", "http2", "grpc"})
+WEBSOCKET_APP_PROTOCOLS = frozenset({"kubernetes.io/ws"})
+
+
+def _protocol(app_protocol: str | None) -> Literal["http1", "h2c", "ws"]:
+    """The upstream protocol a Service port's appProtocol asks for (GEP-1911)."""
+    value = (app_protocol or "").lower()
+    if value in H2C_APP_PROTOCOLS:
+        return "h2c"
+    if value in WEBSOCKET_APP_PROTOCOLS:
+        return "ws"
+    return "http1"
 
 
 def grant_allows(
@@ -91,12 +103,11 @@ def resolve_service(
     if service_port is None:
         ports = ", ".join(str(p.port) for p in service.spec.ports) or "none"
         return Resolution(None, "BackendNotFound", f"Service {where} has no port {port} (ports: {ports})")
-    h2c = (service_port.app_protocol or "").lower() in H2C_APP_PROTOCOLS
     return Resolution(
         ir.Cluster(
             name=cluster_name(namespace, name, port),
             endpoints=tuple(service_endpoints(store, service, service_port)),
-            protocol="h2c" if h2c else "http1",
+            protocol=_protocol(service_port.app_protocol),
         )
     )
 

@@ -6,20 +6,25 @@ compiled route serves every parent and hostname it is attached under.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
 from lychgate import ir
 from lychgate.api.base import Resource
 from lychgate.api.gateway import (
+    BackendObjectReference,
     HeaderModifier,
     HTTPRoute,
     HTTPRouteFilter,
     HTTPRouteMatch,
     HTTPRouteRule,
+    RequestMirror,
 )
 from lychgate.store import Store
-from lychgate.translate.references import resolve_service
+from lychgate.translate import rule_filters
+from lychgate.translate.references import Resolution, resolve_service
+from lychgate.translate.rule_filters import InvalidRule, duration_ms
 
 # Filter type -> the model attribute that carries its configuration.
 SUPPORTED_FILTERS: dict[str, str] = {
@@ -27,7 +32,11 @@ SUPPORTED_FILTERS: dict[str, str] = {
     "ResponseHeaderModifier": "response_header_modifier",
     "RequestRedirect": "request_redirect",
     "URLRewrite": "url_rewrite",
+    "RequestMirror": "request_mirror",
+    "CORS": "cors",
 }
+# The filters a backendRef may carry (the rest apply to a whole rule).
+BACKEND_FILTERS = frozenset({"RequestHeaderModifier", "ResponseHeaderModifier"})
 
 
 @dataclass
@@ -46,10 +55,6 @@ class CompiledRoute:
 # names of Services and namespaces behind the gateway. The status says why.
 INVALID_RULE_BODY = "this route rule is invalid; see the HTTPRoute status\n"
 NO_BACKEND_BODY = "this route has no valid backend; see the HTTPRoute status\n"
-
-
-class InvalidRule(ValueError):
-    """A rule Envoy cannot or must not serve as written."""
 
 
 def compile_route(store: Store, route: HTTPRoute) -> CompiledRoute:
@@ -84,7 +89,9 @@ def _compile_rule(
     response_headers = ir.HeaderOps()
     redirect: ir.Redirect | None = None
     rewrite_host = rewrite_full = rewrite_prefix = None
-    for f in rule.filters:
+    cors: ir.Cors | None = None
+    mirrors: list[tuple[str, RequestMirror]] = []
+    for i, f in enumerate(rule.filters):
         _check_filter(f)
         if f.type == "RequestHeaderModifier" and f.request_header_modifier:
             request_headers = header_ops(f.request_header_modifier)
@@ -102,10 +109,16 @@ def _compile_rule(
             if f.url_rewrite.path:
                 rewrite_full = f.url_rewrite.path.replace_full_path
                 rewrite_prefix = f.url_rewrite.path.replace_prefix_match
+        elif f.type == "CORS" and f.cors:
+            cors = rule_filters.cors(f.cors, f"filters[{i}].cors")
+        elif f.type == "RequestMirror" and f.request_mirror:
+            mirrors.append((f"filters[{i}].requestMirror", f.request_mirror))
     if redirect and rule.backend_refs:
         raise InvalidRule("RequestRedirect cannot be combined with backendRefs")
 
-    action: ir.Action = redirect if redirect is not None else _forward(store, route, rule, out)
+    action: ir.Action = (
+        redirect if redirect is not None else _forward(store, route, rule, rule.name or str(rule_index), mirrors, out)
+    )
 
     for match_index, match in enumerate(rule.matches):
         m = _match(match)
@@ -121,39 +134,78 @@ def _compile_rule(
                 url_rewrite_host=rewrite_host,
                 url_rewrite_path_full=rewrite_full,
                 url_rewrite_path_prefix=rewrite_prefix,
+                cors=cors,
             )
         )
 
 
-def _forward(store: Store, route: HTTPRoute, rule: HTTPRouteRule, out: CompiledRoute) -> ir.Action:
+def _resolve(
+    store: Store, route: HTTPRoute, ref: BackendObjectReference, out: CompiledRoute, where: str = ""
+) -> Resolution:
+    """Resolve a backendRef (or a mirror's, `where` names it); failures go to
+    the ResolvedRefs condition."""
+    res = resolve_service(
+        store, from_kind="HTTPRoute", from_namespace=route.namespace, group=ref.group,
+        kind=ref.kind, namespace=ref.namespace or route.namespace, name=ref.name, port=ref.port,
+    )
+    if not res.ok:
+        out.unresolved_reason = out.unresolved_reason or res.reason
+        out.unresolved.append(f"{where}: {res.message}" if where else res.message)
+    elif res.cluster is not None:
+        out.clusters[res.cluster.name] = res.cluster
+    return res
+
+
+def _forward(
+    store: Store, route: HTTPRoute, rule: HTTPRouteRule, label: str,
+    mirror_specs: list[tuple[str, RequestMirror]], out: CompiledRoute,
+) -> ir.Action:
     backends: list[ir.WeightedCluster] = []
+    websocket = False
     for ref in rule.backend_refs:
         for f in ref.filters:
             _check_filter(f)
-        res = resolve_service(
-            store, from_kind="HTTPRoute", from_namespace=route.namespace, group=ref.group,
-            kind=ref.kind, namespace=ref.namespace or route.namespace, name=ref.name, port=ref.port,
-        )
-        if not res.ok:
-            out.unresolved_reason = out.unresolved_reason or res.reason
-            out.unresolved.append(res.message)
-        elif res.cluster is not None:
-            out.clusters[res.cluster.name] = res.cluster
+            if f.type not in BACKEND_FILTERS:
+                raise InvalidRule(f"filter {f.type} is not supported on a backendRef; put it on the rule")
+        res = _resolve(store, route, ref, out)
         if ref.weight == 0:
             continue
+        websocket |= res.cluster is not None and res.cluster.protocol == "ws"
         req = next((header_ops(f.request_header_modifier) for f in ref.filters
                     if f.type == "RequestHeaderModifier" and f.request_header_modifier), ir.HeaderOps())
         resp = next((header_ops(f.response_header_modifier) for f in ref.filters
                      if f.type == "ResponseHeaderModifier" and f.response_header_modifier), ir.HeaderOps())
         backends.append(ir.WeightedCluster(res.cluster.name if res.cluster else None, ref.weight, req, resp))
+    mirrors = _mirrors(store, route, label, mirror_specs, out)
     if not backends or all(b.cluster is None for b in backends):
         # No usable backend: the Gateway API asks for a 500, not a 404 or 503.
         return ir.DirectResponse(500, NO_BACKEND_BODY)
-    timeout = _duration_ms(rule.timeouts.request, "timeouts.request") if rule.timeouts else None
+    timeout = duration_ms(rule.timeouts.request, "timeouts.request") if rule.timeouts else None
     backend_timeout = (
-        _duration_ms(rule.timeouts.backend_request, "timeouts.backendRequest") if rule.timeouts else None
+        duration_ms(rule.timeouts.backend_request, "timeouts.backendRequest") if rule.timeouts else None
     )
-    return ir.Forward(tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout)
+    if timeout and backend_timeout and backend_timeout > timeout:
+        raise InvalidRule(f"timeouts.backendRequest ({rule.timeouts.backend_request}) cannot be longer "  # type: ignore[union-attr]
+                          f"than timeouts.request ({rule.timeouts.request})")  # type: ignore[union-attr]
+    return ir.Forward(
+        tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout, mirrors=mirrors,
+        retry=rule_filters.retry(rule.retry, "retry") if rule.retry is not None else None,
+        websocket=websocket,
+    )
+
+
+def _mirrors(
+    store: Store, route: HTTPRoute, label: str, specs: list[tuple[str, RequestMirror]], out: CompiledRoute
+) -> tuple[ir.Mirror, ...]:
+    """A mirror whose backend cannot be resolved is dropped (and reported);
+    the rule still forwards to its own backends."""
+    mirrors: list[ir.Mirror] = []
+    for where, spec in specs:
+        numerator, denominator = rule_filters.mirror_fraction(spec, where)
+        res = _resolve(store, route, spec.backend_ref, out, f"rule {label} {where}.backendRef")
+        if res.cluster is not None and numerator > 0:
+            mirrors.append(ir.Mirror(res.cluster.name, numerator, denominator))
+    return tuple(mirrors)
 
 
 def _check_filter(f: HTTPRouteFilter) -> None:
@@ -219,18 +271,23 @@ def check_regex(pattern: str, what: str) -> None:
         raise InvalidRule(f"{what} regex {pattern!r} is invalid: {err}") from None
 
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def _duration_ms(value: str | None, field_name: str) -> int | None:
-    """Gateway API durations: '1h', '10s', '500ms', '1m30s'; '0s' disables."""
-    if value is None:
-        return None
-    m = _DURATION.match(value)
-    if not value or m is None or not any(m.groups()):
-        raise InvalidRule(f"{field_name} {value!r} is not a duration like 10s or 500ms")
-    h, mi, s, ms = (int(g or 0) for g in m.groups())
-    return ((h * 60 + mi) * 60 + s) * 1000 + ms
+def for_listener(r: ir.Route, port: int, tls: bool) -> ir.Route:
+    """A route as served on one listener: a redirect's Location takes the
+    listener's port when it names neither scheme nor port, and leaves out a
+    port that is the default of its scheme (http://host, not http://host:80)."""
+    action = r.action
+    if not isinstance(action, ir.Redirect):
+        return r
+    scheme = action.scheme or ("https" if tls else "http")
+    target = action.port if action.port is not None or action.scheme is not None else port
+    if target == _DEFAULT_PORTS[scheme]:
+        target = None
+    if target == action.port:
+        return r
+    return dataclasses.replace(r, action=dataclasses.replace(action, port=target))
 
 
 def precedence_key(route: Resource, r: ir.Route) -> tuple[object, ...]:

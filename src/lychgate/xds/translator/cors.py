@@ -47,14 +47,15 @@ class Cors(Feature):
     order = 10
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        if not listener.policy_filters:
-            return
-        # It does nothing on routes without a CorsPolicy.
+        # Always there, so a route gaining a CORS filter (HTTPRoute or TrafficPolicy)
+        # changes only routes, never the listener. It does nothing on routes
+        # without a CorsPolicy.
         hcm.http_filters.append(hcm_pb.HttpFilter(name=FILTER, typed_config=pack(cors_pb2.Cors())))
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
-        if route.policy is not None and route.policy.cors is not None:
-            out.typed_per_filter_config[FILTER].CopyFrom(pack(cors_policy(route.policy.cors)))
+        cors = route.cors or (route.policy.cors if route.policy is not None else None)
+        if cors is not None:
+            out.typed_per_filter_config[FILTER].CopyFrom(pack(cors_policy(cors)))
 
 
 register(Cors())

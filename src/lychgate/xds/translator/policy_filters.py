@@ -1,8 +1,9 @@
 """Helpers shared by the policy features: per-route filter config, filters off by default.
 
 Policy filters sit in every listener's HTTP connection manager, disabled: the
-ext_authz / ext_proc filter of every usable GatewayExtension, and the CORS,
-rate limit, buffer and transformation filters once any TrafficPolicy exists. A
+ext_authz / ext_proc filter of every usable GatewayExtension, and the rate
+limit, buffer and transformation filters once any TrafficPolicy exists (the
+CORS filter, which HTTPRoutes use too, is always there). A
 route that needs one enables and configures it through
 `typed_per_filter_config`. Routes without the policy never run the filter, and
 attaching, changing or removing a policy touches only the route configuration

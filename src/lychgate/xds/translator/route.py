@@ -8,6 +8,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.config.route.v3 import route_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
+from envoy.type.v3 import percent_pb2
 from google.protobuf import duration_pb2
 
 from lychgate import ir
@@ -130,6 +131,12 @@ def _forward(r: ir.Route, action: ir.Forward) -> route_pb.RouteAction:
         out.timeout.CopyFrom(_ms(action.timeout_ms))
     if action.per_try_timeout_ms is not None:
         out.retry_policy.per_try_timeout.CopyFrom(_ms(action.per_try_timeout_ms))
+    if action.retry is not None:
+        retry_policy(action.retry, out.retry_policy)
+    for mirror in action.mirrors:
+        out.request_mirror_policies.append(_mirror(mirror))
+    if action.websocket:
+        out.upgrade_configs.append(route_pb.RouteAction.UpgradeConfig(upgrade_type="websocket", enabled={"value": True}))
     if r.url_rewrite_host:
         out.host_rewrite_literal = r.url_rewrite_host
     if r.url_rewrite_path_full is not None:
@@ -140,14 +147,47 @@ def _forward(r: ir.Route, action: ir.Forward) -> route_pb.RouteAction:
     return out
 
 
-def _prefix_rewrite(prefix: str, replacement: str, out: route_pb.RouteAction) -> None:
+def retry_policy(retry: ir.Retry, out: route_pb.RetryPolicy) -> None:
+    """An IR retry onto Envoy's policy; a per-try timeout already set stays."""
+    retry_on = list(retry.retry_on)
+    if retry.status_codes and "retriable-status-codes" not in retry_on:
+        retry_on.append("retriable-status-codes")
+    out.retry_on = ",".join(retry_on)
+    out.num_retries.value = retry.attempts
+    if retry.per_try_timeout_ms is not None and not out.HasField("per_try_timeout"):
+        out.per_try_timeout.CopyFrom(_ms(retry.per_try_timeout_ms))
+    out.retriable_status_codes.extend(retry.status_codes)
+    if retry.backoff_base_ms is not None:
+        out.retry_back_off.base_interval.CopyFrom(_ms(retry.backoff_base_ms))
+
+
+def _mirror(mirror: ir.Mirror) -> route_pb.RouteAction.RequestMirrorPolicy:
+    out = route_pb.RouteAction.RequestMirrorPolicy(
+        cluster=mirror.cluster,
+        # The copy carries the original Host, not Envoy's default "<host>-shadow":
+        # the mirror backend sees the request the primary backend sees.
+        disable_shadow_host_suffix_append=True,
+    )
+    if mirror.numerator < mirror.denominator:
+        # Per million: exact for percents and close for any fraction.
+        out.runtime_fraction.default_value.numerator = round(mirror.numerator * 1_000_000 / mirror.denominator)
+        out.runtime_fraction.default_value.denominator = percent_pb2.FractionalPercent.MILLION
+    return out
+
+
+def _prefix_rewrite(prefix: str, replacement: str, out: route_pb.RouteAction | route_pb.RedirectAction) -> None:
+    """Replace a matched path prefix, by whole segments as the prefix matched."""
     prefix = prefix.rstrip("/")
     if replacement.rstrip("/") == "":
         # "/foo" -> "/" must turn /foo/bar into /bar, not //bar.
         out.regex_rewrite.pattern.regex = f"^{_re_escape(prefix)}/*"
         out.regex_rewrite.substitution = "/"
+    elif not prefix:
+        # "/" -> "/v2" must turn /foo into /v2/foo, not /v2foo.
+        out.regex_rewrite.pattern.regex = "^/"
+        out.regex_rewrite.substitution = replacement.rstrip("/") + "/"
     else:
-        out.prefix_rewrite = replacement.rstrip("/") if prefix else replacement
+        out.prefix_rewrite = replacement.rstrip("/")
 
 
 def _re_escape(text: str) -> str:
@@ -157,7 +197,7 @@ def _re_escape(text: str) -> str:
 INVALID_BACKEND = "lychgate/invalid-backend"
 
 
-def _redirect(action: ir.Redirect) -> route_pb.RedirectAction:
+def _redirect(r: ir.Route, action: ir.Redirect) -> route_pb.RedirectAction:
     out = route_pb.RedirectAction(response_code=_REDIRECT_CODES[action.status])
     if action.scheme:
         out.scheme_redirect = action.scheme
@@ -168,7 +208,7 @@ def _redirect(action: ir.Redirect) -> route_pb.RedirectAction:
     if action.full_path is not None:
         out.path_redirect = action.full_path
     elif action.prefix_rewrite is not None:
-        out.prefix_rewrite = action.prefix_rewrite
+        _prefix_rewrite(r.match.path, action.prefix_rewrite, out)
     return out
 
 
@@ -178,7 +218,7 @@ def envoy_route(r: ir.Route) -> route_pb.Route:
     if isinstance(action, ir.Forward):
         out.route.CopyFrom(_forward(r, action))
     elif isinstance(action, ir.Redirect):
-        out.redirect.CopyFrom(_redirect(action))
+        out.redirect.CopyFrom(_redirect(r, action))
     else:
         out.direct_response.status = action.status
         if action.body:

@@ -1,7 +1,7 @@
 """Route-level policy settings: timeouts, retry, header modifiers, and which policies applied.
 
-The HTTPRoute's own settings win where both set something: its `timeouts`
-and backendRequest per-try timeout are kept, and its header filters are
+The HTTPRoute's own settings win where both set something: its `timeouts`,
+`retry` and backendRequest per-try timeout are kept, and its header filters are
 applied after the policy's (Envoy applies header mutations in order).
 """
 
@@ -13,26 +13,13 @@ from google.protobuf import struct_pb2
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import ms
-from lychgate.xds.translator.route import header_values
+from lychgate.xds.translator.route import header_values, retry_policy
 
 
 def _prepend(field: object, values: list[object]) -> None:
     existing = list(field)  # type: ignore[call-overload]
     del field[:]  # type: ignore[attr-defined]
     field.extend(values + existing)  # type: ignore[attr-defined]
-
-
-def _retry(retry: ir.Retry, out: route_pb.RetryPolicy) -> None:
-    retry_on = list(retry.retry_on)
-    if retry.status_codes and "retriable-status-codes" not in retry_on:
-        retry_on.append("retriable-status-codes")
-    out.retry_on = ",".join(retry_on)
-    out.num_retries.value = retry.attempts
-    if retry.per_try_timeout_ms is not None and not out.HasField("per_try_timeout"):
-        out.per_try_timeout.CopyFrom(ms(retry.per_try_timeout_ms))
-    out.retriable_status_codes.extend(retry.status_codes)
-    if retry.backoff_base_ms is not None:
-        out.retry_back_off.base_interval.CopyFrom(ms(retry.backoff_base_ms))
 
 
 class RoutePolicy(Feature):
@@ -57,8 +44,8 @@ class RoutePolicy(Feature):
                 action.timeout.CopyFrom(ms(p.timeout_ms))
             if p.stream_idle_timeout_ms is not None:
                 action.idle_timeout.CopyFrom(ms(p.stream_idle_timeout_ms))
-            if p.retry is not None:
-                _retry(p.retry, action.retry_policy)
+            if p.retry is not None and not action.retry_policy.retry_on:
+                retry_policy(p.retry, action.retry_policy)
         # Which TrafficPolicies shaped this route: visible in the proxy's config_dump.
         meta = struct_pb2.Struct()
         meta.update({"policies": list(p.sources)})

@@ -1,0 +1,107 @@
+"""Checks and IR for the parts of an HTTPRoute rule that are plain values:
+CORS, retry, mirror fractions and durations.
+
+Each raises InvalidRule with a message naming the field, so the rule answers
+500 and the route's status says what to fix; other rules are untouched.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lychgate import ir
+from lychgate.api.gateway import CORS, HTTPRouteRetry, RequestMirror
+
+
+class InvalidRule(ValueError):
+    """A rule Envoy cannot or must not serve as written."""
+
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
+
+
+def duration_ms(value: str | None, field_name: str) -> int | None:
+    """Gateway API durations: '1h', '10s', '500ms', '1m30s'; '0s' disables."""
+    if value is None:
+        return None
+    m = _DURATION.match(value)
+    if not value or m is None or not any(m.groups()):
+        raise InvalidRule(f"{field_name} {value!r} is not a duration like 10s or 500ms")
+    h, mi, s, ms = (int(g or 0) for g in m.groups())
+    return ((h * 60 + mi) * 60 + s) * 1000 + ms
+
+
+# The CRD's origin pattern: scheme://host[:port], the host optionally led by "*."
+# (or just "*"), or "*" alone.
+_ORIGIN = re.compile(r"^(\*|https?://((\*\.)?([a-zA-Z0-9-]+\.)*[a-zA-Z0-9-]+|\*)(:[0-9]{1,5})?)$")
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "*"})
+_TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
+
+
+def cors(spec: CORS, where: str) -> ir.Cors:
+    """The HTTPRoute CORS filter. Unlike a browser-facing "*", a wildcard with
+    allowCredentials is allowed here: Envoy always echoes the request's Origin
+    (and method and headers), never a literal "*", as the spec requires then."""
+    for i, origin in enumerate(spec.allow_origins):
+        if not _ORIGIN.match(origin):
+            raise InvalidRule(f"{where}.allowOrigins[{i}] {origin!r} is not an origin like "
+                              "https://example.com, https://*.example.com or *")
+    for i, method in enumerate(spec.allow_methods):
+        if method not in _METHODS:
+            raise InvalidRule(f"{where}.allowMethods[{i}] {method!r} is not an HTTP method or *")
+    for attr, values in (("allowHeaders", spec.allow_headers), ("exposeHeaders", spec.expose_headers)):
+        for i, name in enumerate(values):
+            if not _TOKEN.match(name):
+                raise InvalidRule(f"{where}.{attr}[{i}] {name!r} is not a header name")
+    for attr, values in (("allowOrigins", spec.allow_origins), ("allowMethods", spec.allow_methods),
+                         ("allowHeaders", spec.allow_headers)):
+        if "*" in values and len(values) > 1:
+            raise InvalidRule(f"{where}.{attr} cannot contain '*' alongside other values")
+    if spec.max_age < 1:
+        raise InvalidRule(f"{where}.maxAge must be at least 1 second, not {spec.max_age}")
+    return ir.Cors(
+        allow_origins=tuple(spec.allow_origins),
+        allow_methods=tuple(spec.allow_methods),
+        allow_headers=tuple(spec.allow_headers),
+        expose_headers=tuple(spec.expose_headers),
+        max_age_s=spec.max_age,
+        # false and unset both omit the header.
+        allow_credentials=True if spec.allow_credentials else None,
+    )
+
+
+# Connection-level failures are always retried when a rule has a retry stanza:
+# the request never reached (or never got an answer from) the backend.
+CONNECTION_ERRORS = ("connect-failure", "refused-stream", "reset")
+
+
+def retry(spec: HTTPRouteRetry, where: str) -> ir.Retry:
+    for i, code in enumerate(spec.codes):
+        if not 400 <= code <= 599:
+            raise InvalidRule(f"{where}.codes[{i}] {code} is not an HTTP error code (400-599)")
+    if spec.attempts is not None and spec.attempts < 1:
+        raise InvalidRule(f"{where}.attempts must be at least 1, not {spec.attempts}")
+    return ir.Retry(
+        retry_on=CONNECTION_ERRORS,
+        # Unset: Envoy's default of one retry.
+        attempts=spec.attempts if spec.attempts is not None else 1,
+        status_codes=tuple(sorted(set(spec.codes))),
+        backoff_base_ms=duration_ms(spec.backoff, f"{where}.backoff"),
+    )
+
+
+def mirror_fraction(spec: RequestMirror, where: str) -> tuple[int, int]:
+    """(numerator, denominator) of requests to mirror; neither field set: all."""
+    if spec.percent is not None and spec.fraction is not None:
+        raise InvalidRule(f"{where}: only one of percent and fraction may be set")
+    if spec.percent is not None:
+        if not 0 <= spec.percent <= 100:
+            raise InvalidRule(f"{where}.percent {spec.percent} must be between 0 and 100")
+        return spec.percent, 100
+    if spec.fraction is not None:
+        num, den = spec.fraction.numerator, spec.fraction.denominator
+        if den < 1 or num < 0 or num > den:
+            raise InvalidRule(f"{where}.fraction {num}/{den} must have 0 <= numerator <= denominator "
+                              "and denominator >= 1")
+        return num, den
+    return 1, 1
