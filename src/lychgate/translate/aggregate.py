@@ -25,7 +25,7 @@ Entry = tuple[HTTPRoute, ir.Route, str]  # route, one of its IR routes, the list
 
 # Kinds whose changes reach only the routes that read them; any other change
 # (a Gateway, a class, a namespace's labels, a policy) means a full pass.
-ROUTE_LEVEL_KINDS = frozenset({"HTTPRoute", "Service", "EndpointSlice", "ReferenceGrant"})
+ROUTE_LEVEL_KINDS = frozenset({"HTTPRoute", "Service", "EndpointSlice", "ReferenceGrant", "InferencePool", "Pod"})
 
 
 @dataclass(frozen=True)

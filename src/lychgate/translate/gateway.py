@@ -16,6 +16,7 @@ from lychgate.api.gateway import GROUP, Gateway, GatewayClass, HTTPRoute, Parent
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Store
+from lychgate.translate import inference, mesh
 from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, Contribution
 from lychgate.translate.conditions import condition
 from lychgate.translate.hostnames import effective_hostnames
@@ -106,18 +107,29 @@ def translate(
     policy_merge: Mapping[str, Any] | None = None,
     status_addresses: StatusAddresses | None = None,
     state: Aggregate | None = None,
+    waypoint_enabled: bool = False,
+    inference_enabled: bool = False,
 ) -> Translation:
     """Translate the store. With a `state` kept across calls, a call after changes
     to routes, Services, EndpointSlices or ReferenceGrants only redoes the routes
     those changes reach (see translate/aggregate.py)."""
+    with inference.serving(inference_enabled):
+        return _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled)
+
+
+def _translate(
+    store: Store, address_for: AddressFor, feedback: Feedback | None, policy_merge: Mapping[str, Any] | None,
+    status_addresses: StatusAddresses | None, state: Aggregate | None, waypoint_enabled: bool,
+) -> Translation:
     feedback = feedback or Feedback()
     state = state or Aggregate()
     out = Translation()
-    classes = _our_classes(store, out)
+    classes = _our_classes(store, out, waypoint_enabled)
     ctxs: dict[tuple[str, str], _GatewayCtx] = {}
     for gw in sorted(store.list(Gateway), key=lambda g: (g.namespace, g.name)):
         if gw.spec.gateway_class_name in classes:
-            ctxs[(gw.namespace, gw.name)] = _GatewayCtx(gw, validate_listeners(gw))
+            listeners = mesh.waypoint_listeners(gw) if mesh.is_waypoint(gw) else validate_listeners(gw)
+            ctxs[(gw.namespace, gw.name)] = _GatewayCtx(gw, listeners)
 
     _update_routes(store, state, ctxs)
     out.status.update(state.statuses)
@@ -136,9 +148,15 @@ def translate(
         store, {k: c.gateway for k, c in ctxs.items()},
         {k: {l.name for l in c.listeners} for k, c in ctxs.items()}, policy_merge,
     )
+    # Waypoints (translate/mesh.py): Service-parented routes, before the Gateways' status is written.
+    meshed = mesh.translate_mesh(
+        store, {k: (c.gateway, c.listeners) for k, c in ctxs.items() if mesh.is_waypoint(c.gateway)}, policies)
     for ctx in ctxs.values():
         _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
                         out, policies, status_addresses)
+    meshed.finish(out.gateways, out.status)
+    inference.pool_status(store, ((route, {gw for gw, *_ in c.attachments}) for route, c in state.routes.values()),
+                          out.status)
     policies.write_status(out.status)
     state.settle(store.revision)
     return out
@@ -181,10 +199,14 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], _
             state.add(key, route, contribution, frozenset(reads))
 
 
-def _our_classes(store: Store, out: Translation) -> dict[str, GatewayClass]:
+def _our_classes(store: Store, out: Translation, waypoint_enabled: bool) -> dict[str, GatewayClass]:
     ours: dict[str, GatewayClass] = {}
     for gc in store.list(GatewayClass):
         if gc.spec.controller_name != CONTROLLER_NAME:
+            continue
+        not_served = mesh.class_problem(gc, waypoint_enabled)
+        if not_served:
+            out.status[gc.key] = {"conditions": [condition("Accepted", False, "Unsupported", not_served, gc.generation)]}
             continue
         ours[gc.name] = gc
         ok, message = True, "GatewayClass is accepted by lychgate"

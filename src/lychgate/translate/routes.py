@@ -126,6 +126,7 @@ def _compile_rule(
 
 def _forward(store: Store, route: HTTPRoute, rule: HTTPRouteRule, out: CompiledRoute) -> ir.Action:
     backends: list[ir.WeightedCluster] = []
+    picker: ir.EndpointPicker | None = None
     for ref in rule.backend_refs:
         for f in ref.filters:
             _check_filter(f)
@@ -138,6 +139,11 @@ def _forward(store: Store, route: HTTPRoute, rule: HTTPRouteRule, out: CompiledR
             out.unresolved.append(res.message)
         elif res.cluster is not None:
             out.clusters[res.cluster.name] = res.cluster
+            out.clusters.update((c.name, c) for c in res.extra_clusters)
+        if res.picker is not None:  # an InferencePool (translate/inference.py)
+            if picker is not None and picker != res.picker:
+                raise InvalidRule("a rule can use one InferencePool only: each has its own endpoint picker")
+            picker = res.picker
         if ref.weight == 0:
             continue
         req = next((_header_ops(f.request_header_modifier) for f in ref.filters
@@ -152,7 +158,7 @@ def _forward(store: Store, route: HTTPRoute, rule: HTTPRouteRule, out: CompiledR
     backend_timeout = (
         _duration_ms(rule.timeouts.backend_request, "timeouts.backendRequest") if rule.timeouts else None
     )
-    return ir.Forward(tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout)
+    return ir.Forward(tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout, picker=picker)
 
 
 def _check_filter(f: HTTPRouteFilter) -> None:
