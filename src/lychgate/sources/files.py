@@ -35,8 +35,9 @@ SUFFIXES = (".yaml", ".yml")
 
 # Kinds a cluster would run but local mode has no use for: skipped with a note
 # instead of an error, so conformance and kubectl manifests load as they are.
+# (Pods are read: InferencePools route to them, by the IP in their status.)
 IGNORED_KINDS = frozenset(
-    {"Deployment", "ConfigMap", "ServiceAccount", "Pod", "DaemonSet", "StatefulSet", "Role",
+    {"Deployment", "ConfigMap", "ServiceAccount", "DaemonSet", "StatefulSet", "Role",
      "RoleBinding", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 )
 

@@ -106,7 +106,9 @@ class InferencePools(Feature):
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
         if isinstance(route.action, ir.Forward) and route.action.picker is not None:
-            enable_on_route(out, filter_name(route.action.picker), None)
+            # ext_proc wants a per-route config to turn on: empty overrides keep the filter's own.
+            enable_on_route(out, filter_name(route.action.picker), proc_pb.ExtProcPerRoute(
+                overrides=proc_pb.ExtProcOverrides()))
 
 
 register(InferencePools())
