@@ -42,7 +42,7 @@ class EndpointPicker(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             return preferred
         return min(sorted(self.queues), key=lambda ep: self.queues[ep])
 
-    async def Process(  # noqa: N802 (gRPC method name)
+    async def Process(
         self, requests: AsyncIterator[proc_pb.ProcessingRequest], context: Any
     ) -> AsyncIterator[proc_pb.ProcessingResponse]:
         async for req in requests:
