@@ -80,6 +80,10 @@ def run(
     xds_tls_require_client_cert: Annotated[bool | None, typer.Option(help="Proxies must present a client certificate.")] = None,
     policy_merge: Annotated[str | None, typer.Option(
         help='policyMerge as JSON, e.g. \'{"trafficPolicy": {"extAuth": "DeepMerge"}}\'.')] = None,
+    waypoint: Annotated[bool | None, typer.Option(
+        "--waypoint/--no-waypoint", help="Serve the lychgate-waypoint class (ambient mesh waypoints).")] = None,
+    inference_extension: Annotated[bool | None, typer.Option(
+        "--inference-extension/--no-inference-extension", help="Serve InferencePool backends.")] = None,
 ) -> None:
     """Serve the manifests in DIRECTORY through local Envoy proxies, live."""
     if not directory.exists():
@@ -91,6 +95,7 @@ def run(
         validation_level=validation_level, xds_tls_enabled=xds_tls, xds_tls_dir=xds_tls_dir,
         xds_tls_require_client_cert=xds_tls_require_client_cert,
         policy_merge=_json_option("--policy-merge", policy_merge),
+        waypoint_enabled=waypoint, inference_extension_enabled=inference_extension,
     )
     logsetup.setup(settings.log_level)
     from lychgate.local import run_local

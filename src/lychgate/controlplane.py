@@ -59,15 +59,14 @@ class Deployer(Protocol):
     def proxy_state(self, ref: str) -> str | None: ...
 
 
-def builtin_class() -> GatewayClass:
-    """The GatewayClass `lychgate` exists without being written, as a Helm install creates it."""
+def builtin_class(name: str = "lychgate", description: str = "Envoy proxies configured by lychgate") -> GatewayClass:
+    """The GatewayClass `lychgate` exists without being written, as a Helm install creates it
+    (and `lychgate-waypoint` when waypoints are enabled)."""
     return GatewayClass(
         api_version="gateway.networking.k8s.io/v1",
         kind="GatewayClass",
-        metadata=ObjectMeta(name="lychgate", generation=1, creation_timestamp=now()),
-        spec=GatewayClassSpec(
-            controller_name=CONTROLLER_NAME, description="Envoy proxies configured by lychgate"
-        ),
+        metadata=ObjectMeta(name=name, generation=1, creation_timestamp=now()),
+        spec=GatewayClassSpec(controller_name=CONTROLLER_NAME, description=description),
     )
 
 
@@ -224,6 +223,8 @@ class ControlPlane:
                     status_addresses=getattr(self.deployer, "status_addresses", None),
                     state=self.routes,
                     policy_merge=self.settings.policy_merge,
+                    waypoint_enabled=self.settings.waypoint_enabled,
+                    inference_enabled=self.settings.inference_extension_enabled,
                 )
                 built = {ref: build(gw, self.wire) for ref, gw in self.translation.gateways.items()}
                 self.wire.sweep()

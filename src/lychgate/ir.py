@@ -63,6 +63,16 @@ class Mirror:
 
 
 @dataclass(frozen=True)
+class EndpointPicker:
+    """The endpoint picker (EPP) of an InferencePool: an ext_proc service that
+    names, per request, the pool endpoint to use (see translate/inference.py)."""
+
+    pool: str  # "namespace/name" of the InferencePool
+    cluster: str  # the EPP Service's cluster
+    fail_open: bool  # picker unreachable: any ready endpoint (True) or 503 (False)
+
+
+@dataclass(frozen=True)
 class Forward:
     backends: tuple[WeightedCluster, ...]
     timeout_ms: int | None = None  # None: Envoy's default; 0: no timeout
@@ -71,6 +81,7 @@ class Forward:
     retry: Retry | None = None
     # A backend speaks WebSocket (appProtocol kubernetes.io/ws): allow the upgrade.
     websocket: bool = False
+    picker: EndpointPicker | None = None  # a backend is an InferencePool
 
 
 @dataclass(frozen=True)
@@ -353,6 +364,30 @@ class Cluster:
     # "ws": HTTP/1.1 that may be upgraded to WebSocket (appProtocol kubernetes.io/ws)
     protocol: Literal["http1", "h2c", "ws"] = "http1"
     connect_timeout_ms: int = 5000
+    # An InferencePool: the endpoint its picker names wins over load balancing.
+    endpoint_override: bool = False
+
+
+# --- waypoint (ambient mesh, translate/mesh.py) ------------------------------------
+
+
+@dataclass(frozen=True)
+class WaypointService:
+    """One captured Service port: the HBONE CONNECT authorities that reach it, and
+    the internal listener (named like the listener's `name`) whose routes apply."""
+
+    authorities: tuple[str, ...]
+    listener: HTTPListener
+
+
+@dataclass(frozen=True)
+class Waypoint:
+    """The HBONE listener of a waypoint Gateway and the Services it captures."""
+
+    name: str
+    address: str
+    port: int
+    services: tuple[WaypointService, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -365,6 +400,7 @@ class GatewayIR:
     clusters: tuple[Cluster, ...] = field(default=())
     # Layer-4 filter chains; they share Envoy listeners with HTTPS by port.
     streams: tuple[TCPListener | UDPListener, ...] = ()
+    waypoint: Waypoint | None = None
 
     @property
     def ref(self) -> str:

@@ -26,8 +26,11 @@ from lychgate.admin.server import (
     build_metrics_app,
     serve,
 )
-from lychgate.api.base import ObjectKey
+from lychgate.api.base import ObjectKey, Resource
+from lychgate.api.core import Pod
 from lychgate.api.gateway import GatewayClass
+from lychgate.api.inference import InferencePool
+from lychgate.api.registry import KINDS
 from lychgate.controlplane import ControlPlane
 from lychgate.deploy.kube import KubeDeployer
 from lychgate.deploy.manifests import ProxyContext
@@ -67,6 +70,14 @@ def check_settings(settings: Settings) -> None:
         raise ConfigurationError(
             "xds_tls_require_client_cert is not supported in Kubernetes mode: proxies in other "
             "namespaces cannot be given the client key without copying it; use server TLS only")
+
+
+def watched_kinds(settings: Settings) -> tuple[type[Resource], ...]:
+    """Pods and InferencePools are read only for the inference extension (the chart
+    grants access to them only then): watching every Pod is not free."""
+    if settings.inference_extension_enabled:
+        return KINDS
+    return tuple(k for k in KINDS if k not in (Pod, InferencePool))
 
 
 def proxy_context(settings: Settings, ca_pem: str | None) -> ProxyContext:
@@ -131,7 +142,7 @@ async def run_controller(
 
             preflight = Preflight(envoy_binary(), settings.state_dir / "validate")
         cp = ControlPlane(settings=settings, deployer=deployer, cache=cache, ads=ads, preflight=preflight)
-        source = KubeSource(client, cp.store, settings.discovery_namespace_selectors)
+        source = KubeSource(client, cp.store, settings.discovery_namespace_selectors, watched_kinds(settings))
         writer = StatusWriter(client, cp.status, source.raw, elector.is_leader)
         cp.on_status = writer.on_status
         deployer.attach(cp.store, cp.notify)

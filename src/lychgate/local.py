@@ -26,6 +26,7 @@ from lychgate.log import component_logger
 from lychgate.objects_api import krt_snapshot, routes, xds_snapshot
 from lychgate.settings import Settings, ValidationLevel, split_host_port
 from lychgate.sources.files import FileSource
+from lychgate.translate.mesh import WAYPOINT_CLASS
 from lychgate.xds import tls
 from lychgate.xds.cache import SnapshotCache
 from lychgate.xds.server import AdsServer, start_server
@@ -65,6 +66,8 @@ async def run_local(directory: Path, settings: Settings, stop: asyncio.Event | N
 
         source = FileSource(directory, cp.store)
         cp.store.upsert(builtin_class())
+        if settings.waypoint_enabled:
+            cp.store.upsert(builtin_class(WAYPOINT_CLASS, "Ambient mesh waypoints configured by lychgate"))
         source.load_all()
 
         providers = AdminProviders(

@@ -38,7 +38,8 @@ def render(case: str) -> dict[str, Any]:
     store.upsert(builtin_class())
     source = FileSource(HERE / "in" / f"{case}.yaml", store)
     source.load_all()
-    result = translate(store, _address)
+    # The optional integrations are on: cases without their kinds are unaffected.
+    result = translate(store, _address, waypoint_enabled=True, inference_enabled=True)
     out: dict[str, Any] = {}
     if source.all_problems():
         out["problems"] = [str(p) for p in source.all_problems()]

@@ -47,11 +47,16 @@ async def test_status_is_written_with_observed_generation(kube: KubeFake, contro
         assert parent["parentRef"]["name"] == "gw"
         assert condition(parent, "Accepted")["status"] == "True"  # type: ignore[index]
 
-        for name in ("lychgate", "lychgate-waypoint"):
-            gc = await eventually(lambda n=name: (kube.get("gatewayclasses", n) or {}).get("status"),
-                                  what=f"GatewayClass {name} status")
-            assert condition(gc, "Accepted")["status"] == "True"  # type: ignore[index]
-            assert {"name": "HTTPRoute"} in gc["supportedFeatures"]
+        gc = await eventually(lambda: (kube.get("gatewayclasses", "lychgate") or {}).get("status"),
+                              what="GatewayClass lychgate status")
+        assert condition(gc, "Accepted")["status"] == "True"  # type: ignore[index]
+        assert {"name": "HTTPRoute"} in gc["supportedFeatures"]
+        # waypoint.enabled is off by default: the waypoint class says so instead of pretending to serve.
+        gc = await eventually(lambda: (kube.get("gatewayclasses", "lychgate-waypoint") or {}).get("status"),
+                              what="GatewayClass lychgate-waypoint status")
+        waypoint = condition(gc, "Accepted")
+        assert waypoint is not None and waypoint["status"] == "False" and waypoint["reason"] == "Unsupported"
+        assert "waypoint.enabled" in waypoint["message"]
 
         # A spec change: the conditions follow the new generation.
         kube.apply(gateway(listeners=[{"name": "http", "port": 8080, "protocol": "HTTP",

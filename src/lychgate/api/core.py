@@ -79,3 +79,27 @@ class Secret(Resource):
     data: dict[str, str] = Field(default_factory=dict)
     string_data: dict[str, str] = Field(default_factory=dict)
     immutable: bool | None = None
+
+
+class Pod(Resource):
+    """Read for InferencePools, which select model-server Pods by label.
+
+    Its status is an input (the Pod's IP and readiness), so the sources keep it.
+    """
+
+    KIND: ClassVar[str] = "Pod"
+    spec: OpenModel | None = None
+
+    @property
+    def ip(self) -> str | None:
+        status = self.status or {}
+        ips = [p.get("ip") for p in status.get("podIPs") or [] if isinstance(p, dict)]
+        return status.get("podIP") or next((ip for ip in ips if ip), None)
+
+    @property
+    def ready(self) -> bool:
+        status = self.status or {}
+        for cond in status.get("conditions") or []:
+            if isinstance(cond, dict) and cond.get("type") == "Ready":
+                return bool(cond.get("status") == "True")
+        return bool(status.get("phase", "Running") == "Running")

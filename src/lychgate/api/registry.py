@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychgate.api import core, gateway, lychgate, policy
+from lychgate.api import core, gateway, inference, lychgate, policy
 from lychgate.api.base import Resource
 
 KINDS: tuple[type[Resource], ...] = (
@@ -18,6 +18,7 @@ KINDS: tuple[type[Resource], ...] = (
     core.Service,
     core.EndpointSlice,
     core.Secret,
+    core.Pod,
     gateway.GatewayClass,
     gateway.Gateway,
     gateway.ListenerSet,
@@ -30,6 +31,7 @@ KINDS: tuple[type[Resource], ...] = (
     lychgate.GatewayParameters,
     policy.TrafficPolicy,
     policy.GatewayExtension,
+    inference.InferencePool,
 )
 
 _BY_GROUP_KIND: dict[tuple[str, str], type[Resource]] = {(k.GROUP, k.KIND): k for k in KINDS}

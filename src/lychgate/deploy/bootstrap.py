@@ -84,6 +84,12 @@ def bootstrap(
             "metadata": {"gateway": {"namespace": namespace, "name": name}},
         },
         "admin": {"address": {"socket_address": {"address": admin_address, "port_value": admin_port}}},
+        # Waypoints hand tunnelled traffic to internal listeners (xds/translator/waypoint.py).
+        "bootstrap_extensions": [{
+            "name": "envoy.bootstrap.internal_listener",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener"},
+        }],
         "dynamic_resources": {
             "ads_config": {
                 "api_type": "DELTA_GRPC" if delta else "GRPC",

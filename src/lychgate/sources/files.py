@@ -21,6 +21,7 @@ import yaml
 from watchfiles import awatch
 
 from lychgate.api.base import ObjectKey, Resource, now
+from lychgate.api.core import Pod
 from lychgate.api.registry import ManifestError, describe, parse
 from lychgate.log import component_logger
 from lychgate.store import Store
@@ -34,8 +35,9 @@ SUFFIXES = (".yaml", ".yml")
 
 # Kinds a cluster would run but local mode has no use for: skipped with a note
 # instead of an error, so conformance and kubectl manifests load as they are.
+# (Pods are read: InferencePools route to them, by the IP in their status.)
 IGNORED_KINDS = frozenset(
-    {"Deployment", "ConfigMap", "ServiceAccount", "Pod", "DaemonSet", "StatefulSet", "Role",
+    {"Deployment", "ConfigMap", "ServiceAccount", "DaemonSet", "StatefulSet", "Role",
      "RoleBinding", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 )
 
@@ -155,7 +157,7 @@ class FileSource:
         return None
 
     def _stamp(self, obj: Resource, old: Resource | None) -> Resource:
-        """Set the metadata an API server would own; status is never read from files."""
+        """Set the metadata an API server would own; status is not read from files (but a Pod's)."""
         meta = obj.metadata
         spec_changed = old is None or _content(old) != _content(obj)
         generation = 1 if old is None else old.generation + (1 if spec_changed else 0)
@@ -166,7 +168,9 @@ class FileSource:
             update={"generation": generation, "creation_timestamp": created, "uid": uid,
                     "resource_version": rv}
         )
-        return obj.model_copy(update={"metadata": new_meta, "status": None})
+        # A Pod's status (its IP, readiness) is what InferencePools route to: the one input status.
+        status = obj.status if isinstance(obj, Pod) else None
+        return obj.model_copy(update={"metadata": new_meta, "status": status})
 
     def _replace(
         self, path: Path, previous: dict[ObjectKey, Resource], current: dict[ObjectKey, Resource]

@@ -44,8 +44,9 @@ MISSING_KIND_RETRY = 30.0
 # does) so that connections are refreshed regularly.
 WATCH_TIMEOUT = (240, 360)
 LIST_CHUNK = 500
-# Kinds whose status translation reads; every other kind's status is dropped.
-KEEP_STATUS = frozenset({"Service"})
+# Kinds whose status translation reads (a load balancer address, a Pod's IP and
+# readiness); every other kind's status is dropped.
+KEEP_STATUS = frozenset({"Service", "Pod"})
 
 Raw = dict[str, Any]
 

@@ -17,7 +17,7 @@ from lychgate.api.gateway import Gateway, GatewayClass, GRPCRoute, HTTPRoute, Pa
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Store
-from lychgate.translate import hostnames
+from lychgate.translate import hostnames, inference, mesh
 from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, AnyRoute, Contribution, Entry
 from lychgate.translate.conditions import condition, resolved_refs
 from lychgate.translate.grpcroutes import compile_grpc_route
@@ -126,19 +126,32 @@ def translate(
     policy_merge: Mapping[str, Any] | None = None,
     status_addresses: StatusAddresses | None = None,
     state: Aggregate | None = None,
+    waypoint_enabled: bool = False,
+    inference_enabled: bool = False,
 ) -> Translation:
     """Translate the store. With a `state` kept across calls, a call after changes
     to routes, Services, EndpointSlices or ReferenceGrants only redoes the routes
     those changes reach (see translate/aggregate.py)."""
+    with inference.serving(inference_enabled):
+        return _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled)
+
+
+def _translate(
+    store: Store, address_for: AddressFor, feedback: Feedback | None, policy_merge: Mapping[str, Any] | None,
+    status_addresses: StatusAddresses | None, state: Aggregate | None, waypoint_enabled: bool,
+) -> Translation:
     feedback = feedback or Feedback()
     state = state or Aggregate()
     out = Translation()
-    classes = _our_classes(store, out)
+    classes = _our_classes(store, out, waypoint_enabled)
     ctxs: dict[tuple[str, str], GatewayCtx] = {}
     for gw in sorted(store.list(Gateway), key=lambda g: (g.namespace, g.name)):
         if gw.spec.gateway_class_name in classes:
-            sets = listener_sets(store, gw)
-            ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, validate_listeners(gw, store, sets), sets)
+            if mesh.is_waypoint(gw):
+                ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, mesh.waypoint_listeners(gw))
+            else:
+                sets = listener_sets(store, gw)
+                ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, validate_listeners(gw, store, sets), sets)
 
     _update_routes(store, state, ctxs)
     out.status.update(state.statuses)
@@ -160,9 +173,15 @@ def translate(
         store, {k: c.gateway for k, c in ctxs.items()},
         {k: {l.name for l in c.own} for k, c in ctxs.items()}, policy_merge,
     )
+    # Waypoints (translate/mesh.py): Service-parented routes, before the Gateways' status is written.
+    meshed = mesh.translate_mesh(
+        store, {k: (c.gateway, c.listeners) for k, c in ctxs.items() if mesh.is_waypoint(c.gateway)}, policies)
     for ctx in ctxs.values():
         _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
                         out, policies, streams, status_addresses)
+    meshed.finish(out.gateways, out.status)
+    inference.pool_status(store, ((route, {gw for gw, *_ in c.attachments}) for route, c in state.routes.values()
+                                  if isinstance(route, HTTPRoute)), out.status)
     policies.write_status(out.status)
     state.settle(store.revision)
     return out
@@ -205,10 +224,14 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
             state.add(key, route, contribution, frozenset(reads))
 
 
-def _our_classes(store: Store, out: Translation) -> dict[str, GatewayClass]:
+def _our_classes(store: Store, out: Translation, waypoint_enabled: bool) -> dict[str, GatewayClass]:
     ours: dict[str, GatewayClass] = {}
     for gc in store.list(GatewayClass):
         if gc.spec.controller_name != CONTROLLER_NAME:
+            continue
+        not_served = mesh.class_problem(gc, waypoint_enabled)
+        if not_served:
+            out.status[gc.key] = {"conditions": [condition("Accepted", False, "Unsupported", not_served, gc.generation)]}
             continue
         ours[gc.name] = gc
         ok, message = True, "GatewayClass is accepted by lychgate"
@@ -427,7 +450,7 @@ def _finish_gateway(
     gw_key = (gw.namespace, gw.name)
     clusters = agg.clusters(gw_key)
     serving_listeners = [l for l in usable if l.serving]
-    for port in sorted({l.spec.port for l in serving_listeners if l.spec.protocol == "HTTP"}):
+    for port in sorted({l.spec.port for l in serving_listeners if l.spec.protocol in ("HTTP", "HBONE")}):
         names = {l.id: l.spec.hostname for l in serving_listeners if l.spec.port == port}
         vhosts = agg.virtual_hosts(gw_key, f"http-{port}", functools.partial(
             _virtual_host, gw, policies=policies, port=port, port_listeners=names, https=False))

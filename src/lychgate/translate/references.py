@@ -13,6 +13,7 @@ from lychgate import ir
 from lychgate.api.core import Service, ServicePort
 from lychgate.api.gateway import ReferenceGrant
 from lychgate.store import Store
+from lychgate.translate import inference
 
 H2C_APP_PROTOCOLS = frozenset({"kubernetes.io/h2c", "h2c", "http2", "grpc"})
 WEBSOCKET_APP_PROTOCOLS = frozenset({"kubernetes.io/ws"})
@@ -61,6 +62,9 @@ class Resolution:
     cluster: ir.Cluster | None
     reason: str = "ResolvedRefs"
     message: str = ""
+    # An InferencePool: the endpoint picker its rule must ask, and the picker's cluster.
+    picker: ir.EndpointPicker | None = None
+    extra_clusters: tuple[ir.Cluster, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -85,6 +89,8 @@ def resolve_service(
 ) -> Resolution:
     """Resolve a backendRef to a cluster with the Service's ready endpoints."""
     where = f"{namespace}/{name}"
+    if inference.is_pool_ref(group, kind):
+        return _resolve_pool(store, from_group, from_kind, from_namespace, namespace, name)
     if group not in ("", "core") or kind != "Service":
         return Resolution(None, "InvalidKind", f"backendRef {group or 'core'}/{kind} {where} is not a supported kind; use a Service")
     if not grant_allows(store, from_group, from_kind, from_namespace, "", "Service", namespace, name):
@@ -110,6 +116,23 @@ def resolve_service(
             protocol=_protocol(service_port.app_protocol),
         )
     )
+
+
+def _resolve_pool(
+    store: Store, from_group: str, from_kind: str, from_namespace: str, namespace: str, name: str
+) -> Resolution:
+    if not grant_allows(store, from_group, from_kind, from_namespace, inference.GROUP, inference.KIND,
+                        namespace, name):
+        return Resolution(
+            None, "RefNotPermitted",
+            f"{inference.KIND} {namespace}/{name} is in another namespace and no ReferenceGrant in "
+            f"{namespace} allows {from_kind} from {from_namespace} to refer to it",
+        )
+    try:
+        pool = inference.resolve_pool(store, namespace, name)
+    except inference.PoolProblem as err:
+        return Resolution(None, err.reason, str(err))
+    return Resolution(pool.cluster, picker=pool.picker, extra_clusters=(pool.picker_cluster,))
 
 
 def service_endpoints(store: Store, service: Service, port: ServicePort) -> list[ir.Endpoint]:

@@ -153,6 +153,7 @@ def _resolve(
         out.unresolved.append(f"{where}: {res.message}" if where else res.message)
     elif res.cluster is not None:
         out.clusters[res.cluster.name] = res.cluster
+        out.clusters.update((c.name, c) for c in res.extra_clusters)
     return res
 
 
@@ -162,12 +163,17 @@ def _forward(
 ) -> ir.Action:
     backends: list[ir.WeightedCluster] = []
     websocket = False
+    picker: ir.EndpointPicker | None = None
     for ref in rule.backend_refs:
         for f in ref.filters:
             _check_filter(f)
             if f.type not in BACKEND_FILTERS:
                 raise InvalidRule(f"filter {f.type} is not supported on a backendRef; put it on the rule")
         res = _resolve(store, route, ref, out)
+        if res.picker is not None:  # an InferencePool (translate/inference.py)
+            if picker is not None and picker != res.picker:
+                raise InvalidRule("a rule can use one InferencePool only: each has its own endpoint picker")
+            picker = res.picker
         if ref.weight == 0:
             continue
         websocket |= res.cluster is not None and res.cluster.protocol == "ws"
@@ -190,7 +196,7 @@ def _forward(
     return ir.Forward(
         tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout, mirrors=mirrors,
         retry=rule_filters.retry(rule.retry, "retry") if rule.retry is not None else None,
-        websocket=websocket,
+        websocket=websocket, picker=picker,
     )
 
 

@@ -17,9 +17,11 @@ from lychgate.xds.translator import (  # noqa: F401
     cors,
     ext_authz,
     ext_proc,
+    inference,
     local_ratelimit,
     route_policy,
     transformation,
+    waypoint,
 )
 from lychgate.xds.translator.cluster import envoy_cluster, load_assignment
 from lychgate.xds.translator.features import FEATURES

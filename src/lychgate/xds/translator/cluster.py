@@ -9,6 +9,7 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
 from google.protobuf import any_pb2, duration_pb2
 
 from lychgate import ir
+from lychgate.xds.translator.inference import override_host_policy
 from lychgate.xds.translator.listener import ads_source
 
 _HTTP_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
@@ -34,6 +35,8 @@ def envoy_cluster(cluster: ir.Cluster) -> cluster_pb2.Cluster:
             )
         )
         out.typed_extension_protocol_options[_HTTP_OPTIONS].CopyFrom(options)
+    if cluster.endpoint_override:  # an InferencePool: its endpoint picker chooses
+        out.load_balancing_policy.CopyFrom(override_host_policy())
     return out
 
 
