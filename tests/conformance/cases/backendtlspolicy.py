@@ -1,0 +1,3 @@
+"""backendtlspolicy conformance cases."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""gateway conformance cases."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""grpcroute conformance cases."""
+
+from __future__ import annotations

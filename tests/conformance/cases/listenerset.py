@@ -1,0 +1,3 @@
+"""listenerset conformance cases."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""tcproute conformance cases."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""tlsroute conformance cases."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""udproute conformance cases."""
+
+from __future__ import annotations

@@ -1,0 +1,14 @@
+"""Upstream tests of features lychgate claims that do not pass yet: ShortName -> why.
+
+pytest runs these as strict xfail, so a case that starts passing fails the run
+until its entry is removed here.
+"""
+
+from __future__ import annotations
+
+KNOWN_FAILURES: dict[str, str] = {
+    "HTTPRouteHostnameIntersection": (
+        "the listener sets strip_any_host_port, so a backend sees `Host: very.specific.com` "
+        "for a request to very.specific.com:1234; upstream expects the Host header forwarded as sent"
+    ),
+}
