@@ -11,4 +11,8 @@ KNOWN_FAILURES: dict[str, str] = {
         "the listener sets strip_any_host_port, so a backend sees `Host: very.specific.com` "
         "for a request to very.specific.com:1234; upstream expects the Host header forwarded as sent"
     ),
+    "HTTPRouteRedirectPortAndScheme": (
+        "a redirect with neither port nor scheme drops the listener port (8080) from Location; "
+        "and the same-namespace-with-https-listener Gateway needs HTTPS listeners"
+    ),
 }

@@ -14,6 +14,8 @@ from tests.conformance.suite import (
     Parent,
     Ref,
     Suite,
+    ensure,
+    eventually,
 )
 
 SAME = Ref("same-namespace")
@@ -255,7 +257,7 @@ def partially_invalid_reference_grant(s: Suite) -> None:
     s.route_condition("HTTPRoute", "invalid-reference-grant", INFRA, SAME,
                       Cond("ResolvedRefs", "False", "RefNotPermitted"))
     address = s.routes_accepted(SAME, "invalid-reference-grant")
-    s.expect(address, Exp("/", backend=V1), Exp("/v2", status=500))
+    s.expect(address, Exp("/", backend="app-backend-v1", namespace=APP), Exp("/v2", status=500))
 
 
 @case("HTTPRouteInvalidNonExistentBackendRef", CORE, t("httproute-invalid-nonexistent-backendref"))
@@ -337,3 +339,264 @@ def listener_hostname_matching(s: Suite) -> None:
         Exp("/", "foo.com", status=404),
         Exp("/", "no.matching.host", status=404),
     )
+
+
+# --- filters ---------------------------------------------------------------------------
+
+
+def redirect(path: str, status: int = 302, scheme: str = "", host: str = "", port: str = "",
+             to: str = "", **kw: object) -> Exp:
+    """A request answered by a redirect (upstream's RedirectRequest expectation)."""
+    return Exp(path, status=status, expects_redirect=True, redirect_scheme=scheme, redirect_host=host,
+               redirect_port=port, redirect_path=to, **kw)  # type: ignore[arg-type]
+
+
+@case("HTTPRoute303Redirect", [*CORE, "HTTPRoute303RedirectStatusCode"], t("httproute-303-redirect"),
+      provisional=True)
+def redirect_303(s: Suite) -> None:
+    """An HTTPRoute with a 303 redirect filter"""
+    address = accepted(s, "303-redirect")
+    s.expect(address, redirect("/see-other", 303, method="POST", to="/see-other"))
+
+
+@case("HTTPRoute307Redirect", [*CORE, "HTTPRoute307RedirectStatusCode"], t("httproute-307-redirect"),
+      provisional=True)
+def redirect_307(s: Suite) -> None:
+    """An HTTPRoute with a 307 redirect filter"""
+    address = accepted(s, "307-redirect")
+    s.expect(address, redirect("/temporary", 307, method="POST", to="/temporary"))
+
+
+@case("HTTPRoute308Redirect", [*CORE, "HTTPRoute308RedirectStatusCode"], t("httproute-308-redirect"),
+      provisional=True)
+def redirect_308(s: Suite) -> None:
+    """An HTTPRoute with a 308 redirect filter"""
+    address = accepted(s, "308-redirect")
+    s.expect(address, redirect("/permanent", 308, method="POST", to="/permanent"))
+
+
+@case("HTTPRouteRedirectHostAndStatus", CORE, t("httproute-redirect-host-and-status"))
+def redirect_host_and_status(s: Suite) -> None:
+    """An HTTPRoute with hostname and statusCode redirect filters"""
+    address = accepted(s, "redirect-host-and-status")
+    s.expect(address, redirect("/hostname-redirect", 302, host="example.org"),
+             redirect("/host-and-status", 301, host="example.org"))
+
+
+@case("HTTPRouteRedirectPath", [*CORE, "HTTPRoutePathRedirect"], t("httproute-redirect-path"))
+def redirect_path(s: Suite) -> None:
+    """An HTTPRoute with path redirect filters"""
+    address = accepted(s, "redirect-path")
+    s.expect(
+        address,
+        redirect("/original-prefix/lemon", to="/replacement-prefix/lemon"),
+        redirect("/full/path/original", to="/full-path-replacement"),
+        redirect("/path-and-host", host="example.org", to="/replacement-prefix"),
+        redirect("/path-and-status", 301, to="/replacement-prefix"),
+        redirect("/full-path-and-host", host="example.org", to="/replacement-full"),
+        redirect("/full-path-and-status", 301, to="/replacement-full"),
+    )
+
+
+@case("HTTPRouteRedirectPort", [*CORE, "HTTPRoutePortRedirect"], t("httproute-redirect-port"))
+def redirect_port(s: Suite) -> None:
+    """An HTTPRoute with a port redirect filter"""
+    address = accepted(s, "redirect-port")
+    s.expect(address, redirect("/port", port="8083"), redirect("/port-and-host", host="example.org", port="8083"),
+             redirect("/port-and-status", 301, port="8083"),
+             redirect("/port-and-host-and-status", host="example.org", port="8083"))
+
+
+@case("HTTPRouteRedirectScheme", [*CORE, "HTTPRouteSchemeRedirect"], t("httproute-redirect-scheme"))
+def redirect_scheme(s: Suite) -> None:
+    """An HTTPRoute with a scheme redirect filter"""
+    address = accepted(s, "redirect-scheme")
+    s.expect(address, redirect("/scheme", scheme="https"),
+             redirect("/scheme-and-host", host="example.org", scheme="https"),
+             redirect("/scheme-and-status", 301, scheme="https"),
+             redirect("/scheme-and-host-and-status", host="example.org", scheme="https"))
+
+
+@case("HTTPRouteRedirectPortAndScheme",
+      [*CORE, "HTTPRoutePortRedirect", "HTTPRouteSchemeRedirect", "GatewayPort8080"],
+      t("httproute-redirect-port-and-scheme"))
+def redirect_port_and_scheme(s: Suite) -> None:
+    """Redirects pick the port from the scheme when it is not set, on HTTP (80, 8080) and HTTPS listeners"""
+    org = {"host": "example.org"}
+    address = accepted(s, "http-route-for-listener-on-port-80")
+    s.expect(address, redirect("/scheme-nil-and-port-nil", **org), redirect("/scheme-nil-and-port-80", **org),
+             redirect("/scheme-nil-and-port-8080", port="8080", **org),
+             redirect("/scheme-https-and-port-nil", scheme="https", **org),
+             redirect("/scheme-https-and-port-443", scheme="https", **org),
+             redirect("/scheme-https-and-port-8443", scheme="https", port="8443", **org))
+    address = accepted(s, "http-route-for-listener-on-port-8080", ref=Ref("same-namespace-with-http-listener-on-8080"))
+    s.expect(address, redirect("/scheme-nil-and-port-nil", port="8080", **org),
+             redirect("/scheme-nil-and-port-80", **org),
+             redirect("/scheme-https-and-port-nil", scheme="https", **org),
+             redirect("/scheme-https-and-port-443", scheme="https", **org),
+             redirect("/scheme-https-and-port-8443", scheme="https", port="8443", **org))
+    # On the HTTPS listener the request is https, so an unset scheme redirects to https.
+    address = accepted(s, "http-route-for-listener-on-port-443", ref=Ref("same-namespace-with-https-listener"))
+    tls = {"host": "example.org", "scheme": "https"}
+    s.expect(address,
+             Exp("/scheme-nil-and-port-nil", **tls, status=302, expects_redirect=True),
+             Exp("/scheme-nil-and-port-443", **tls, status=302, expects_redirect=True),
+             Exp("/scheme-nil-and-port-8443", **tls, status=302, expects_redirect=True, redirect_port="8443"),
+             Exp("/scheme-http-and-port-nil", **tls, status=302, expects_redirect=True, redirect_scheme="http"),
+             Exp("/scheme-http-and-port-80", **tls, status=302, expects_redirect=True, redirect_scheme="http"),
+             Exp("/scheme-http-and-port-8080", **tls, status=302, expects_redirect=True, redirect_scheme="http",
+                 redirect_port="8080"))
+
+
+@case("HTTPRouteRewritePath", [*CORE, "HTTPRoutePathRewrite"], t("httproute-rewrite-path"))
+def rewrite_path(s: Suite) -> None:
+    """An HTTPRoute with path rewrite filter"""
+    address = accepted(s, "rewrite-path")
+    sent = {"X-Header-Remove": "remove-val", "X-Header-Add-Append": "append-val-1", "X-Header-Set": "set-val"}
+    seen = {"X-Header-Add": "header-val-1", "X-Header-Add-Append": "append-val-1,header-val-2",
+            "X-Header-Set": "set-overwrites-values"}
+    s.expect(
+        address,
+        Exp("/prefix/one/two", seen_path="/one/two", backend=V1),
+        Exp("/full/one/two", seen_path="/one", backend=V1),
+        Exp("/full/rewrite-path-and-modify-headers/test", headers=sent, seen_path="/test", seen_headers=seen,
+            seen_absent=("X-Header-Remove",), backend=V1),
+        Exp("/prefix/rewrite-path-and-modify-headers/one", headers=sent, seen_path="/prefix/one",
+            seen_headers=seen, seen_absent=("X-Header-Remove",), backend=V1),
+    )
+
+
+@case("HTTPRouteRewriteHost", [*CORE, "HTTPRouteHostRewrite"], t("httproute-rewrite-host"))
+def rewrite_host(s: Suite) -> None:
+    """An HTTPRoute with hostname rewrite filter"""
+    address = accepted(s, "rewrite-host")
+    s.expect(
+        address,
+        Exp("/one", "rewrite.example", seen_host="one.example.org", backend=V1),
+        Exp("/two", "rewrite.example", seen_host="example.org", backend=V2),
+        Exp("/rewrite-host-and-modify-headers", "rewrite.example",
+            headers={"X-Header-Remove": "remove-val", "X-Header-Add-Append": "append-val-1"},
+            seen_host="test.example.org",
+            seen_headers={"X-Header-Add": "header-val-1", "X-Header-Add-Append": "append-val-1,header-val-2",
+                          "X-Header-Set": "set-overwrites-values"},
+            seen_absent=("X-Header-Remove",), backend=V2),
+    )
+
+
+def header_modifier_cases(where: str) -> list[Exp]:
+    """The set/add/remove expectations shared by the request and response modifier tests;
+    `where` says whether the backend ("request") or the client ("response") must see them."""
+    cases = [
+        ("/set", {"Some-Other-Header": "val"}, {"Some-Other-Header": "val", "X-Header-Set": "set-overwrites-values"}, ()),
+        ("/set", {"Some-Other-Header": "val", "X-Header-Set": "some-other-value"},
+         {"Some-Other-Header": "val", "X-Header-Set": "set-overwrites-values"}, ()),
+        ("/add", {"Some-Other-Header": "val"}, {"Some-Other-Header": "val", "X-Header-Add": "add-appends-values"}, ()),
+        ("/add", {"Some-Other-Header": "val", "X-Header-Add": "some-other-value"},
+         {"Some-Other-Header": "val", "X-Header-Add": "some-other-value,add-appends-values"}, ()),
+        ("/remove", {"X-Header-Remove": "val"}, {}, ("X-Header-Remove",)),
+        ("/multiple", {"X-Header-Set-2": "set-val-2", "X-Header-Add-2": "add-val-2",
+                       "X-Header-Remove-2": "remove-val-2", "Another-Header": "another-header-val"},
+         {"X-Header-Set-1": "header-set-1", "X-Header-Set-2": "header-set-2", "X-Header-Add-1": "header-add-1",
+          "X-Header-Add-2": "add-val-2,header-add-2", "X-Header-Add-3": "header-add-3",
+          "Another-Header": "another-header-val"}, ("X-Header-Remove-1", "X-Header-Remove-2")),
+        ("/case-insensitivity", {"x-header-set": "original-val-set", "x-header-add": "original-val-add",
+                                 "x-header-remove": "original-val-remove", "Another-Header": "another-header-val"},
+         {"X-Header-Set": "header-set", "X-Header-Add": "original-val-add,header-add",
+          "Another-Header": "another-header-val"}, ("x-header-remove", "X-Header-Remove")),
+    ]
+    out = []
+    for path, sent, wanted, absent in cases:
+        if where == "request":
+            out.append(Exp(path, headers=sent, seen_headers=wanted, seen_absent=absent, backend=V1))
+        else:
+            # The echo backend answers with the headers named in X-Echo-Set-Header, so the
+            # response carries the request's headers and the filter works on them.
+            echo = ",".join(f"{k}:{v}" for k, v in sent.items())
+            out.append(Exp(path, headers={"X-Echo-Set-Header": echo}, seen_headers={}, response_headers=wanted,
+                           response_absent=absent, backend=V1))
+    return out
+
+
+@case("HTTPRouteRequestHeaderModifier", CORE, t("httproute-request-header-modifier"))
+def request_header_modifier(s: Suite) -> None:
+    """An HTTPRoute has request header modifier filters applied correctly"""
+    address = accepted(s, "request-header-modifier")
+    s.expect(address, *header_modifier_cases("request"))
+
+
+@case("HTTPRouteRequestHeaderModifierBackend", [*CORE, "HTTPRouteBackendRequestHeaderModification"],
+      t("httproute-request-header-modifier-backend"))
+def request_header_modifier_backend(s: Suite) -> None:
+    """An HTTPRoute has request header modifier filters on its backendRefs applied correctly"""
+    address = accepted(s, "request-header-modifier")
+    s.expect(address, *[e for e in header_modifier_cases("request") if e.path != "/case-insensitivity"])
+
+
+@case("HTTPRouteResponseHeaderModifier", [*CORE, "HTTPRouteResponseHeaderModification"],
+      t("httproute-response-header-modifier"))
+def response_header_modifier(s: Suite) -> None:
+    """An HTTPRoute has response header modifier filters applied correctly"""
+    address = accepted(s, "response-header-modifier")
+    s.expect(address, *header_modifier_cases("response"))
+
+
+@case("HTTPRouteTimeoutRequest", [*CORE, "HTTPRouteRequestTimeout"], t("httproute-timeout-request"))
+def timeout_request(s: Suite) -> None:
+    """An HTTPRoute with request timeout"""
+    address = accepted(s, "request-timeout")
+    s.expect(address, Exp("/request-timeout"), Exp("/request-timeout?delay=1s", status=504),
+             Exp("/disable-request-timeout?delay=1s"))
+
+
+@case("HTTPRouteTimeoutBackendRequest", [*CORE, "HTTPRouteBackendTimeout"], t("httproute-timeout-backend-request"))
+def timeout_backend_request(s: Suite) -> None:
+    """An HTTPRoute with backend request timeout"""
+    address = accepted(s, "backend-request-timeout")
+    s.expect(address, Exp("/backend-timeout"), Exp("/backend-timeout?delay=1s", status=504))
+
+
+@case("HTTPRouteNamedRule", [*CORE, "HTTPRouteNamedRouteRule"], t("httproute-named-rule"))
+def named_rule(s: Suite) -> None:
+    """An HTTPRoute with a named rule routes like one without"""
+    address = accepted(s, "http-named-rules")
+    s.expect(address, Exp("/named", backend=V1), Exp("/unnamed", backend=V2))
+
+
+@case("HTTPRouteWeight", CORE, t("httproute-weight"))
+def weight(s: Suite) -> None:
+    """An HTTPRoute with weighted backends splits traffic by weight (70/30/0)"""
+    address = accepted(s, "weighted-backends")
+    s.expect(address, Exp("/", backend="infra-backend-v"))
+    exp = Exp("/", backend="infra-backend-v")
+    counts = s.backend_distribution(address, exp, 500)
+    total = sum(counts.values())
+    for name, weight_ in ((V1, 0.7), (V2, 0.3), (V3, 0.0)):
+        share = counts.get(name, 0) / total
+        if abs(share - weight_) > 0.1:
+            raise AssertionError(f"{name} answered {share:.0%} of requests, want {weight_:.0%} (+-10%): {counts}")
+
+
+@case("HTTPRouteOmittedBackendRefs", CORE, t("httproute-omitted-backendrefs"))
+def omitted_backendrefs(s: Suite) -> None:
+    """A rule without backendRefs answers 500; the route is still Accepted with resolved refs"""
+    address = accepted(s, "omitted-backendrefs")
+    s.expect(address, Exp("/omitted-no-forward", status=500), Exp("/empty-no-forward", status=500),
+             Exp("/", backend=V1))
+
+
+@case("HTTPRouteObservedGenerationBump", CORE, t("httproute-observed-generation-bump"))
+def observed_generation_bump(s: Suite) -> None:
+    """An HTTPRoute's conditions follow its generation when its spec changes"""
+    accepted(s, "observed-generation-bump")
+    before = s.get("HTTPRoute", "observed-generation-bump")["metadata"]["generation"]
+
+    def bump(doc: dict[str, object]) -> None:
+        rules = doc["spec"]["rules"]  # type: ignore[index]
+        rules[0]["matches"] = [{"path": {"type": "PathPrefix", "value": "/generation-bump"}}]
+
+    s.mutate("case-HTTPRouteObservedGenerationBump", "HTTPRoute", "observed-generation-bump", INFRA, bump)
+    eventually(lambda: ensure(s.get("HTTPRoute", "observed-generation-bump")["metadata"]["generation"] > before,
+                              "generation unchanged"), "the HTTPRoute generation to change")
+    # Conditions of the latest generation (route_parents checks observedGeneration).
+    s.route_parents("HTTPRoute", "observed-generation-bump", INFRA,
+                    [Parent(SAME, (Cond("Accepted"), Cond("ResolvedRefs")))], namespace_required=False)
