@@ -189,7 +189,7 @@ class HttpEchoServer:
                 if not chunk and conn.their_state is not h11.DONE:
                     return
                 continue
-            if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED and conn.our_state is h11.MUST_CLOSE:
+            if isinstance(event, h11.ConnectionClosed) or (event is h11.PAUSED and conn.our_state is h11.MUST_CLOSE):
                 return
             if isinstance(event, h11.Request):
                 request = event

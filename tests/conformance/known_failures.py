@@ -15,4 +15,8 @@ KNOWN_FAILURES: dict[str, str] = {
         "a redirect with neither port nor scheme drops the listener port (8080) from Location; "
         "and the same-namespace-with-https-listener Gateway needs HTTPS listeners"
     ),
+    "HTTPRouteHTTPSListener": (
+        "HTTPS listeners are not supported yet: routes on same-namespace-with-https-listener are "
+        "not accepted (NoMatchingParent)"
+    ),
 }

@@ -10,6 +10,7 @@ from tests.conformance.cases import Case
 from tests.conformance.suite import Suite
 
 MESH_SKIP = "mesh profile not claimed"
+PENDING_SKIP = "expectations not yet written as a lychgate case"
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,8 @@ def skip_reason(suite_features: frozenset[str], case: Case) -> str | None:
     missing = [f for f in case.features if f not in suite_features]
     if missing:
         return "needs " + ", ".join(missing)
+    if case.run is None:
+        return PENDING_SKIP
     return None
 
 

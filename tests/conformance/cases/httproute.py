@@ -600,3 +600,77 @@ def observed_generation_bump(s: Suite) -> None:
     # Conditions of the latest generation (route_parents checks observedGeneration).
     s.route_parents("HTTPRoute", "observed-generation-bump", INFRA,
                     [Parent(SAME, (Cond("Accepted"), Cond("ResolvedRefs")))], namespace_required=False)
+
+
+@case("HTTPRouteMultipleGateways", CORE, t("httproute-multiple-gateways"))
+def multiple_gateways(s: Suite) -> None:
+    """A route attached to two Gateways serves from both; dedicated routes only from their own"""
+    address = accepted(s, "multiple-gateways-shared-route", "same-namespace-dedicated-route", resolved=False)
+    s.expect(address, Exp("/shared", backend=V1), Exp("/", backend=V2))
+    all_ns = Ref("all-namespaces")
+    address = s.routes_accepted(all_ns, "multiple-gateways-shared-route", "all-namespaces-dedicated-route")
+    s.expect(address, Exp("/shared", backend=V1), Exp("/", backend=V3))
+
+
+@case("HTTPRouteListenerPortMatching", [*CORE, "HTTPRouteParentRefPort"], t("httproute-listener-port-matching"))
+def listener_port_matching(s: Suite) -> None:
+    """Routes attach by parentRef port to every listener on that port"""
+    gw = "httproute-listener-port-matching"
+    s.route_parents("HTTPRoute", "backend-v1", INFRA, [Parent(Ref(gw, port=80))])
+    s.route_parents("HTTPRoute", "backend-v2", INFRA, [Parent(Ref(gw, port=8080))])
+    s.route_parents("HTTPRoute", "backend-v3", INFRA, [Parent(Ref(gw, port=8090), section="listener-4")])
+    ip = s.gateway_address(Ref(gw)).rpartition(":")[0]
+    s.expect(f"{ip}:80", Exp("/", "foo.com", backend=V1))
+    s.expect(f"{ip}:8080", Exp("/", "foo.com", backend=V2), Exp("/", "bar.com", backend=V2))
+    s.expect(f"{ip}:8090", Exp("/", "foo.com", backend=V3), Exp("/", "bar.com", status=404))
+
+
+@case("HTTPRouteServiceTypes", CORE, t("httproute-service-types"))
+def service_types(s: Suite) -> None:
+    """A single HTTPRoute routes to headless Services and Services with manual EndpointSlices"""
+    address = accepted(s, "service-types")
+    # Upstream fills the manual EndpointSlices with the infra-backend-v1 pods; ours is local.
+    w = s.backends.workloads[(INFRA, V1)]
+    port = s.backends.port(w, 3000, "TCP")
+    for slice_name in ("manual-endpointslices-ip4", "headless-manual-endpointslices-ip4"):
+        def point(doc: dict[str, object]) -> None:
+            doc["endpoints"] = [{"addresses": [s.pods.host], "conditions": {"ready": True, "serving": True}}]
+            doc["ports"] = [{"name": "first-port", "port": port, "protocol": "TCP"}]
+        s.mutate("case-HTTPRouteServiceTypes", "EndpointSlice", slice_name, INFRA, point)
+    s.expect(address, *[Exp(f"/{p}", backend=V1) for p in
+                         ("headless", "manual-endpointslices", "headless-manual-endpointslices")])
+
+
+@case("HTTPRouteHTTPSListener", CORE, t("httproute-https-listener"))
+def https_listener(s: Suite) -> None:
+    """HTTPRoute attaches to a Gateway's HTTPS listener in the same namespace"""
+    ref = Ref("same-namespace-with-https-listener")
+    address = accepted(s, "httproute-https-test", "httproute-https-test-no-hostname", ref=ref)
+    s.expect(
+        address,
+        Exp("/", "example.org", scheme="https", sni="example.org", backend=V1),
+        Exp("/", "second-example.org", scheme="https", sni="unknown-example.org", status=404),
+        Exp("/", "second-example.org", scheme="https", sni="second-example.org", backend=V1),
+        Exp("/", "unknown-example.org", scheme="https", sni="unknown-example.org", status=404),
+    )
+
+
+@case("HTTPRouteBackendProtocolWebSocket", [*CORE, "HTTPRouteBackendProtocolWebSocket"],
+      t("httproute-backend-protocol-websocket"))
+def backend_protocol_websocket(s: Suite) -> None:
+    """A HTTPRoute with a BackendRef that has an appProtocol kubernetes.io/ws should be functional"""
+    import websocket
+
+    address = s.routes_accepted(SAME, "backend-protocol-ws")
+
+    def round_trip() -> None:
+        ws = websocket.create_connection(f"ws://{address}/ws", origin="ws://gateway/websocket", timeout=5)
+        try:
+            ws.send("Websocket Support!")
+            ensure(ws.recv() == "Websocket Support!", "text frame not echoed")
+            ws.send_binary(bytes([1, 2, 3, 4, 5, 6, 7]))
+            ensure(ws.recv() == bytes([1, 2, 3, 4, 5, 6, 7]), "binary frame not echoed")
+        finally:
+            ws.close()
+
+    eventually(round_trip, "a WebSocket round trip through the Gateway", 15)
