@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: quickstart test lint unit bench install install-test
+.PHONY: quickstart test lint unit bench install install-test conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,3 +29,8 @@ test: lint
 
 unit: install-test
 	$(BIN)/pytest -m "not e2e"
+
+# Gateway API conformance (v1.6.1) against one lychgate; rewrites docs/conformance.md
+# and docs/conformance-report.yaml. Needs shared/gateway-api beside the work tree.
+conformance: install-test
+	$(BIN)/python -m tests.conformance
