@@ -97,13 +97,13 @@ static_resources:
               typed_config:
                 "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
                 stat_prefix: http-{port}
-                strip_any_host_port: true
                 normalize_path: true
                 merge_slashes: true
                 use_remote_address: true
                 route_config:
                   name: http-{port}
                   validate_clusters: false
+                  ignore_port_in_host_matching: true
                   virtual_hosts:
                     - name: {port}/{host}
                       domains: [{host}]

@@ -6,17 +6,4 @@ until its entry is removed here.
 
 from __future__ import annotations
 
-KNOWN_FAILURES: dict[str, str] = {
-    "HTTPRouteHostnameIntersection": (
-        "the listener sets strip_any_host_port, so a backend sees `Host: very.specific.com` "
-        "for a request to very.specific.com:1234; upstream expects the Host header forwarded as sent"
-    ),
-    "HTTPRouteRedirectPortAndScheme": (
-        "a redirect with neither port nor scheme drops the listener port (8080) from Location; "
-        "and the same-namespace-with-https-listener Gateway needs HTTPS listeners"
-    ),
-    "HTTPRouteHTTPSListener": (
-        "HTTPS listeners are not supported yet: routes on same-namespace-with-https-listener are "
-        "not accepted (NoMatchingParent)"
-    ),
-}
+KNOWN_FAILURES: dict[str, str] = {}

@@ -37,8 +37,6 @@ def http_connection_manager(listener: ir.HTTPListener) -> hcm_pb.HttpConnectionM
     hcm = hcm_pb.HttpConnectionManager(
         stat_prefix=listener.name,
         rds=hcm_pb.Rds(config_source=ads_source(), route_config_name=listener.name),
-        # Host headers carry the port ("example.com:8080"); Gateway API hostnames don't.
-        strip_any_host_port=True,
         normalize_path={"value": True},
         merge_slashes=True,
         use_remote_address={"value": True},

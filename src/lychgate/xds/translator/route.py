@@ -40,6 +40,9 @@ def route_configuration(listener: ir.HTTPListener, cache: WireCache | None = Non
         # Route entries naming unknown clusters answer 500, the Gateway API's
         # answer for a backend that cannot be resolved.
         validate_clusters={"value": False},
+        # Host headers may carry a port ("example.com:8080"); Gateway API hostnames
+        # don't. Matching ignores it, and the backend still sees the Host as sent.
+        ignore_port_in_host_matching=True,
     ).SerializeToString(deterministic=True)
     cache = cache or WireCache()
     parts = [cache.get(vh, "vhost", _framed_host) for vh in listener.virtual_hosts]
