@@ -358,6 +358,16 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
+class UpstreamTLS:
+    """TLS to a backend (BackendTLSPolicy): the name asked for, the CA bundle that
+    must have signed its certificate (None: the system's) and the names it must carry."""
+
+    sni: str
+    ca: str | None
+    sans: tuple[tuple[str, str], ...]  # ("Hostname" | "URI", value)
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
     endpoints: tuple[Endpoint, ...]
@@ -366,6 +376,7 @@ class Cluster:
     connect_timeout_ms: int = 5000
     # An InferencePool: the endpoint its picker names wins over load balancing.
     endpoint_override: bool = False
+    tls: UpstreamTLS | None = None
 
 
 # --- waypoint (ambient mesh, translate/mesh.py) ------------------------------------

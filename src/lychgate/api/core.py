@@ -1,4 +1,4 @@
-"""Core Kubernetes kinds lychgate reads: Namespace, Service, EndpointSlice, Secret."""
+"""Core Kubernetes kinds lychgate reads: Namespace, Service, EndpointSlice, Secret, ConfigMap."""
 
 from __future__ import annotations
 
@@ -103,3 +103,10 @@ class Pod(Resource):
             if isinstance(cond, dict) and cond.get("type") == "Ready":
                 return bool(cond.get("status") == "True")
         return bool(status.get("phase", "Running") == "Running")
+
+
+class ConfigMap(Resource):
+    """Read for CA certificates (BackendTLSPolicy `caCertificateRefs`)."""
+
+    KIND: ClassVar[str] = "ConfigMap"
+    data: dict[str, str] = Field(default_factory=dict)

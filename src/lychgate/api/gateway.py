@@ -446,3 +446,42 @@ class UDPRoute(Resource):
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1", "v1alpha2")
     spec: L4RouteSpec
+
+
+# --- BackendTLSPolicy -------------------------------------------------------
+
+
+class PolicyTargetRef(Model):
+    group: str = ""
+    kind: str
+    name: str = Field(min_length=1)
+    section_name: str | None = None
+
+
+class SubjectAltName(Model):
+    type: Literal["Hostname", "URI"]
+    hostname: str | None = None
+    uri: str | None = None
+
+
+class BackendTLSValidation(Model):
+    ca_certificate_refs: list[LocalObjectReference] = Field(default_factory=list, max_length=8)
+    well_known_ca_certificates: Literal["System"] | None = None
+    hostname: str = Field(min_length=1)
+    subject_alt_names: list[SubjectAltName] = Field(default_factory=list, max_length=5)
+
+
+class BackendTLSPolicySpec(Model):
+    target_refs: list[PolicyTargetRef] = Field(min_length=1, max_length=16)
+    validation: BackendTLSValidation
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class BackendTLSPolicy(Resource):
+    """How the gateway speaks TLS to a Service: the name it asks for (SNI) and how
+    it verifies the certificate the Service presents."""
+
+    KIND: ClassVar[str] = "BackendTLSPolicy"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1", "v1alpha3")
+    spec: BackendTLSPolicySpec

@@ -35,9 +35,10 @@ SUFFIXES = (".yaml", ".yml")
 
 # Kinds a cluster would run but local mode has no use for: skipped with a note
 # instead of an error, so conformance and kubectl manifests load as they are.
-# (Pods are read: InferencePools route to them, by the IP in their status.)
+# (Pods are read: InferencePools route to them, by the IP in their status; ConfigMaps
+# are read: they hold the CA certificates of BackendTLSPolicies.)
 IGNORED_KINDS = frozenset(
-    {"Deployment", "ConfigMap", "ServiceAccount", "DaemonSet", "StatefulSet", "Role",
+    {"Deployment", "ServiceAccount", "DaemonSet", "StatefulSet", "Role",
      "RoleBinding", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 )
 

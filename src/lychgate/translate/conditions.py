@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# The controllerName lychgate writes into route and policy status.
+CONTROLLER_NAME = "gateway.lychgate.dev/lychgate"
+
 
 def condition(
     type_: str, status: bool, reason: str, message: str, generation: int

@@ -17,7 +17,7 @@ from lychgate.api.gateway import Gateway, GatewayClass, GRPCRoute, HTTPRoute, Pa
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Store
-from lychgate.translate import hostnames, inference, mesh
+from lychgate.translate import backendtls, hostnames, inference, mesh
 from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, AnyRoute, Contribution, Entry
 from lychgate.translate.conditions import condition, resolved_refs
 from lychgate.translate.grpcroutes import compile_grpc_route
@@ -39,6 +39,8 @@ from lychgate.translate.streams import Streams, translate_streams
 # Gateway API features the translator implements, for GatewayClass status.supportedFeatures
 # (ascending, as the API asks).
 SUPPORTED_FEATURES: tuple[str, ...] = (
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "Gateway",
     "GatewayHTTPListenerIsolation",
@@ -180,6 +182,8 @@ def _translate(
         _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
                         out, policies, streams, status_addresses)
     meshed.finish(out.gateways, out.status)
+    backendtls.write_status(store, backendtls.service_users(
+        ((g.namespace, g.name), (c.name for c in g.clusters)) for g in out.gateways.values()), out.status)
     inference.pool_status(store, ((route, {gw for gw, *_ in c.attachments}) for route, c in state.routes.values()
                                   if isinstance(route, HTTPRoute)), out.status)
     policies.write_status(out.status)

@@ -9,11 +9,11 @@ from typing import Any
 from lychgate.api.base import Resource
 from lychgate.api.gateway import GROUP, Gateway, ListenerSet, ParentReference
 from lychgate.store import Store
-from lychgate.translate.conditions import condition
+from lychgate.translate.conditions import CONTROLLER_NAME, condition
 from lychgate.translate.hostnames import effective_hostnames
 from lychgate.translate.listeners import ListenerState
 
-CONTROLLER_NAME = "gateway.lychgate.dev/lychgate"
+__all__ = ["CONTROLLER_NAME", "GatewayCtx", "attach", "find_parent", "missing_parent", "parent_status"]
 
 
 @dataclass

@@ -14,6 +14,7 @@ from lychgate.api.core import Service, ServicePort
 from lychgate.api.gateway import ReferenceGrant
 from lychgate.store import Store
 from lychgate.translate import inference
+from lychgate.translate.backendtls import policy_for
 
 H2C_APP_PROTOCOLS = frozenset({"kubernetes.io/h2c", "h2c", "http2", "grpc"})
 WEBSOCKET_APP_PROTOCOLS = frozenset({"kubernetes.io/ws"})
@@ -109,11 +110,18 @@ def resolve_service(
     if service_port is None:
         ports = ", ".join(str(p.port) for p in service.spec.ports) or "none"
         return Resolution(None, "BackendNotFound", f"Service {where} has no port {port} (ports: {ports})")
+    endpoints = tuple(service_endpoints(store, service, service_port))
+    tls = policy_for(store, service, service_port.name)
+    if tls is not None and tls[1].tls is None:
+        # The policy asks for TLS but its CA is unusable: never fall back to
+        # plaintext; the Service has no usable endpoint (its policy says why).
+        endpoints = ()
     return Resolution(
         ir.Cluster(
             name=cluster_name(namespace, name, port),
-            endpoints=tuple(service_endpoints(store, service, service_port)),
+            endpoints=endpoints,
             protocol=_protocol(service_port.app_protocol),
+            tls=tls[1].tls if tls is not None else None,
         )
     )
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from envoy.config.cluster.v3 import cluster_pb2
-from envoy.config.core.v3 import address_pb2, protocol_pb2
+from envoy.config.core.v3 import address_pb2, base_pb2, protocol_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2 as tls_common_pb2
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
+from envoy.type.matcher.v3 import string_pb2
 from google.protobuf import any_pb2, duration_pb2
 
 from lychgate import ir
@@ -35,9 +38,34 @@ def envoy_cluster(cluster: ir.Cluster) -> cluster_pb2.Cluster:
             )
         )
         out.typed_extension_protocol_options[_HTTP_OPTIONS].CopyFrom(options)
+    if cluster.tls is not None:
+        out.transport_socket.CopyFrom(upstream_tls(cluster.tls))
     if cluster.endpoint_override:  # an InferencePool: its endpoint picker chooses
         out.load_balancing_policy.CopyFrom(override_host_policy())
     return out
+
+
+# The proxy's trust store for `wellKnownCACertificates: System` (Debian/Ubuntu and the proxy image).
+SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+_SAN_TYPES = {"Hostname": tls_common_pb2.SubjectAltNameMatcher.DNS,
+              "URI": tls_common_pb2.SubjectAltNameMatcher.URI}
+
+
+def upstream_tls(tls: ir.UpstreamTLS) -> base_pb2.TransportSocket:
+    """TLS to the backend: SNI, and a certificate verified against the CA and names."""
+    validation = tls_common_pb2.CertificateValidationContext(
+        trusted_ca=base_pb2.DataSource(inline_string=tls.ca) if tls.ca is not None
+        else base_pb2.DataSource(filename=SYSTEM_CA_BUNDLE),
+        match_typed_subject_alt_names=[
+            tls_common_pb2.SubjectAltNameMatcher(san_type=_SAN_TYPES[kind], matcher=string_pb2.StringMatcher(exact=value))
+            for kind, value in tls.sans
+        ],
+    )
+    context = tls_pb2.UpstreamTlsContext(
+        sni=tls.sni, common_tls_context=tls_pb2.CommonTlsContext(validation_context=validation))
+    packed = any_pb2.Any()
+    packed.Pack(context)
+    return base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=packed)
 
 
 def load_assignment(cluster: ir.Cluster) -> endpoint_pb2.ClusterLoadAssignment:

@@ -1,0 +1,134 @@
+"""BackendTLSPolicy: TLS from the gateway to a Service, and the policy's status.
+
+A policy targets Services (optionally one port by `sectionName`). The gateway
+then opens TLS to that Service's endpoints, asking for `validation.hostname` by
+SNI and verifying the certificate against the referenced CA (a ConfigMap or
+Secret with `ca.crt`) or the system trust store, matching the hostname or the
+listed subjectAltNames. When two policies target the same port the oldest
+wins; the other is not Accepted (Conflicted). A policy whose CA cannot be used
+never falls back to plaintext: the Service's traffic fails instead.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography import x509
+
+from lychgate import ir
+from lychgate.api.base import ObjectKey
+from lychgate.api.core import ConfigMap, Secret, Service
+from lychgate.api.gateway import BackendTLSPolicy, PolicyTargetRef
+from lychgate.store import Store
+from lychgate.translate.conditions import CONTROLLER_NAME, condition
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one policy makes of its targets: the TLS to use, or why none can be."""
+
+    tls: ir.UpstreamTLS | None
+    reason: str = "ResolvedRefs"  # or InvalidKind / InvalidCACertificateRef
+    message: str = ""
+
+
+def _targets(ref: PolicyTargetRef, service: Service, port_name: str | None) -> bool:
+    return (ref.group in ("", "core") and ref.kind == "Service" and ref.name == service.name
+            and (ref.section_name is None or ref.section_name == port_name))
+
+
+def _ordered(store: Store, namespace: str) -> list[BackendTLSPolicy]:
+    return sorted(store.list(BackendTLSPolicy, namespace), key=lambda p: (p.created, p.name))
+
+
+def policy_for(store: Store, service: Service, port_name: str | None) -> tuple[BackendTLSPolicy, Verdict] | None:
+    """The policy that decides TLS to one Service port (the oldest of those targeting it)."""
+    for policy in _ordered(store, service.namespace):
+        if any(_targets(ref, service, port_name) for ref in policy.spec.target_refs):
+            return policy, verdict(store, policy)
+    return None
+
+
+def verdict(store: Store, policy: BackendTLSPolicy) -> Verdict:
+    v = policy.spec.validation
+    sans = tuple((san.type, san.hostname or san.uri or "") for san in v.subject_alt_names) or (("Hostname", v.hostname),)
+    if v.well_known_ca_certificates == "System":
+        return Verdict(ir.UpstreamTLS(sni=v.hostname, ca=None, sans=sans))
+    bundle: list[str] = []
+    for i, ref in enumerate(v.ca_certificate_refs):
+        where = f"validation.caCertificateRefs[{i}] ({ref.kind} {policy.namespace}/{ref.name})"
+        if ref.group not in ("", "core") or ref.kind not in ("ConfigMap", "Secret"):
+            return Verdict(None, "InvalidKind", f"{where}: only ConfigMaps and Secrets can hold CA certificates")
+        pem = _ca_pem(store, ref.kind, policy.namespace, ref.name)
+        if pem is None:
+            return Verdict(None, "InvalidCACertificateRef", f"{where}: not found or without a PEM certificate in ca.crt")
+        bundle.append(pem)
+    return Verdict(ir.UpstreamTLS(sni=v.hostname, ca="".join(bundle), sans=sans))
+
+
+def _ca_pem(store: Store, kind: str, namespace: str, name: str) -> str | None:
+    if kind == "ConfigMap":
+        cm = store.get(ConfigMap, namespace, name)
+        text = cm.data.get("ca.crt") if cm else None
+    else:
+        secret = store.get(Secret, namespace, name)
+        raw = secret.data.get("ca.crt") if secret else None
+        text = base64.b64decode(raw).decode(errors="replace") if raw else None
+    if not text:
+        return None
+    try:
+        x509.load_pem_x509_certificates(text.encode())
+    except ValueError:
+        return None
+    return text if text.endswith("\n") else text + "\n"
+
+
+def write_status(store: Store, users: dict[tuple[str, str], set[tuple[str, str]]],
+                 out: dict[ObjectKey, dict[str, Any]]) -> None:
+    """Each policy's ancestors: the Gateways of ours whose routes reach a Service it targets.
+
+    `users` maps (namespace, Service name) to the Gateways (namespace, name) using it."""
+    for policy in store.list(BackendTLSPolicy):
+        gen = policy.generation
+        gateways: set[tuple[str, str]] = set()
+        conflicts: list[str] = []
+        for ref in policy.spec.target_refs:
+            gateways |= users.get((policy.namespace, ref.name), set())
+            service = store.get(Service, policy.namespace, ref.name)
+            if service is None:
+                continue
+            ports = [p.name for p in service.spec.ports] if ref.section_name is None else [ref.section_name]
+            for port in ports:
+                found = policy_for(store, service, port)
+                if found is not None and found[0].key != policy.key:
+                    conflicts.append(f"{ref.name}{'/' + port if port else ''} is targeted by older policy "
+                                     f"{found[0].name}")
+        if not gateways:
+            continue
+        v = verdict(store, policy)
+        if conflicts:
+            accepted = condition("Accepted", False, "Conflicted", "; ".join(conflicts), gen)
+        elif v.tls is None:
+            accepted = condition("Accepted", False, "NoValidCACertificate", v.message, gen)
+        else:
+            accepted = condition("Accepted", True, "Accepted", "TLS to the targeted Services is configured", gen)
+        resolved = (condition("ResolvedRefs", True, "ResolvedRefs", "all CA certificate references resolved", gen)
+                    if v.tls is not None else condition("ResolvedRefs", False, v.reason, v.message, gen))
+        out[policy.key] = {"ancestors": [
+            {"ancestorRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": ns, "name": name},
+             "controllerName": CONTROLLER_NAME, "conditions": [accepted, resolved]}
+            for ns, name in sorted(gateways)]}
+
+
+def service_users(clusters: Iterable[tuple[tuple[str, str], Iterable[str]]]) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """(namespace, Service) -> Gateways, from each Gateway's cluster names (kube/NS/SVC/PORT)."""
+    out: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for gw, names in clusters:
+        for name in names:
+            parts = name.split("/")
+            if len(parts) >= 4 and parts[0] == "kube":
+                out.setdefault((parts[1], parts[2]), set()).add(gw)
+    return out

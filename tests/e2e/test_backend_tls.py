@@ -1,0 +1,112 @@
+"""BackendTLSPolicy through a real Envoy to a real TLS backend.
+
+The backend is an aiohttp echo server serving TLS with a certificate made in the
+test; the policy's CA is a ConfigMap, as in a cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from lychgate.echo import echo_app
+from tests.certs import CA
+from tests.harness import Lychgate, free_port, gateway_yaml, service_yaml, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def tls_backend(tmp_path: Path) -> Iterator[tuple[CA, int]]:
+    """An echo server answering over TLS as backend.example.com."""
+    ca = CA()
+    certs = ca.write_tls_dir(tmp_path / "backend", "backend.example.com", ["backend.example.com"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(echo_app("tls-backend"))
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield ca, port
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def _policy(name: str, hostname: str, ca_ref: str) -> str:
+    return f"""\
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {{name: {name}, namespace: default}}
+spec:
+  targetRefs: [{{group: "", kind: Service, name: secure}}]
+  validation:
+    caCertificateRefs: [{{group: "", kind: ConfigMap, name: {ca_ref}}}]
+    hostname: {hostname}
+"""
+
+
+def _ca_configmap(ca: CA) -> str:
+    pem = "\n".join("    " + line for line in ca.pem.decode().splitlines())
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: backend-ca, namespace: default}}\ndata:\n  ca.crt: |\n{pem}\n"
+
+
+ROUTE = """\
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: secure, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{name: secure, port: 443}]}]
+"""
+
+
+def _conditions(lg: Lychgate) -> dict[str, dict[str, Any]]:
+    ancestors = lg.status("BackendTLSPolicy", "tls").get("ancestors") or [{}]
+    return {c["type"]: c for c in ancestors[0].get("conditions", [])}
+
+
+def test_the_gateway_speaks_verified_tls_to_the_backend(lychgate: Lychgate, tls_backend: tuple[CA, int]) -> None:
+    ca, port = tls_backend
+    lychgate.write("gw.yaml", gateway_yaml())
+    lychgate.write("svc.yaml", service_yaml("secure", 443, port))
+    lychgate.write("route.yaml", ROUTE)
+    lychgate.write("ca.yaml", _ca_configmap(ca))
+    lychgate.write("policy.yaml", _policy("tls", "backend.example.com", "backend-ca"))
+    lychgate.start()
+    address = lychgate.address()
+    lychgate.wait_pod(address, "tls-backend", timeout=20)
+    assert _conditions(lychgate)["Accepted"]["status"] == "True"
+
+    # A name the certificate does not carry: the handshake is refused, no plaintext fallback.
+    lychgate.write("policy.yaml", _policy("tls", "other.example.com", "backend-ca"))
+    wait_for(lambda: lychgate.pod(address) == 503, 15, "a certificate for another name to be refused")
+
+    # A CA that does not exist: the policy says why and the Service gets no traffic.
+    lychgate.write("policy.yaml", _policy("tls", "backend.example.com", "missing-ca"))
+    wait_for(lambda: _conditions(lychgate).get("ResolvedRefs", {}).get("reason") == "InvalidCACertificateRef",
+             10, "the policy to report its missing CA")
+    assert "missing-ca" in _conditions(lychgate)["ResolvedRefs"]["message"]
+    wait_for(lambda: lychgate.pod(address) == 503, 10, "traffic to stop rather than go out in plaintext")
+
+
+def test_without_a_policy_the_tls_backend_is_spoken_to_in_plaintext(
+    lychgate: Lychgate, tls_backend: tuple[CA, int]
+) -> None:
+    """The contrast that shows the policy is what turns TLS on."""
+    _, port = tls_backend
+    lychgate.write("gw.yaml", gateway_yaml())
+    lychgate.write("svc.yaml", service_yaml("secure", 443, port))
+    lychgate.write("route.yaml", ROUTE)
+    lychgate.start()
+    address = lychgate.address()
+    wait_for(lambda: lychgate.pod(address) not in ("tls-backend", 404), 15, "plaintext to a TLS port to fail")
