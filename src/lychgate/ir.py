@@ -299,6 +299,10 @@ class DownstreamTLS:
 
     certificates: tuple[Certificate, ...]
     alpn: tuple[str, ...] = ()
+    # Client certificates must be signed by this CA bundle (frontend validation);
+    # optional: a client without one (or with an untrusted one) is let in.
+    client_ca: str | None = None
+    client_optional: bool = False
 
 
 @dataclass(frozen=True)

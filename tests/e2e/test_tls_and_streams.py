@@ -44,11 +44,15 @@ data:
 """
 
 
-def https_get(address: str, sni: str, host: str, path: str, ca: CA, port: int = HTTPS_PORT) -> tuple[int, dict[str, Any]]:
+def https_get(address: str, sni: str, host: str, path: str, ca: CA, port: int = HTTPS_PORT,
+              client_cert: Path | None = None) -> tuple[int, dict[str, Any]]:
     """One HTTP/1.1 request over TLS with SNI and Host chosen apart, as a client
-    reusing a connection for another hostname would send it."""
+    reusing a connection for another hostname would send it (with a client
+    certificate: a directory holding tls.crt and tls.key)."""
     context = ssl.create_default_context(cadata=ca.pem.decode())
     context.check_hostname = False
+    if client_cert is not None:
+        context.load_cert_chain(client_cert / "tls.crt", client_cert / "tls.key")
     with socket.create_connection((address, port), timeout=5) as raw, \
             context.wrap_socket(raw, server_hostname=sni) as conn:
         conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
@@ -317,3 +321,83 @@ spec:
     finally:
         echo.stop(None)
         other.stop(None)
+
+
+def test_client_certificates_are_checked_per_port(lychgate: Lychgate, backends: EchoBackends, tmp_path: Path) -> None:
+    """Gateway spec.tls.frontend: the default requires a certificate from the clients'
+    CA; a perPort entry lets clients without one in (AllowInsecureFallback)."""
+    ca, clients = CA(), CA("client CA")
+    cert, key = ca.issue("example.org", ["example.org"])
+    good = clients.write_tls_dir(tmp_path / "good", "client", ["client.example.org"])
+    stranger = CA("someone else").write_tls_dir(tmp_path / "bad", "client", ["client.example.org"])
+    first = backends.start("first")
+    pem = "\n".join("    " + line for line in clients.pem.decode().splitlines())
+    lychgate.write("gw.yaml", f"""\
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  gatewayClassName: lychgate
+  tls:
+    frontend:
+      default: {{validation: {{caCertificateRefs: [{{kind: ConfigMap, name: clients}}]}}}}
+      perPort:
+        - port: 9444
+          tls: {{validation: {{caCertificateRefs: [{{kind: ConfigMap, name: clients}}], mode: AllowInsecureFallback}}}}
+  listeners:
+    - {{name: strict, protocol: HTTPS, port: {HTTPS_PORT}, tls: {{certificateRefs: [{{name: serving}}]}}}}
+    - {{name: lenient, protocol: HTTPS, port: 9444, tls: {{certificateRefs: [{{name: serving}}]}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: clients, namespace: default}}
+data:
+  ca.crt: |
+{pem}
+---
+""" + secret_yaml("serving", cert, key))
+    lychgate.write("svc.yaml", service_yaml("first", 80, first))
+    lychgate.write("route.yaml", _route("HTTPRoute", "r", "strict", "first", 80) + "---\n"
+                   + _route("HTTPRoute", "r2", "lenient", "first", 80))
+    lychgate.start()
+    address = lychgate.address()
+
+    def answer(port: int, cert: Path | None) -> int | str:
+        try:
+            return https_get(address, "example.org", "example.org", "/", ca, port, cert)[0]
+        except (ssl.SSLError, OSError) as err:
+            return type(err).__name__
+
+    wait_for(lambda: answer(HTTPS_PORT, good) == 200, 20, "a client with a trusted certificate")
+    assert answer(HTTPS_PORT, None) != 200  # no certificate: refused in the handshake
+    assert answer(HTTPS_PORT, stranger) != 200  # a certificate from another CA: refused
+    assert answer(9444, None) == 200  # fallback: let in without one
+    assert answer(9444, good) == 200
+
+
+def test_a_missing_client_ca_takes_only_its_listener_down(lychgate: Lychgate, backends: EchoBackends) -> None:
+    ca = CA()
+    cert, key = ca.issue("example.org", ["example.org"])
+    first = backends.start("first")
+    lychgate.write("gw.yaml", """\
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: lychgate
+  tls: {frontend: {default: {validation: {caCertificateRefs: [{kind: ConfigMap, name: nowhere}]}}}}
+  listeners:
+    - {name: http, protocol: HTTP, port: 8080}
+    - {name: https, protocol: HTTPS, port: 8443, tls: {certificateRefs: [{name: serving}]}}
+---
+""" + secret_yaml("serving", cert, key))
+    lychgate.write("svc.yaml", service_yaml("first", 80, first))
+    lychgate.write("route.yaml", _route("HTTPRoute", "r", "http", "first", 80))
+    lychgate.start()
+    address = lychgate.address()
+    lychgate.wait_pod(address, "first")  # the HTTP listener is untouched
+    https = next(l for l in lychgate.status("Gateway", "gw")["listeners"] if l["name"] == "https")
+    conds = {c["type"]: c for c in https["conditions"]}
+    assert (conds["ResolvedRefs"]["status"], conds["ResolvedRefs"]["reason"]) == ("False", "InvalidCACertificateRef")
+    assert (conds["Accepted"]["status"], conds["Accepted"]["reason"]) == ("False", "NoValidCACertificate")
+    assert "default/nowhere" in conds["Accepted"]["message"]

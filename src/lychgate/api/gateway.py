@@ -108,12 +108,46 @@ class AllowedListeners(Model):
     namespaces: ListenerNamespaces = Field(default_factory=ListenerNamespaces)
 
 
+class ObjectRef(Model):
+    group: str = ""
+    kind: str
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class FrontendValidation(Model):
+    ca_certificate_refs: list[ObjectRef] = Field(default_factory=list, max_length=8)
+    mode: Literal["AllowValidOnly", "AllowInsecureFallback"] = "AllowValidOnly"
+
+
+class FrontendTLSConfig(Model):
+    validation: FrontendValidation | None = None
+
+
+class PerPortFrontendTLS(Model):
+    port: int = Field(ge=1, le=65535)
+    tls: FrontendTLSConfig
+
+
+class FrontendTLS(Model):
+    default: FrontendTLSConfig | None = None
+    per_port: list[PerPortFrontendTLS] = Field(default_factory=list)
+
+
+class GatewayTLS(Model):
+    """Gateway-wide TLS: client certificate validation (frontend) and the client
+    certificate the gateway presents to backends (backend)."""
+
+    frontend: FrontendTLS | None = None
+    backend: OpenModel | None = None
+
+
 class GatewaySpec(Model):
     gateway_class_name: str
     listeners: list[Listener] = Field(min_length=1, max_length=64)
     addresses: list[GatewayAddress] = Field(default_factory=list)
     infrastructure: GatewayInfrastructure | None = None
-    tls: OpenModel | None = None
+    tls: GatewayTLS | None = None
     allowed_listeners: AllowedListeners = Field(default_factory=AllowedListeners)
     backend_tls: OpenModel | None = None
 

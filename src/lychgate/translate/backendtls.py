@@ -11,19 +11,17 @@ never falls back to plaintext: the Service's traffic fails instead.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from cryptography import x509
-
 from lychgate import ir
 from lychgate.api.base import ObjectKey
-from lychgate.api.core import ConfigMap, Secret, Service
+from lychgate.api.core import Service
 from lychgate.api.gateway import BackendTLSPolicy, PolicyTargetRef
 from lychgate.store import Store
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
+from lychgate.translate.secrets import ca_pem
 
 
 @dataclass(frozen=True)
@@ -62,28 +60,11 @@ def verdict(store: Store, policy: BackendTLSPolicy) -> Verdict:
         where = f"validation.caCertificateRefs[{i}] ({ref.kind} {policy.namespace}/{ref.name})"
         if ref.group not in ("", "core") or ref.kind not in ("ConfigMap", "Secret"):
             return Verdict(None, "InvalidKind", f"{where}: only ConfigMaps and Secrets can hold CA certificates")
-        pem = _ca_pem(store, ref.kind, policy.namespace, ref.name)
+        pem = ca_pem(store, ref.kind, policy.namespace, ref.name)
         if pem is None:
             return Verdict(None, "InvalidCACertificateRef", f"{where}: not found or without a PEM certificate in ca.crt")
         bundle.append(pem)
     return Verdict(ir.UpstreamTLS(sni=v.hostname, ca="".join(bundle), sans=sans))
-
-
-def _ca_pem(store: Store, kind: str, namespace: str, name: str) -> str | None:
-    if kind == "ConfigMap":
-        cm = store.get(ConfigMap, namespace, name)
-        text = cm.data.get("ca.crt") if cm else None
-    else:
-        secret = store.get(Secret, namespace, name)
-        raw = secret.data.get("ca.crt") if secret else None
-        text = base64.b64decode(raw).decode(errors="replace") if raw else None
-    if not text:
-        return None
-    try:
-        x509.load_pem_x509_certificates(text.encode())
-    except ValueError:
-        return None
-    return text if text.endswith("\n") else text + "\n"
 
 
 def write_status(store: Store, users: dict[tuple[str, str], set[tuple[str, str]]],

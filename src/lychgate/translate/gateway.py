@@ -43,6 +43,8 @@ SUPPORTED_FEATURES: tuple[str, ...] = (
     "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "Gateway",
+    "GatewayFrontendClientCertificateValidation",
+    "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
@@ -73,6 +75,8 @@ SUPPORTED_FEATURES: tuple[str, ...] = (
     "ReferenceGrant",
     "TCPRoute",
     "TLSRoute",
+    "TLSRouteModeMixed",
+    "TLSRouteModeTerminate",
     "UDPRoute",
 )
 

@@ -9,10 +9,11 @@ from typing import Any
 from lychgate import ir
 from lychgate.api import selectors
 from lychgate.api.core import Namespace
-from lychgate.api.gateway import GROUP, Gateway, Listener, ListenerSet
+from lychgate.api.gateway import GROUP, FrontendValidation, Gateway, Listener, ListenerSet
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
-from lychgate.translate.secrets import resolve_certificates
+from lychgate.translate.grants import grant_allows
+from lychgate.translate.secrets import ca_pem, resolve_certificates
 
 # Route kinds each listener protocol can carry (Gateway API core + extended).
 SUPPORTED_KINDS: dict[str, tuple[str, ...]] = {
@@ -231,4 +232,43 @@ def _check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
         state.refs_error = (resolved.reason, f"listener {state.name}: {resolved.message}")
         return
     alpn = ("h2", "http/1.1") if proto == "HTTPS" else ()
-    state.tls = ir.DownstreamTLS(resolved.certificates, alpn)
+    validation = _frontend_validation(gateway, state.spec.port)
+    if validation is None or not validation.ca_certificate_refs:
+        state.tls = ir.DownstreamTLS(resolved.certificates, alpn)
+        return
+    bundle = []
+    for i, ref in enumerate(validation.ca_certificate_refs):
+        ns = ref.namespace or gateway.namespace
+        where = f"spec.tls.frontend validation.caCertificateRefs[{i}] ({ref.kind} {ns}/{ref.name})"
+        problem = None
+        if ref.group not in ("", "core") or ref.kind not in ("ConfigMap", "Secret"):
+            problem = "InvalidKind", f"{where}: only ConfigMaps and Secrets can hold CA certificates"
+        elif not grant_allows(store, GROUP, "Gateway", gateway.namespace, "", ref.kind, ns, ref.name):
+            problem = "RefNotPermitted", f"{where}: no ReferenceGrant in {ns} allows Gateways from {gateway.namespace}"
+        else:
+            pem = ca_pem(store, ref.kind, ns, ref.name)
+            if pem is None:
+                problem = "InvalidCACertificateRef", f"{where}: not found or without a PEM certificate in ca.crt"
+            else:
+                bundle.append(pem)
+        if problem is not None:
+            # Without its CA the listener cannot check clients: it is not served at all.
+            state.valid = False
+            state.invalid_reason = "NoValidCACertificate"
+            state.invalid_message = f"listener {state.name}: {problem[1]}"
+            state.refs_error = ("InvalidCACertificateRef" if problem[0] == "InvalidKind" else problem[0],
+                                state.invalid_message)
+            return
+    state.tls = ir.DownstreamTLS(resolved.certificates, alpn, client_ca="".join(bundle),
+                                 client_optional=validation.mode == "AllowInsecureFallback")
+
+
+def _frontend_validation(gateway: Gateway, port: int) -> FrontendValidation | None:
+    """The client certificate validation of a port: its perPort entry, else the default."""
+    frontend = gateway.spec.tls.frontend if gateway.spec.tls else None
+    if frontend is None:
+        return None
+    for entry in frontend.per_port:
+        if entry.port == port:
+            return entry.tls.validation
+    return frontend.default.validation if frontend.default else None

@@ -11,10 +11,10 @@ from typing import Literal
 
 from lychgate import ir
 from lychgate.api.core import Service, ServicePort
-from lychgate.api.gateway import ReferenceGrant
 from lychgate.store import Store
 from lychgate.translate import inference
 from lychgate.translate.backendtls import policy_for
+from lychgate.translate.grants import grant_allows
 
 H2C_APP_PROTOCOLS = frozenset({"kubernetes.io/h2c", "h2c", "http2", "grpc"})
 WEBSOCKET_APP_PROTOCOLS = frozenset({"kubernetes.io/ws"})
@@ -28,34 +28,6 @@ def _protocol(app_protocol: str | None) -> Literal["http1", "h2c", "ws"]:
     if value in WEBSOCKET_APP_PROTOCOLS:
         return "ws"
     return "http1"
-
-
-def grant_allows(
-    store: Store,
-    from_group: str,
-    from_kind: str,
-    from_namespace: str,
-    to_group: str,
-    to_kind: str,
-    to_namespace: str,
-    to_name: str,
-) -> bool:
-    """Is a reference from (group, kind, namespace) to an object in another
-    namespace allowed by a ReferenceGrant living in the target namespace?"""
-    if from_namespace == to_namespace:
-        return True
-    for grant in store.list(ReferenceGrant, to_namespace):
-        if not any(
-            f.group == from_group and f.kind == from_kind and f.namespace == from_namespace
-            for f in grant.spec.from_
-        ):
-            continue
-        if any(
-            t.group == to_group and t.kind == to_kind and (t.name in (None, "", to_name))
-            for t in grant.spec.to
-        ):
-            return True
-    return False
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
-"""Listener certificates: Secrets named by `tls.certificateRefs`, checked before use.
+"""Certificates from Secrets and ConfigMaps, checked before Envoy sees them: a
+listener's serving certificates (`tls.certificateRefs`) and CA bundles (client
+certificate validation, BackendTLSPolicy).
 
 A certificate Envoy cannot load would make it reject the whole listener, taking
 every other Gateway listener on the port down with it; so a reference is only
-used once the Secret exists, may be referenced, and holds a parseable PEM
-certificate and key. Anything else is a listener condition that says which.
+used once its object exists, may be referenced, and holds parseable PEM.
+Anything else is a condition that says which.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from lychgate import ir
-from lychgate.api.core import Secret
+from lychgate.api.core import ConfigMap, Secret
 from lychgate.api.gateway import GROUP, SecretObjectReference
 from lychgate.store import Store
-from lychgate.translate.references import grant_allows
+from lychgate.translate.grants import grant_allows
 
 
 @dataclass(frozen=True)
@@ -77,3 +79,28 @@ def _certificate(secret: Secret) -> tuple[ir.Certificate | None, str]:
     except (ValueError, TypeError):
         return None, "tls.key is not an unencrypted PEM private key"
     return ir.Certificate(chain=chain.decode(), key=key.decode()), ""
+
+
+def ca_pem(store: Store, kind: str, namespace: str, name: str) -> str | None:
+    """The PEM CA bundle under `ca.crt` of a ConfigMap or Secret, or None if unusable."""
+    if kind == "ConfigMap":
+        cm = store.get(ConfigMap, namespace, name)
+        text = cm.data.get("ca.crt") if cm else None
+    else:
+        secret = store.get(Secret, namespace, name)
+        raw = secret.data.get("ca.crt") if secret else None
+        text = _decode(raw)
+    if not text:
+        return None
+    try:
+        x509.load_pem_x509_certificates(text.encode())
+    except ValueError:
+        return None
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _decode(raw: str | None) -> str | None:
+    try:
+        return base64.b64decode(raw, validate=True).decode(errors="replace") if raw else None
+    except (binascii.Error, ValueError):
+        return None

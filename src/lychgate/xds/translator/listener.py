@@ -63,6 +63,14 @@ def _tls_socket(tls: ir.DownstreamTLS) -> base_pb2.TransportSocket:
             alpn_protocols=list(tls.alpn),
         )
     )
+    if tls.client_ca is not None:
+        validation = context.common_tls_context.validation_context
+        validation.trusted_ca.inline_string = tls.client_ca
+        if tls.client_optional:
+            # AllowInsecureFallback: ask for a certificate, let clients in without a valid one.
+            validation.trust_chain_verification = common_pb2.CertificateValidationContext.ACCEPT_UNTRUSTED
+        else:
+            context.require_client_certificate.value = True
     return base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=_pack(context))
 
 
