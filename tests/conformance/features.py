@@ -14,12 +14,13 @@ REFERENCE_GRANT = "ReferenceGrant"
 MESH = "Mesh"
 LISTENER_SET = "ListenerSet"
 BACKEND_TLS_POLICY = "BackendTLSPolicy"
+MISDIRECTED_REQUESTS = "GatewayHTTPSListenerDetectMisdirectedRequests"
 
 GATEWAY_EXTENDED = (
     "GatewayPort8080", "GatewayStaticAddresses", "GatewayHTTPListenerIsolation",
     "GatewayInfrastructurePropagation", "GatewayAddressEmpty",
     "GatewayFrontendClientCertificateValidation", "GatewayFrontendClientCertificateValidationInsecureFallback",
-    "GatewayBackendClientCertificate", LISTENER_SET,
+    "GatewayBackendClientCertificate", LISTENER_SET, MISDIRECTED_REQUESTS,
 )
 HTTPROUTE_EXTENDED = (
     "HTTPRouteBackendRequestHeaderModification", "HTTPRouteQueryParamMatching", "HTTPRouteMethodMatching",
