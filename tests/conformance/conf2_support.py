@@ -8,6 +8,7 @@ eventually-consistent requests), bounded by CONSISTENCY_TIMEOUT.
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import ssl
@@ -147,7 +148,7 @@ def remove_object(s: Suite, file: str, kind: str, name: str, namespace: str) -> 
     s.apply(file, kept)
 
 
-def consistently(check: Callable[[], None], what: str, timeout: float = CONSISTENCY_TIMEOUT) -> None:
+def consistently(check: Callable[[], object], what: str, timeout: float = CONSISTENCY_TIMEOUT) -> None:
     """Retry check() until it passes CONSECUTIVE_SUCCESSES times in a row."""
     streak, last = 0, "never tried"
     deadline = time.monotonic() + timeout
@@ -242,7 +243,7 @@ def grpc_check(address: str, exp: GrpcExp) -> str:
 
 def expect_grpc(address: str, *cases: GrpcExp) -> None:
     for exp in cases:
-        consistently(lambda exp=exp: grpc_check(address, exp),  # type: ignore[misc]
+        consistently(functools.partial(grpc_check, address, exp),
                      f"{exp.method} {exp.metadata} authority {exp.authority!r} to {address}")
 
 
