@@ -17,6 +17,8 @@ What each server answers is what the upstream echo-basic answers:
   optionally TLS.
 - UDP (`dns`): a DNS server answering like CoreDNS `whoami`: the client address
   and port in the additional section.
+- UDP (`udp`): echo-basic's UDP_ECHO_SERVER: JSON of the request, namespace,
+  service and pod for every datagram.
 """
 
 from __future__ import annotations
@@ -280,18 +282,27 @@ class HttpEchoServer:
 class TcpEchoServer:
     """echo-basic's TCP mode: welcome line, then TEST / IS_TLS / PING commands."""
 
-    def __init__(self, identity: Identity, port: int, tls_port: int | None) -> None:
+    def __init__(self, identity: Identity, port: int, tls_port: int | None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.identity = identity
         self.port = str(port)
         self.tls_port = str(tls_port) if tls_port else ""
+        # A server-side SSL object does not keep the client's SNI: remember it here.
+        self._server_names: dict[int, str] = {}
+        if tls is not None:
+            tls.sni_callback = self._remember_sni
+
+    def _remember_sni(self, sslobj: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
+        self._server_names[id(sslobj)] = name or ""
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sslobj = writer.get_extra_info("ssl_object")
+        server_name = self._server_names.pop(id(sslobj), "") if sslobj is not None else ""
         payload: dict[str, Any] = {**self.identity.context(), "tcpport": self.port, "isTLS": sslobj is not None}
         if self.tls_port:
             payload["tlsport"] = self.tls_port
         if sslobj is not None:
-            payload["tls"] = {"version": sslobj.version(), "serverName": sslobj.server_hostname or "",
+            payload["tls"] = {"version": sslobj.version(), "serverName": server_name,
                               "cipherSuite": (sslobj.cipher() or ("",))[0]}
         try:
             writer.write(TCP_WELCOME)
@@ -330,6 +341,22 @@ class DnsWhoami(asyncio.DatagramProtocol):
         srv = struct.pack("!HHH", 0, 0, addr[1]) + b"\xc0\x0c"
         srv_record = b"\xc0\x0c" + struct.pack("!HHIH", 33, 1, 0, len(srv)) + srv
         self.transport.sendto(header + question + a_record + srv_record, addr)
+
+
+class UdpEcho(asyncio.DatagramProtocol):
+    """echo-basic's UDP mode (UDP_ECHO_SERVER): every datagram is answered with JSON
+    naming the request and the pod's identity (namespace, service, pod)."""
+
+    def __init__(self, identity: Identity) -> None:
+        self.identity = identity
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.DatagramTransport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        answer = {"request": data.decode(errors="replace"), "namespace": self.identity.namespace,
+                  "service": self.identity.service, "pod": self.identity.pod}
+        self.transport.sendto(json.dumps(answer).encode(), addr)
 
 
 # --- gRPC ------------------------------------------------------------------------
@@ -448,7 +475,7 @@ class EchoPods:
         return self._stream(HttpEchoServer(identity, tls).handle, tls)
 
     def tcp(self, identity: Identity, tls: ssl.SSLContext | None = None) -> int:
-        server = TcpEchoServer(identity, 0, None)
+        server = TcpEchoServer(identity, 0, None, tls)
         port = self._stream(server.handle, tls)
         server.port = str(port)
         return port
@@ -464,6 +491,14 @@ class EchoPods:
     def dns(self) -> int:
         async def go() -> int:
             transport, _ = await self.loop.create_datagram_endpoint(DnsWhoami, local_addr=(self.host, 0))
+            self.transports.append(transport)
+            return int(transport.get_extra_info("sockname")[1])
+        return int(self._run(go()))
+
+    def udp(self, identity: Identity) -> int:
+        async def go() -> int:
+            transport, _ = await self.loop.create_datagram_endpoint(lambda: UdpEcho(identity),
+                                                                    local_addr=(self.host, 0))
             self.transports.append(transport)
             return int(transport.get_extra_info("sockname")[1])
         return int(self._run(go()))

@@ -14,12 +14,13 @@ REFERENCE_GRANT = "ReferenceGrant"
 MESH = "Mesh"
 LISTENER_SET = "ListenerSet"
 BACKEND_TLS_POLICY = "BackendTLSPolicy"
+MISDIRECTED_REQUESTS = "GatewayHTTPSListenerDetectMisdirectedRequests"
 
 GATEWAY_EXTENDED = (
     "GatewayPort8080", "GatewayStaticAddresses", "GatewayHTTPListenerIsolation",
     "GatewayInfrastructurePropagation", "GatewayAddressEmpty",
     "GatewayFrontendClientCertificateValidation", "GatewayFrontendClientCertificateValidationInsecureFallback",
-    "GatewayBackendClientCertificate", LISTENER_SET,
+    "GatewayBackendClientCertificate", LISTENER_SET, MISDIRECTED_REQUESTS,
 )
 HTTPROUTE_EXTENDED = (
     "HTTPRouteBackendRequestHeaderModification", "HTTPRouteQueryParamMatching", "HTTPRouteMethodMatching",
@@ -33,6 +34,7 @@ HTTPROUTE_EXTENDED = (
 )
 BACKEND_TLS_EXTENDED = (BACKEND_TLS_POLICY, "BackendTLSPolicySANValidation")
 TLSROUTE_EXTENDED = ("TLSRouteModeTerminate", "TLSRouteModeMixed")
+GRPCROUTE_EXTENDED = ("GRPCRouteNamedRouteRule",)
 TCPROUTE_EXTENDED: tuple[str, ...] = ()
 UDPROUTE_EXTENDED: tuple[str, ...] = ()
 
@@ -55,7 +57,8 @@ class Profile:
 PROFILES = (
     Profile("GATEWAY-HTTP", "HTTP", frozenset({GATEWAY, REFERENCE_GRANT, HTTPROUTE}),
             frozenset(GATEWAY_EXTENDED + HTTPROUTE_EXTENDED + BACKEND_TLS_EXTENDED)),
-    Profile("GATEWAY-GRPC", "GRPC", frozenset({GATEWAY, REFERENCE_GRANT, GRPCROUTE}), frozenset(GATEWAY_EXTENDED)),
+    Profile("GATEWAY-GRPC", "GRPC", frozenset({GATEWAY, REFERENCE_GRANT, GRPCROUTE}),
+            frozenset(GATEWAY_EXTENDED + GRPCROUTE_EXTENDED)),
     Profile("GATEWAY-TLS", "TLS", frozenset({GATEWAY, REFERENCE_GRANT, TLSROUTE}),
             frozenset(GATEWAY_EXTENDED + TLSROUTE_EXTENDED)),
     Profile("GATEWAY-TCP", "TCP", frozenset({GATEWAY, TCPROUTE}), frozenset(GATEWAY_EXTENDED + TCPROUTE_EXTENDED)),

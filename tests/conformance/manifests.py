@@ -82,8 +82,9 @@ class Workload:
     namespace: str
     name: str
     labels: dict[str, str]
-    mode: str  # http | grpc | tcp | dns
+    mode: str  # http | grpc | tcp | dns | udp
     tls_secret: str | None
+    service: str = ""  # SERVICE_NAME, which echo-basic reports
 
 
 def workload(doc: dict[str, Any]) -> Workload:
@@ -93,13 +94,13 @@ def workload(doc: dict[str, Any]) -> Workload:
     env = {e.get("name"): e.get("value") for c in containers for e in c.get("env") or []}
     images = " ".join(c.get("image", "") for c in containers)
     mode = ("grpc" if env.get("GRPC_ECHO_SERVER") else "tcp" if env.get("TCP_ECHO_SERVER")
-            else "dns" if "coredns" in images else "http")
+            else "udp" if env.get("UDP_ECHO_SERVER") else "dns" if "coredns" in images else "http")
     volumes = (template.get("spec") or {}).get("volumes") or []
     secret = next(((v.get("secret") or {}).get("secretName") for v in volumes if v.get("secret")), None)
     uses_tls = any(k and k.startswith("TLS_SERVER") for k in env)
     _, namespace, name = key(doc)
     return Workload(namespace, name, dict((template.get("metadata") or {}).get("labels") or {}),
-                    mode, secret if uses_tls else None)
+                    mode, secret if uses_tls else None, env.get("SERVICE_NAME") or "")
 
 
 class Backends:
@@ -117,13 +118,18 @@ class Backends:
     def port(self, w: Workload, target_port: int, protocol: str) -> int:
         """The local port standing for `target_port` of the workload's pod."""
         tls = w.tls_secret is not None and target_port == 8443
-        kind = "dns" if protocol == "UDP" else f"{w.mode}{'+tls' if tls else ''}"
+        if protocol == "UDP":
+            kind = "udp" if w.mode == "udp" else "dns"
+        else:
+            kind = f"{w.mode}{'+tls' if tls else ''}"
         slot = (w.namespace, w.name, kind)
         if slot not in self._ports:
-            identity = Identity(w.namespace, self.pod_name(w.name))
+            identity = Identity(w.namespace, self.pod_name(w.name), service=w.service)
             context = server_tls(*self.certs.pair(w.namespace, w.tls_secret)) if tls and w.tls_secret else None
             if kind == "dns":
                 self._ports[slot] = self.pods.dns()
+            elif kind == "udp":
+                self._ports[slot] = self.pods.udp(identity)
             elif w.mode == "grpc":
                 self._ports[slot] = self.pods.grpc(identity)
             elif w.mode == "tcp":
