@@ -188,10 +188,13 @@ def _translate(
         _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
                         out, policies, streams, status_addresses)
     meshed.finish(out.gateways, out.status)
-    backendtls.write_status(store, backendtls.service_users(
-        ((g.namespace, g.name), (c.name for c in g.clusters)) for g in out.gateways.values()), out.status)
-    inference.pool_status(store, ((route, {gw for gw, *_ in c.attachments}) for route, c in state.routes.values()
-                                  if isinstance(route, HTTPRoute)), out.status)
+    # Policy and pool status walk every Gateway's clusters or routes: only when there are any.
+    if store.count("BackendTLSPolicy"):
+        backendtls.write_status(store, backendtls.service_users(
+            ((g.namespace, g.name), (c.name for c in g.clusters)) for g in out.gateways.values()), out.status)
+    if store.count("InferencePool"):
+        inference.pool_status(store, ((route, {gw for gw, *_ in c.attachments}) for route, c in state.routes.values()
+                                      if isinstance(route, HTTPRoute)), out.status)
     policies.write_status(out.status)
     state.settle(store.revision)
     return out
