@@ -19,4 +19,20 @@ KNOWN_FAILURES: dict[str, str] = {
         "HTTPS listeners are not supported yet: routes on same-namespace-with-https-listener are "
         "not accepted (NoMatchingParent)"
     ),
+    "ListenerSetHostnameConflict": (
+        "a ListenerSet listener that loses a hostname conflict is Accepted=False/HostnameConflict and "
+        "Conflicted=True as expected, but Programmed=False has reason Invalid; upstream expects reason "
+        "HostnameConflict (the listener status built in translate/listeners.py uses a generic reason)"
+    ),
+    "ListenerSetProtocolConflict": (
+        "a ListenerSet listener that loses a protocol conflict is Accepted=False/ProtocolConflict and "
+        "Conflicted=True as expected, but Programmed=False has reason Invalid; upstream expects reason "
+        "ProtocolConflict (same place as ListenerSetHostnameConflict)"
+    ),
+    "ListenerSetReferenceGrant": (
+        "a ListenerSet whose only listener's certificateRef is not permitted (ResolvedRefs=False/"
+        "RefNotPermitted, Programmed=False) is still Accepted=True/Programmed=True; upstream expects "
+        "Accepted=False and Programmed=False with reason ListenersNotValid (translate/listenersets.py "
+        "set_status counts that listener as usable)"
+    ),
 }
