@@ -124,7 +124,7 @@ class ListenerState:
         else:
             conds.append(condition("ResolvedRefs", True, "ResolvedRefs", "all references resolved", generation))
         if not self.usable:
-            conds.append(condition("Programmed", False, "Invalid", self.invalid_message, generation))
+            conds.append(condition("Programmed", False, self.conflicted or "Invalid", self.invalid_message, generation))
         elif self.refs_error is not None:
             conds.append(condition("Programmed", False, "Invalid", self.refs_error[1], generation))
         elif self.programmed_error:

@@ -55,9 +55,9 @@ def set_status(ls: ListenerSet, allowed: bool, listeners: list[ListenerState]) -
         return {"conditions": [condition("Accepted", False, "NotAllowed", why, gen),
                                condition("Programmed", False, "NotAllowed", why, gen)],
                 "listeners": []}
-    valid = [l for l in listeners if l.usable]
+    valid = [l for l in listeners if l.serving]
     if valid:
-        bad = [l.name for l in listeners if not l.usable]
+        bad = [l.name for l in listeners if not l.serving]
         accepted = condition("Accepted", True, "Accepted" if not bad else "ListenersNotValid",
                              "ListenerSet is accepted" if not bad else f"invalid listeners are not served: {', '.join(bad)}",
                              gen)
