@@ -44,11 +44,13 @@ SUPPORTED_FEATURES: tuple[str, ...] = (
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "Gateway",
+    "GatewayAddressEmpty",
     "GatewayFrontendClientCertificateValidation",
     "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
+    "GatewayStaticAddresses",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",
@@ -416,7 +418,13 @@ def _finish_gateway(
     conds: list[dict[str, Any]] = []
     usable = [l for l in ctx.listeners if l.usable]
     own_usable = [l for l in ctx.own if l.usable]
-    if params_error:
+    unsupported = [f"spec.addresses[{i}]: type {a.type} is not supported (use IPAddress)"
+                   for i, a in enumerate(gw.spec.addresses) if a.type != "IPAddress"]
+    # Requested addresses the proxy does not get (locally: not loopback, or beyond the first).
+    unusable = [a.value for a in gw.spec.addresses if a.type == "IPAddress" and a.value and a.value != address]
+    if unsupported:
+        conds.append(condition("Accepted", False, "UnsupportedAddress", "; ".join(unsupported), gen))
+    elif params_error:
         conds.append(condition("Accepted", False, "InvalidParameters", params_error, gen))
     elif not own_usable:
         conds.append(condition("Accepted", False, "ListenersNotValid", "no listener is valid", gen))
@@ -426,9 +434,13 @@ def _finish_gateway(
     else:
         conds.append(condition("Accepted", True, "Accepted", "Gateway is accepted", gen))
 
-    serving = not params_error and bool(own_usable) and address is not None
+    serving = not unsupported and not params_error and bool(own_usable) and address is not None
     state = feedback.proxy_state.get(ref)
-    if address is None:
+    if unusable:
+        conds.append(condition("Programmed", False, "AddressNotUsable",
+                               f"requested addresses {', '.join(unusable)} cannot be used"
+                               + (f"; serving on {address}" if address else ""), gen))
+    elif address is None:
         conds.append(condition("Programmed", False, "AddressNotAssigned", "no address could be assigned", gen))
     elif not serving:
         conds.append(condition("Programmed", False, "Invalid", "Gateway is not accepted, so no proxy is run", gen))
@@ -439,6 +451,12 @@ def _finish_gateway(
     else:
         conds.append(condition("Programmed", False, "Pending", state or "waiting for the proxy to start and accept its configuration", gen))
 
+    insecure = [l.name for l in ctx.own if l.tls is not None and l.tls.client_optional]
+    if insecure:
+        # The Gateway API asks for this warning: these listeners let clients in without a valid certificate.
+        conds.append(condition("InsecureFrontendValidationMode", True, "ConfigurationChanged",
+                               f"listeners {', '.join(insecure)} accept clients without a valid certificate "
+                               "(AllowInsecureFallback)", gen))
     status: dict[str, Any] = {
         "conditions": conds,
         "listeners": [l.status(gen) for l in ctx.own],

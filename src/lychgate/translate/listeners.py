@@ -256,7 +256,7 @@ def _check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
             state.valid = False
             state.invalid_reason = "NoValidCACertificate"
             state.invalid_message = f"listener {state.name}: {problem[1]}"
-            state.refs_error = ("InvalidCACertificateRef" if problem[0] == "InvalidKind" else problem[0],
+            state.refs_error = ("InvalidCACertificateKind" if problem[0] == "InvalidKind" else problem[0],
                                 state.invalid_message)
             return
     state.tls = ir.DownstreamTLS(resolved.certificates, alpn, client_ca="".join(bundle),
