@@ -369,6 +369,7 @@ class UpstreamTLS:
     sni: str
     ca: str | None
     sans: tuple[tuple[str, str], ...]  # ("Hostname" | "URI", value)
+    client_certificate: Certificate | None = None  # the Gateway's, from spec.tls.backend
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,8 @@ class Workload:
     mode: str  # http | grpc | tcp | dns | udp
     tls_secret: str | None
     service: str = ""  # SERVICE_NAME, which echo-basic reports
+    # TLS_CLIENT_CACERTS: ask TLS clients for a certificate signed by the suite's CA
+    client_ca: bool = False
 
 
 def workload(doc: dict[str, Any]) -> Workload:
@@ -100,7 +102,8 @@ def workload(doc: dict[str, Any]) -> Workload:
     uses_tls = any(k and k.startswith("TLS_SERVER") for k in env)
     _, namespace, name = key(doc)
     return Workload(namespace, name, dict((template.get("metadata") or {}).get("labels") or {}),
-                    mode, secret if uses_tls else None, env.get("SERVICE_NAME") or "")
+                    mode, secret if uses_tls else None, env.get("SERVICE_NAME") or "",
+                    client_ca="TLS_CLIENT_CACERTS" in env)
 
 
 class Backends:
@@ -125,7 +128,9 @@ class Backends:
         slot = (w.namespace, w.name, kind)
         if slot not in self._ports:
             identity = Identity(w.namespace, self.pod_name(w.name), service=w.service)
-            context = server_tls(*self.certs.pair(w.namespace, w.tls_secret)) if tls and w.tls_secret else None
+            context = (server_tls(*self.certs.pair(w.namespace, w.tls_secret),
+                                  client_ca=self.certs.ca.pem if w.client_ca else None)
+                       if tls and w.tls_secret else None)
             if kind == "dns":
                 self._ports[slot] = self.pods.dns()
             elif kind == "udp":

@@ -134,12 +134,16 @@ class FrontendTLS(Model):
     per_port: list[PerPortFrontendTLS] = Field(default_factory=list)
 
 
+class BackendTLSConfig(Model):
+    client_certificate_ref: SecretObjectReference | None = None
+
+
 class GatewayTLS(Model):
     """Gateway-wide TLS: client certificate validation (frontend) and the client
     certificate the gateway presents to backends (backend)."""
 
     frontend: FrontendTLS | None = None
-    backend: OpenModel | None = None
+    backend: BackendTLSConfig | None = None
 
 
 class GatewaySpec(Model):

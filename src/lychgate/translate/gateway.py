@@ -6,6 +6,7 @@ feedback from running proxies (for example a port Envoy could not bind).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from lychgate.translate.parents import (
 )
 from lychgate.translate.policies import PolicyIndex
 from lychgate.translate.routes import CompiledRoute, compile_route, for_listener, precedence_key
+from lychgate.translate.secrets import resolve_certificates
 from lychgate.translate.streams import Streams, translate_streams
 
 # Gateway API features the translator implements, for GatewayClass status.supportedFeatures
@@ -45,6 +47,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = (
     "GRPCRouteNamedRouteRule",
     "Gateway",
     "GatewayAddressEmpty",
+    "GatewayBackendClientCertificate",
     "GatewayFrontendClientCertificateValidation",
     "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
@@ -337,6 +340,21 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayPar
     return None, None
 
 
+def _backend_client_certificate(store: Store, gw: Gateway) -> tuple[ir.Certificate | None, dict[str, Any] | None]:
+    """The certificate the Gateway presents to TLS backends (spec.tls.backend), and
+    the Gateway's ResolvedRefs condition about it (None when none is configured)."""
+    ref = gw.spec.tls.backend.client_certificate_ref if gw.spec.tls and gw.spec.tls.backend else None
+    if ref is None:
+        return None, None
+    resolved = resolve_certificates(store, "Gateway", gw.namespace, [ref])
+    if resolved.reason != "ResolvedRefs":
+        reason = "RefNotPermitted" if resolved.reason == "RefNotPermitted" else "InvalidClientCertificateRef"
+        message = resolved.message.replace("tls.certificateRefs[0]", "spec.tls.backend.clientCertificateRef")
+        return None, condition("ResolvedRefs", False, reason, message, gw.generation)
+    return resolved.certificates[0], condition("ResolvedRefs", True, "ResolvedRefs",
+                                               "the backend client certificate is resolved", gw.generation)
+
+
 def _virtual_host(
     gw: Gateway, table: str, host: str, entries: list[Entry], policies: PolicyIndex,
     port: int, port_listeners: dict[str, str | None], https: bool,
@@ -451,6 +469,9 @@ def _finish_gateway(
     else:
         conds.append(condition("Programmed", False, "Pending", state or "waiting for the proxy to start and accept its configuration", gen))
 
+    client_cert, cert_condition = _backend_client_certificate(store, gw)
+    if cert_condition is not None:
+        conds.append(cert_condition)
     insecure = [l.name for l in ctx.own if l.tls is not None and l.tls.client_optional]
     if insecure:
         # The Gateway API asks for this warning: these listeners let clients in without a valid certificate.
@@ -491,6 +512,9 @@ def _finish_gateway(
     stream_listeners = streams.listeners(gw_key, address)
     clusters.update(streams.clusters.get(gw_key, {}))
     clusters.update(policies.clusters_for(ref))
+    if client_cert is not None:
+        clusters = {k: dataclasses.replace(c, tls=dataclasses.replace(c.tls, client_certificate=client_cert))
+                    if c.tls is not None else c for k, c in clusters.items()}
     out.gateways[ref] = ir.GatewayIR(
         namespace=gw.namespace, name=gw.name, listeners=tuple(listeners),
         clusters=tuple(clusters[k] for k in sorted(clusters)), streams=stream_listeners,

@@ -63,6 +63,10 @@ def upstream_tls(tls: ir.UpstreamTLS) -> base_pb2.TransportSocket:
     )
     context = tls_pb2.UpstreamTlsContext(
         sni=tls.sni, common_tls_context=tls_pb2.CommonTlsContext(validation_context=validation))
+    if tls.client_certificate is not None:
+        context.common_tls_context.tls_certificates.append(tls_common_pb2.TlsCertificate(
+            certificate_chain=base_pb2.DataSource(inline_string=tls.client_certificate.chain),
+            private_key=base_pb2.DataSource(inline_string=tls.client_certificate.key)))
     packed = any_pb2.Any()
     packed.Pack(context)
     return base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=packed)
