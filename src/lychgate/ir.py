@@ -327,6 +327,9 @@ class HTTPListener:
     # are installed, off by default, once any TrafficPolicy exists: from then on
     # policies never change the listener.
     policy_filters: bool = False
+    # The endpoint pickers of the InferencePools its routes use: one ext_proc
+    # filter each, off by default (translate/inference.py).
+    pickers: tuple[EndpointPicker, ...] = ()
 
 
 @dataclass(frozen=True)

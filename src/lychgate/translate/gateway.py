@@ -509,6 +509,8 @@ def _finish_gateway(
         listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts),
                                          extensions=policies.extensions, policy_filters=policies.active))
     listeners += _https_tables(gw, agg, serving_listeners, address, policies)
+    if store.count("InferencePool"):  # walks every route: only when pools exist
+        listeners = [dataclasses.replace(l, pickers=inference.pickers(l.virtual_hosts)) for l in listeners]
     stream_listeners = streams.listeners(gw_key, address)
     clusters.update(streams.clusters.get(gw_key, {}))
     clusters.update(policies.clusters_for(ref))

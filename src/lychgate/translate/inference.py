@@ -120,6 +120,16 @@ def resolve_pool(store: Store, namespace: str, name: str) -> PoolBackend:
     return PoolBackend(cluster, picker_cluster, picker)
 
 
+def pickers(vhosts: Iterable[ir.VirtualHost]) -> tuple[ir.EndpointPicker, ...]:
+    """The endpoint pickers the routes of a listener use, by pool."""
+    found: dict[str, ir.EndpointPicker] = {}
+    for vh in vhosts:
+        for r in vh.routes:
+            if isinstance(r.action, ir.Forward) and r.action.picker is not None:
+                found[r.action.picker.pool] = r.action.picker
+    return tuple(found[k] for k in sorted(found))
+
+
 def pool_endpoints(store: Store, pool: InferencePool) -> list[ir.Endpoint]:
     """Ready Pods of the pool's namespace whose labels match its selector, on its target port."""
     wanted = pool.spec.selector.match_labels.items()

@@ -86,23 +86,13 @@ def override_host_policy() -> cluster_pb2.LoadBalancingPolicy:
             name="envoy.load_balancing_policies.override_host", typed_config=pack(config)))])
 
 
-def _pickers(listener: ir.HTTPListener) -> dict[str, ir.EndpointPicker]:
-    found: dict[str, ir.EndpointPicker] = {}
-    for vh in listener.virtual_hosts:
-        for r in vh.routes:
-            if isinstance(r.action, ir.Forward) and r.action.picker is not None:
-                found[r.action.picker.pool] = r.action.picker
-    return found
-
-
 class InferencePools(Feature):
     name = "inference_pools"
     order = 60  # after the policies' ext_proc: a policy may rewrite what the picker reads
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        pickers = _pickers(listener)
-        for pool in sorted(pickers):
-            add_disabled_filter(hcm, filter_name(pickers[pool]), picker_filter(pickers[pool]))
+        for picker in listener.pickers:
+            add_disabled_filter(hcm, filter_name(picker), picker_filter(picker))
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
         if isinstance(route.action, ir.Forward) and route.action.picker is not None:
