@@ -67,8 +67,15 @@ def mirror_share(address: str, exp: Exp, backend: str, total: int, concurrency: 
 
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(one, range(total)))
-    time.sleep(0.5)  # mirrored requests are sent asynchronously, after the answer
-    return mirrored_count(since, backend, exp.path.split("?")[0])
+    # Mirrored requests are sent asynchronously, after the answer: count once the log settles.
+    path, count = exp.path.split("?")[0], -1
+    for _ in range(20):
+        time.sleep(0.25)
+        now = mirrored_count(since, backend, path)
+        if now == count:
+            break
+        count = now
+    return count
 
 
 # --- responses judged by their headers ----------------------------------------------------
