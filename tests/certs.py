@@ -39,11 +39,14 @@ class CA:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
     def issue(self, cn: str, sans: list[str]) -> tuple[bytes, bytes]:
-        """(certificate PEM, key PEM) for names and IP addresses in sans."""
+        """(certificate PEM, key PEM) for names, IP addresses and URIs in sans."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         alt: list[x509.GeneralName] = []
         for san in sans:
+            if "://" in san:  # a URI SAN (spiffe://...)
+                alt.append(x509.UniformResourceIdentifier(san))
+                continue
             try:
                 alt.append(x509.IPAddress(ipaddress.ip_address(san)))
             except ValueError:

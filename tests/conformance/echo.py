@@ -111,9 +111,31 @@ class HttpExchange:
     tls: dict[str, Any] | None = None
 
 
+# What echo-basic logs for every request it echoes ("Echoing back request made to
+# <path> to client"): (namespace, pod, path), read by the mirror cases as pod logs.
+REQUEST_LOG: list[tuple[str, str, str]] = []
+# echo-basic's retry simulation: how many requests each `uuid` has made so far.
+_RETRY_ATTEMPTS: dict[str, int] = {}
+
+
+def _retry_simulation(query: str) -> int | None:
+    """`?responseCode=C&succeedAfter=N&uuid=U`: answer C to the first N requests of U,
+    then echo as usual (None)."""
+    params = dict(p.partition("=")[::2] for p in query.split("&") if p)
+    if not {"responseCode", "succeedAfter", "uuid"} <= params.keys():
+        return None
+    seen = _RETRY_ATTEMPTS.get(params["uuid"], 0) + 1
+    _RETRY_ATTEMPTS[params["uuid"]] = seen
+    return int(params["responseCode"]) if seen <= int(params["succeedAfter"]) else None
+
+
 async def echo_answer(identity: Identity, req: HttpExchange) -> tuple[int, list[tuple[str, str]], bytes]:
     """Status, headers and body echo-basic would answer."""
     path, _, query = req.target.partition("?")
+    REQUEST_LOG.append((identity.namespace, identity.pod, path))
+    simulated = _retry_simulation(query)
+    if simulated is not None:
+        return simulated, [], b""
     status_match = re.fullmatch(r"/status/(\d\d\d)", req.target)
     if path.startswith("/status/"):
         return (int(status_match.group(1)) if status_match else 400), [], b""

@@ -1,16 +1,26 @@
 """HTTPRoute conformance cases of the features added after the runner (upstream
 conformance/tests/httproute-*.go): h2c backends, misdirected requests, backend
-header modifiers with weights. Those still `pending_case` are listed with their
-upstream ShortName, manifests and features, and reported as skipped."""
+header modifiers with weights, request mirrors (all, several, a percentage), CORS,
+retries."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
-from tests.conformance.cases import case, pending_case
+from tests.conformance.cases import case
 from tests.conformance.conf2_support import routes_accepted
+from tests.conformance.conf3_support import (
+    Headers,
+    expect_headers,
+    expect_mirrored,
+    expect_retry,
+    log_mark,
+    mirror_share,
+)
 from tests.conformance.features import GATEWAY, HTTPROUTE, MISDIRECTED_REQUESTS
-from tests.conformance.suite import INFRA, Exp, Ref, Suite, ensure, eventually, send
+from tests.conformance.suite import INFRA, CaseFailure, Exp, Ref, Suite, ensure, eventually, send
 
 SAME = Ref("same-namespace")
 CORE = [GATEWAY, HTTPROUTE]
@@ -93,8 +103,172 @@ def request_header_modifier_backend_weights(s: Suite) -> None:
                f"request {i + 1}: answered by pod {echo.get('pod')!r}, but the backendRef filter set Backend: {seen[0]}")
 
 
-pending_case("HTTPRouteCORS", [GATEWAY, HTTPROUTE, "HTTPRouteCORS"], ["tests/httproute-cors.yaml"])
-pending_case("HTTPRouteRequestMirror", [GATEWAY, HTTPROUTE, "HTTPRouteRequestMirror"], ["tests/httproute-request-mirror.yaml"])
-pending_case("HTTPRouteRequestMultipleMirrors", [GATEWAY, HTTPROUTE, "HTTPRouteRequestMultipleMirrors"], ["tests/httproute-request-multiple-mirrors.yaml"])
-pending_case("HTTPRouteRequestPercentageMirror", [GATEWAY, HTTPROUTE, "HTTPRouteRequestPercentageMirror"], ["tests/httproute-request-percentage-mirror.yaml"])
-pending_case("HTTPRouteRetry", [GATEWAY, HTTPROUTE, "HTTPRouteRetry"], ["tests/httproute-retry.yaml"])
+MIRROR_HEADERS = {"X-Header-Remove": "remove-val", "X-Header-Add-Append": "append-val-1"}
+MIRROR_SEEN = {"X-Header-Add": "header-val-1", "X-Header-Add-Append": "append-val-1,header-val-2",
+               "X-Header-Set": "set-overwrites-values"}
+
+
+def mirror_cases(s: Suite, route: str, cases: list[tuple[Exp, tuple[str, ...]]]) -> None:
+    """Upstream's RunHTTPRouteRequestMirrorTest: each request answered by its backend
+    and logged by every mirror backend."""
+    address = s.routes_accepted(SAME, route)
+    for exp, mirrors in cases:
+        since = log_mark()
+        s.expect(address, exp)
+        expect_mirrored(since, exp.path, *mirrors)
+
+
+@case("HTTPRouteRequestMirror", [GATEWAY, HTTPROUTE, "HTTPRouteRequestMirror"], t("httproute-request-mirror"))
+def request_mirror(s: Suite) -> None:
+    """An HTTPRoute with request mirror filter"""
+    mirror_cases(s, "request-mirror", [
+        (Exp("/mirror", backend=V1), (V2,)),
+        (Exp("/mirror-and-modify-headers", headers=MIRROR_HEADERS, seen_headers=MIRROR_SEEN,
+             seen_absent=("X-Header-Remove",), backend=V1), (V2,)),
+    ])
+
+
+@case("HTTPRouteRequestMultipleMirrors",
+      [GATEWAY, HTTPROUTE, "HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors"],
+      t("httproute-request-multiple-mirrors"))
+def request_multiple_mirrors(s: Suite) -> None:
+    """An HTTPRoute with multiple request mirror filters"""
+    mirror_cases(s, "request-multiple-mirrors", [
+        (Exp("/multi-mirror", backend=V1), (V2, V3)),
+        (Exp("/multi-mirror-and-modify-request-headers", headers=MIRROR_HEADERS, seen_headers=MIRROR_SEEN,
+             seen_absent=("X-Header-Remove",), backend=V1), (V2, V3)),
+    ])
+
+
+PERCENT_MIRROR_REQUESTS = 500
+PERCENT_MIRROR_TOLERANCE = 0.05  # of the expected count, as upstream
+PERCENT_MIRROR_TRIES = 5
+
+
+@case("HTTPRouteRequestPercentageMirror", [GATEWAY, HTTPROUTE, "HTTPRouteRequestPercentageMirror"],
+      t("httproute-request-percentage-mirror"), provisional=True, slow=True)
+def request_percentage_mirror(s: Suite) -> None:
+    """An HTTPRoute with percentage based request mirroring"""
+    address = accepted(s, "request-percentage-mirror")
+    cases = [
+        (Exp("/percent-mirror", backend=V1), 20),
+        (Exp("/percent-mirror-fraction", backend=V1), 50),  # fraction 25/50
+        (Exp("/percent-mirror-and-modify-headers", headers=MIRROR_HEADERS, seen_headers=MIRROR_SEEN,
+             seen_absent=("X-Header-Remove",), backend=V1), 35),
+    ]
+    for exp, percent in cases:
+        s.expect(address, exp)
+        want = PERCENT_MIRROR_REQUESTS * percent / 100
+        low, high = want * (1 - PERCENT_MIRROR_TOLERANCE), want * (1 + PERCENT_MIRROR_TOLERANCE)
+        counts = []
+        for _ in range(PERCENT_MIRROR_TRIES):
+            got = mirror_share(address, exp, V2, PERCENT_MIRROR_REQUESTS)
+            counts.append(got)
+            if low <= got <= high:
+                break
+            time.sleep(2)  # as upstream between distribution checks
+        else:
+            raise CaseFailure(f"{exp.path}: {V2} got {counts} of {PERCENT_MIRROR_REQUESTS} mirrored requests "
+                              f"in {PERCENT_MIRROR_TRIES} tries, want {low:.0f}..{high:.0f} ({percent}%)")
+
+
+CORS_REQUEST = {"access-control-request-method": "GET", "access-control-request-headers": "x-header-1, x-header-2"}
+CORS_1_ALLOWED = {
+    "access-control-allow-methods": ("GET, OPTIONS", "OPTIONS, GET"),
+    "access-control-allow-headers": ("x-header-1, x-header-2", "x-header-2, x-header-1"),
+    "access-control-expose-headers": ("x-header-3, x-header-4", "x-header-4, x-header-3"),
+    "access-control-max-age": ("3600",),
+    "access-control-allow-credentials": ("true",),
+}
+CREDENTIALS = "access-control-allow-credentials"
+
+
+def _origin(origin: str, **more: str) -> dict[str, str]:
+    return {"Origin": origin, **more}
+
+
+@case("HTTPRouteCORS", [GATEWAY, HTTPROUTE, "HTTPRouteCORS"], t("httproute-cors"))
+def cors(s: Suite) -> None:
+    """An HTTPRoute with CORS filter should allow CORS requests from specified origins"""
+    routes = ["cors-multiple-origins-methods-headers", "cors-wildcard-methods"]
+    address = accepted(s, *routes)
+    for route in ("cors-wildcard-origin", "cors-wildcard-methods-headers"):
+        s.resolved_refs(route, INFRA, SAME)
+    foo, bar, other = "https://www.foo.com", "https://www.bar.com", "https://other.foo.com"
+    port_origin = "https://foobar.com:12345"
+    cases: list[tuple[Exp, Headers]] = [
+        # Preflights on /cors-1 from allowed origins (exact, wildcard, several labels under the wildcard).
+        (Exp("/cors-1", method="OPTIONS", headers=_origin(foo, **CORS_REQUEST)),
+         Headers((200, 204), {"access-control-allow-origin": (foo,), **CORS_1_ALLOWED}, ignore_whitespace=True,
+                 echoed=False)),
+        (Exp("/cors-1", method="OPTIONS", headers=_origin(bar, **CORS_REQUEST)),
+         Headers((200,), {"access-control-allow-origin": (bar,), **CORS_1_ALLOWED}, ignore_whitespace=True,
+                 echoed=False)),
+        (Exp("/cors-1", method="OPTIONS", headers=_origin("https://xpto.www.bar.com", **CORS_REQUEST)),
+         Headers((200,), {"access-control-allow-origin": ("https://xpto.www.bar.com",), **CORS_1_ALLOWED},
+                 ignore_whitespace=True, echoed=False)),
+        # A preflight from an origin not allowed.
+        (Exp("/cors-1", method="OPTIONS",
+             headers=_origin("https://foobar.com", **{"access-control-request-method": "GET"})),
+         Headers((200, 204, 403), absent=("access-control-allow-origin",), echoed=False)),
+        # Simple requests reach the backend; only allowed origins get the CORS headers.
+        (Exp("/cors-1", headers=_origin(foo, **CORS_REQUEST), backend=""),
+         Headers((200, 204), exact={"access-control-allow-origin": foo})),
+        (Exp("/cors-1", headers=_origin(bar, **CORS_REQUEST), backend=""),
+         Headers((200, 204), exact={"access-control-allow-origin": bar})),
+        (Exp("/cors-1", headers=_origin("https://foobar.com", **{"access-control-request-method": "GET"})),
+         Headers((200,), absent=("access-control-allow-origin",))),
+        # allowMethods ["*"]: POST allowed, no credentials header.
+        (Exp("/cors-2", method="OPTIONS", headers=_origin(foo, **{"access-control-request-method": "POST"})),
+         Headers((200, 204), {"access-control-allow-methods": ("POST", "*")},
+                 exact={"access-control-allow-origin": foo}, absent=(CREDENTIALS,), echoed=False)),
+        (Exp("/cors-2", method="OPTIONS", headers=_origin(foo, **{"access-control-request-method": "POST"})),
+         Headers((200,), absent=(CREDENTIALS,), echoed=False)),
+        # allowOrigins ["*"]: the origin (or *) is allowed, with or without a port.
+        (Exp("/cors-wildcard-origin", method="OPTIONS",
+             headers=_origin("https://foobar.com", **{"access-control-request-method": "PUT"})),
+         Headers((200, 204), {"access-control-allow-origin": ("https://foobar.com", "*"),
+                              "access-control-allow-methods": ("PUT",)}, absent=(CREDENTIALS,),
+                 echoed=False)),
+        (Exp("/cors-wildcard-origin", method="OPTIONS",
+             headers=_origin(port_origin, **{"access-control-request-method": "PUT"})),
+         Headers((200, 204), {"access-control-allow-origin": (port_origin, "*"),
+                              "access-control-allow-methods": ("PUT",)}, absent=(CREDENTIALS,),
+                 echoed=False)),
+        (Exp("/cors-wildcard-origin", method="PUT", headers=_origin(port_origin)),
+         Headers((200,), {"access-control-allow-origin": (port_origin, "*")})),
+        (Exp("/cors-wildcard-origin", method="PUT", headers=_origin("https://foobar.com")),
+         Headers((200, 204), {"access-control-allow-origin": ("https://foobar.com", "*")}, absent=(CREDENTIALS,))),
+        # Wildcards with credentials echo the origin, method and headers; without, they may stay "*".
+        (Exp("/cors-wildcard-methods-headers", method="OPTIONS",
+             headers=_origin(other, **{**CORS_REQUEST, "access-control-request-method": "PUT"})),
+         Headers((200,), {"access-control-allow-origin": (other,), "access-control-allow-methods": ("PUT",),
+                          "access-control-allow-headers": ("x-header-1, x-header-2", "x-header-2, x-header-1"),
+                          CREDENTIALS: ("true",)}, ignore_whitespace=True, echoed=False)),
+        (Exp("/cors-wildcard-methods-headers-unauth", method="OPTIONS",
+             headers=_origin(other, **{**CORS_REQUEST, "access-control-request-method": "PUT"})),
+         Headers((200,), {"access-control-allow-origin": (other, "*"), "access-control-allow-methods": ("PUT", "*"),
+                          "access-control-allow-headers": ("x-header-1, x-header-2", "x-header-2, x-header-1", "*")},
+                 absent=(CREDENTIALS,), ignore_whitespace=True, echoed=False)),
+        (Exp("/cors-wildcard-methods-headers", headers=_origin(other, Authorization="Bearer test")),
+         Headers((200,), {"access-control-allow-origin": (other,), CREDENTIALS: ("true",)})),
+        (Exp("/cors-wildcard-methods-headers-unauth", headers=_origin(other, Authorization="Bearer test")),
+         Headers((200,), {"access-control-allow-origin": (other,)}, absent=(CREDENTIALS,))),
+    ]
+    # (echoed=False: the gateway answers a preflight itself, there is no echo body to check.)
+    for exp, want in cases:
+        expect_headers(s, address, exp, want)
+
+
+@case("HTTPRouteRetry", [GATEWAY, HTTPROUTE, "HTTPRouteRetry"], t("httproute-retry"))
+def retry(s: Suite) -> None:
+    """An HTTPRoute that has a Retry policy configured should retry failed requests according to the specified codes and attempt limits, returning a successful response when the backend recovers within the retry budget and surfacing the original error when it does not."""
+    address = accepted(s, "retries")
+    three, every = "/retry/code-500-attempts-3", "/retry/code-all-attempts-2"
+    cases = [
+        (three, 500, 2, 200), (three, 500, 4, 500), (three, 503, 2, 503),
+        (every, 500, 1, 200), (every, 500, 3, 500), (every, 502, 1, 200), (every, 502, 3, 502),
+        (every, 503, 1, 200), (every, 503, 3, 503), (every, 504, 1, 200), (every, 504, 3, 504),
+    ]
+    for path, code, succeed_after, want in cases:
+        expect_retry(s, address, path, code, succeed_after, want, V3)

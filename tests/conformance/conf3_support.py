@@ -1,0 +1,237 @@
+"""Checks for the mirror, CORS, retry and BackendTLSPolicy cases (upstream's
+ExpectMirroredRequest, CompareRoundTrip with ValidHeaderValues/AbsentHeaders,
+MakeRequestAndExpectFailure, BackendTLSPolicyMustHaveCondition...), and the
+certificates the Go suite creates for the tls-backend pods.
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.certs import CA
+from tests.conformance import echo
+from tests.conformance import manifests as mf
+from tests.conformance.suite import (
+    CONSECUTIVE_SUCCESSES,
+    CONSISTENCY_TIMEOUT,
+    INFRA,
+    POLL,
+    Answer,
+    CaseFailure,
+    Cond,
+    Exp,
+    Suite,
+    check_conditions,
+    compare,
+    ensure,
+    eventually,
+    send,
+)
+
+# --- mirrors ---------------------------------------------------------------------------
+
+
+def log_mark() -> int:
+    """Where the echo pods' request log is now (upstream reads pod logs since a time)."""
+    return len(echo.REQUEST_LOG)
+
+
+def mirrored_count(since: int, backend: str, path: str, namespace: str = INFRA) -> int:
+    """How many requests for `path` the pods of `backend` logged since `since`."""
+    return sum(1 for ns, pod, seen in echo.REQUEST_LOG[since:]
+               if ns == namespace and pod.startswith(f"{backend}-") and seen == path)
+
+
+def expect_mirrored(since: int, path: str, *backends: str, namespace: str = INFRA) -> None:
+    """Upstream's ExpectMirroredRequest: each mirror backend logged the request."""
+    for backend in backends:
+        def check(backend: str = backend) -> None:
+            ensure(mirrored_count(since, backend, path, namespace) > 0,
+                   f"{namespace}/{backend} logged no request to {path}")
+        eventually(check, f"a request to {path} mirrored to {backend}", CONSISTENCY_TIMEOUT)
+
+
+def mirror_share(address: str, exp: Exp, backend: str, total: int, concurrency: int = 10) -> int:
+    """Send `total` requests (`concurrency` at a time); how many `backend` got mirrored."""
+    since = log_mark()
+
+    def one(_: int) -> None:
+        answer = send(address, exp)
+        compare(exp, answer, address)
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(one, range(total)))
+    # Mirrored requests are sent asynchronously, after the answer: count once the log settles.
+    path, count = exp.path.split("?")[0], -1
+    for _ in range(20):
+        time.sleep(0.25)
+        now = mirrored_count(since, backend, path)
+        if now == count:
+            break
+        count = now
+    return count
+
+
+# --- responses judged by their headers ----------------------------------------------------
+
+
+@dataclass
+class Headers:
+    """Upstream's Response: allowed status codes, headers with one of several values
+    (optionally comparing without whitespace), exact headers and absent ones."""
+
+    statuses: tuple[int, ...] = (200,)
+    valid: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    exact: dict[str, str] = field(default_factory=dict)
+    absent: tuple[str, ...] = ()
+    ignore_whitespace: bool = False
+    # A request the gateway answers itself (a CORS preflight) has no echo body to check.
+    echoed: bool = True
+
+
+def _squash(value: str, ignore_whitespace: bool) -> str:
+    return "".join(value.split()) if ignore_whitespace else value
+
+
+def check_headers(exp: Exp, want: Headers, answer: Answer, address: str) -> None:
+    ensure(answer.status in want.statuses, f"status {answer.status}, want one of {want.statuses}")
+    if want.echoed and answer.status == 200:
+        compare(Exp(exp.path, exp.host, exp.method, exp.headers, status=200, backend=exp.backend,
+                    namespace=exp.namespace), answer, address)
+    for name, values in want.valid.items():
+        got = answer.headers.get(name.lower())
+        ensure(got is not None, f"response has no {name} header ({sorted(answer.headers)})")
+        assert got is not None
+        joined = _squash(",".join(got), want.ignore_whitespace)
+        ensure(joined in {_squash(v, want.ignore_whitespace) for v in values},
+               f"response header {name}: {','.join(got)!r}, want one of {list(values)}")
+    for name, value in want.exact.items():
+        got = answer.headers.get(name.lower())
+        ensure(got is not None and ",".join(got) == value, f"response header {name}: {got}, want {value!r}")
+    for name in want.absent:
+        ensure(name.lower() not in answer.headers,
+               f"response has header {name}: {answer.headers.get(name.lower())}, want none")
+
+
+def expect_consistently(s: Suite, address: str, exp: Exp, check: Callable[[Answer], None],
+                        timeout: float = CONSISTENCY_TIMEOUT) -> None:
+    """Upstream's MakeRequestAndExpectEventuallyConsistentResponse with a custom comparison."""
+    streak, last = 0, "no request sent"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            check(send(address, exp, s.certs.ca.pem))
+            streak += 1
+            if streak >= CONSECUTIVE_SUCCESSES:
+                return
+            continue
+        except (CaseFailure, OSError, http.client.HTTPException) as err:
+            streak, last = 0, str(err) or type(err).__name__
+        time.sleep(POLL)
+    raise CaseFailure(f"{exp.describe()} to {address}: {last}")
+
+
+def expect_headers(s: Suite, address: str, exp: Exp, want: Headers) -> None:
+    expect_consistently(s, address, exp, lambda answer: check_headers(exp, want, answer, address))
+
+
+def expect_failure(s: Suite, address: str, exp: Exp) -> None:
+    """Upstream's MakeRequestAndExpectFailure: consecutive requests that do not get the
+    expected 200 from the backend (another status, or no answer at all)."""
+    streak, last = 0, "no request sent"
+    deadline = time.monotonic() + CONSISTENCY_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            compare(exp, send(address, exp, s.certs.ca.pem), address)
+            streak, last = 0, "the request succeeded"
+        except (CaseFailure, OSError, http.client.HTTPException):
+            streak += 1
+            if streak >= CONSECUTIVE_SUCCESSES:
+                return
+        time.sleep(POLL)
+    raise CaseFailure(f"{exp.describe()} to {address}: want a failure, {last}")
+
+
+# --- retries -------------------------------------------------------------------------------
+
+
+def expect_retry(s: Suite, address: str, path: str, code: int, succeed_after: int, want: int,
+                 backend: str) -> None:
+    """Upstream's assertConsistentRetryBehaviour: with a fresh simulation per probe, the
+    backend fails `succeed_after` times with `code`; the gateway answers `want`."""
+    def probe() -> None:
+        exp = Exp(f"{path}?responseCode={code}&succeedAfter={succeed_after}&uuid={uuid.uuid4()}",
+                  status=want, backend=backend)
+        compare(exp, send(address, exp), address)
+
+    eventually(probe, f"{path} (backend fails {succeed_after}x with {code}) to answer {want}",
+               CONSISTENCY_TIMEOUT)
+
+
+# --- BackendTLSPolicy ---------------------------------------------------------------------
+
+TLS_CHECKS_SECRET = "tls-checks-certificate"
+# The names the Go suite's tls-checks-certificate is valid for (suite setup).
+TLS_CHECKS_HOSTS = ["abc.example.com", "spiffe://abc.example.com/test-identity", "other.example.com"]
+
+
+def backend_tls_setup(s: Suite) -> list[dict[str, Any]]:
+    """What the Go suite creates for the BackendTLSPolicy tests: the tls-backend pods'
+    certificate (signed by the run's CA), a ConfigMap with that CA and one with an
+    unrelated CA. The tls-backend pod restarts with the new certificate."""
+    s.certs.issue(INFRA, TLS_CHECKS_SECRET, TLS_CHECKS_HOSTS)
+    # Forget the TLS port of the pod so the case's Services get one serving the new certificate.
+    s.backends._ports.pop((INFRA, "tls-backend", "http+tls"), None)
+    cert, key = s.certs.pair(INFRA, TLS_CHECKS_SECRET)
+    return [
+        mf.tls_secret(INFRA, TLS_CHECKS_SECRET, cert, key),
+        mf.ca_configmap(INFRA, "tls-checks-ca-certificate", s.certs.ca.pem),
+        mf.ca_configmap(INFRA, "mismatch-ca-certificate", CA("an unrelated CA").pem),
+    ]
+
+
+def _ancestors_latest(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    generation = policy["metadata"].get("generation")
+    ancestors: list[dict[str, Any]] = (policy.get("status") or {}).get("ancestors") or []
+    for a in ancestors:
+        for c in a.get("conditions") or []:
+            ensure(c.get("observedGeneration") == generation,
+                   f"BackendTLSPolicy {policy['metadata']['name']} ancestor {a.get('ancestorRef', {}).get('name')} "
+                   f"condition {c.get('type')} is of generation {c.get('observedGeneration')}, not {generation}")
+    return ancestors
+
+
+def policy_condition(s: Suite, name: str, gateway: str, cond: Cond, namespace: str = INFRA) -> None:
+    """Upstream's BackendTLSPolicyMustHaveCondition: every ancestor of the latest
+    generation, and the Gateway's ancestor entry has the condition."""
+    def check() -> None:
+        policy = s.get("BackendTLSPolicy", name, namespace)
+        ancestors = [a for a in _ancestors_latest(policy)
+                     if (a.get("ancestorRef") or {}).get("name") == gateway
+                     and (a.get("ancestorRef") or {}).get("namespace") in (None, namespace)]
+        ensure(bool(ancestors), f"BackendTLSPolicy {name} has no ancestor status for Gateway {gateway}")
+        check_conditions(f"BackendTLSPolicy {namespace}/{name} ancestor {gateway}",
+                         ancestors[0].get("conditions") or [], [cond])
+    eventually(check, f"BackendTLSPolicy {namespace}/{name} to have {cond} for Gateway {gateway}")
+
+
+def policy_latest(s: Suite, name: str, namespace: str = INFRA) -> dict[str, Any]:
+    """Upstream's BackendTLSPolicyMustHaveLatestConditions, on the policy as it is now."""
+    policy = s.get("BackendTLSPolicy", name, namespace)
+    _ancestors_latest(policy)
+    return policy
+
+
+def backend_sni(sni: str) -> Callable[[Answer], None]:
+    """The backend saw this SNI on the gateway's TLS connection (upstream's ExpectedRequest SNI)."""
+    def check(answer: Answer) -> None:
+        tls = (answer.json() or {}).get("tls") or {}
+        ensure(bool(tls), "the backend was reached without TLS")
+        ensure(tls.get("serverName") == sni, f"the backend saw SNI {tls.get('serverName')!r}, want {sni!r}")
+    return check
