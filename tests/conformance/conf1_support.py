@@ -10,12 +10,9 @@ expectation means none may be reported.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
-import socket
-import ssl
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from tests.certs import CA
@@ -40,6 +37,7 @@ from tests.conformance.suite import (
     compare,
     ensure,
     eventually,
+    send,
 )
 
 LISTENER_SET = "ListenerSet"
@@ -178,29 +176,7 @@ ClientCert = tuple[bytes, bytes]  # (certificate PEM, key PEM)
 
 def tls_send(address: str, exp: Exp, ca: bytes, client: ClientCert | None, timeout: float = 5.0) -> Answer:
     """One HTTPS request with SNI = Host, trusting `ca`, presenting `client` if given."""
-    ip, _, port = address.rpartition(":")
-    ctx = ssl.create_default_context(cadata=ca.decode())
-    ctx.check_hostname = False
-    with tempfile.TemporaryDirectory() as tmp:
-        if client is not None:
-            cert, key = Path(tmp, "c.crt"), Path(tmp, "c.key")
-            cert.write_bytes(client[0])
-            key.write_bytes(client[1])
-            ctx.load_cert_chain(cert, key)
-    sock = socket.create_connection((ip, int(port)), timeout)
-    try:
-        tls = ctx.wrap_socket(sock, server_hostname=exp.host)
-        conn = http.client.HTTPConnection(ip, int(port), timeout=timeout)
-        conn.sock = tls
-        conn.request(exp.method, exp.path, headers={"Host": exp.host, "User-Agent": "lychgate-conformance"})
-        resp = conn.getresponse()
-        body = resp.read()
-        headers: dict[str, list[str]] = {}
-        for k, v in resp.getheaders():
-            headers.setdefault(k.lower(), []).append(v)
-        return Answer(resp.status, headers, body)
-    finally:
-        sock.close()
+    return send(address, dataclasses.replace(exp, scheme="https", sni=exp.host), ca, timeout, client=client)
 
 
 def expect_tls(s: Suite, address: str, exp: Exp, client: ClientCert | None,

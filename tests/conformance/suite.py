@@ -13,6 +13,7 @@ import http.client
 import json
 import socket
 import ssl
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -178,8 +179,10 @@ def default_port(scheme: str) -> int:
     return 443 if scheme == "https" else 80
 
 
-def send(address: str, exp: Exp, ca: bytes | None = None, timeout: float = 5.0) -> Answer:
-    """One request to `address` (host:port) as Go's client would send it; redirects not followed."""
+def send(address: str, exp: Exp, ca: bytes | None = None, timeout: float = 5.0,
+         client: tuple[bytes, bytes] | None = None) -> Answer:
+    """One request to `address` (host:port) as Go's client would send it; redirects not
+    followed. `client`: the (certificate, key) PEM an HTTPS client presents."""
     ip, _, port = address.rpartition(":")
     host_header = exp.host or (ip if int(port) == default_port(exp.scheme) else address)
     if exp.scheme == "https":
@@ -187,6 +190,12 @@ def send(address: str, exp: Exp, ca: bytes | None = None, timeout: float = 5.0) 
         ctx.check_hostname = False
         if ca is None:
             ctx.verify_mode = ssl.CERT_NONE
+        if client is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                cert, key = Path(tmp, "c.crt"), Path(tmp, "c.key")
+                cert.write_bytes(client[0])
+                key.write_bytes(client[1])
+                ctx.load_cert_chain(cert, key)
         sni = exp.sni if exp.sni is not None else host_header.split(":")[0]
         conn: http.client.HTTPConnection = _SniHTTPSConnection(ip, int(port), sni, ctx, timeout)
     else:

@@ -43,10 +43,12 @@ def _ordered(store: Store, namespace: str) -> list[BackendTLSPolicy]:
 
 
 def policy_for(store: Store, service: Service, port_name: str | None) -> tuple[BackendTLSPolicy, Verdict] | None:
-    """The policy that decides TLS to one Service port (the oldest of those targeting it)."""
-    for policy in _ordered(store, service.namespace):
-        if any(_targets(ref, service, port_name) for ref in policy.spec.target_refs):
-            return policy, verdict(store, policy)
+    """The policy that decides TLS to one Service port: one naming that port beats
+    one for the whole Service; among equals the oldest wins."""
+    for section in ((port_name, None) if port_name else (None,)):
+        for policy in _ordered(store, service.namespace):
+            if any(_targets(ref, service, port_name) and ref.section_name == section for ref in policy.spec.target_refs):
+                return policy, verdict(store, policy)
     return None
 
 
@@ -78,15 +80,12 @@ def write_status(store: Store, users: dict[tuple[str, str], set[tuple[str, str]]
         conflicts: list[str] = []
         for ref in policy.spec.target_refs:
             gateways |= users.get((policy.namespace, ref.name), set())
-            service = store.get(Service, policy.namespace, ref.name)
-            if service is None:
-                continue
-            ports = [p.name for p in service.spec.ports] if ref.section_name is None else [ref.section_name]
-            for port in ports:
-                found = policy_for(store, service, port)
-                if found is not None and found[0].key != policy.key:
-                    conflicts.append(f"{ref.name}{'/' + port if port else ''} is targeted by older policy "
-                                     f"{found[0].name}")
+            # Policies conflict only over the same target: a Service-wide policy and
+            # one for a single port both apply (the port's wins on that port).
+            older = _first_for_target(store, policy.namespace, ref)
+            if older is not None and older.key != policy.key:
+                conflicts.append(f"Service {ref.name}{' port ' + ref.section_name if ref.section_name else ''} "
+                                 f"is already targeted by older policy {older.name}")
         if not gateways:
             continue
         v = verdict(store, policy)
@@ -102,6 +101,14 @@ def write_status(store: Store, users: dict[tuple[str, str], set[tuple[str, str]]
             {"ancestorRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": ns, "name": name},
              "controllerName": CONTROLLER_NAME, "conditions": [accepted, resolved]}
             for ns, name in sorted(gateways)]}
+
+
+def _first_for_target(store: Store, namespace: str, target: PolicyTargetRef) -> BackendTLSPolicy | None:
+    for policy in _ordered(store, namespace):
+        if any(ref.kind == target.kind and ref.name == target.name and ref.section_name == target.section_name
+               for ref in policy.spec.target_refs):
+            return policy
+    return None
 
 
 def service_users(clusters: Iterable[tuple[tuple[str, str], Iterable[str]]]) -> dict[tuple[str, str], set[tuple[str, str]]]:
