@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,10 +46,13 @@ class TunnelResult:
 def request(
     waypoint: str, authority: str, path: str = "/", *, port: int = 15008, method: str = "GET",
     headers: dict[str, str] | None = None, host: str | None = None, timeout: float = 5.0,
+    tls: ssl.SSLContext | None = None,
 ) -> TunnelResult:
-    """One HTTP/1.1 request through an HBONE tunnel to `authority` ("host:port")."""
+    """One HTTP/1.1 request through an HBONE tunnel to `authority` ("host:port"); with
+    `tls`, the HTTP/2 connection to the waypoint is (m)TLS, as between ztunnel and waypoint."""
     deadline = time.monotonic() + timeout
-    with socket.create_connection((waypoint, port), timeout=timeout) as sock:
+    with socket.create_connection((waypoint, port), timeout=timeout) as raw, \
+            (tls.wrap_socket(raw, server_hostname="waypoint.mesh") if tls else raw) as sock:
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
         conn.initiate_connection()
         stream = conn.get_next_available_stream_id()

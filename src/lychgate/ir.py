@@ -407,6 +407,7 @@ class Waypoint:
     address: str
     port: int
     services: tuple[WaypointService, ...] = ()
+    tls: DownstreamTLS | None = None  # mTLS: the mesh's certificates, clients checked against its CA
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,16 @@ speaks HTTP/1.1 inside the tunnel (tests/hbone.py).
 
 from __future__ import annotations
 
+import base64
 import collections
+import ssl
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from tests import hbone
+from tests.certs import CA
 from tests.harness import EchoBackends, Lychgate, free_port, service_yaml, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -131,3 +135,58 @@ def test_routes_to_services_of_a_labelled_namespace(lychgate: Lychgate, backends
     wait_for(lambda: hbone.request(addr, "cart.shop.svc.cluster.local:8080", port=port).pod == "cart", 20,
              "cart through the waypoint")
     assert hbone.request(addr, "admin.shop.svc.cluster.local:8080", port=port).connect_status == 404
+
+
+def test_hbone_with_certificates_is_mutual_tls(lychgate: Lychgate, backends: EchoBackends, tmp_path: Path) -> None:
+    """With tls.certificateRefs on the HBONE listener and the mesh CA as the
+    Gateway's client CA, only clients with a mesh certificate get a tunnel."""
+    mesh_ca = CA("mesh CA")
+    cert, key = mesh_ca.issue("waypoint.mesh", ["waypoint.mesh"])
+    client = mesh_ca.write_tls_dir(tmp_path / "ztunnel", "ztunnel", ["ztunnel.mesh"])
+    pem = "\n".join("    " + line for line in mesh_ca.pem.decode().splitlines())
+    port = free_port()
+    lychgate.write("reviews.yaml", opted_in(service_yaml("reviews", 80, backends.start(pod="reviews-v1"))))
+    lychgate.write("waypoint.yaml", f"""\
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: waypoint, namespace: default}}
+spec:
+  gatewayClassName: lychgate-waypoint
+  tls: {{frontend: {{default: {{validation: {{caCertificateRefs: [{{kind: ConfigMap, name: mesh-ca}}]}}}}}}}}
+  listeners:
+    - {{name: mesh, protocol: HBONE, port: {port}, tls: {{certificateRefs: [{{name: waypoint-cert}}]}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: mesh-ca, namespace: default}}
+data:
+  ca.crt: |
+{pem}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: waypoint-cert, namespace: default}}
+type: kubernetes.io/tls
+data: {{tls.crt: {base64.b64encode(cert).decode()}, tls.key: {base64.b64encode(key).decode()}}}
+""")
+    lychgate.start("--waypoint")
+    addr = lychgate.address("waypoint")
+
+    def context(with_cert: bool) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cadata=mesh_ca.pem.decode())
+        ctx.set_alpn_protocols(["h2"])
+        if with_cert:
+            ctx.load_cert_chain(client / "tls.crt", client / "tls.key")
+        return ctx
+
+    def through(with_cert: bool) -> str | int:
+        try:
+            return hbone.request(addr, REVIEWS, port=port, tls=context(with_cert)).pod
+        except (ssl.SSLError, OSError, ConnectionError) as err:
+            return type(err).__name__
+
+    wait_for(lambda: through(True) == "reviews-v1", 20, "a mesh client through the mTLS tunnel")
+    assert through(False) != "reviews-v1"  # no mesh certificate: no tunnel
+    # Plain HTTP/2 to an mTLS port gets nowhere either.
+    with pytest.raises((ConnectionError, OSError, TimeoutError)):
+        hbone.request(addr, REVIEWS, port=port, timeout=2)

@@ -161,7 +161,7 @@ def _translate(
     for gw in sorted(store.list(Gateway), key=lambda g: (g.namespace, g.name)):
         if gw.spec.gateway_class_name in classes:
             if mesh.is_waypoint(gw):
-                ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, mesh.waypoint_listeners(gw))
+                ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, mesh.waypoint_listeners(gw, store))
             else:
                 sets = listener_sets(store, gw)
                 ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, validate_listeners(gw, store, sets), sets)

@@ -168,7 +168,7 @@ def validate_listeners(gateway: Gateway, store: Store,
             state.invalid_reason = "InvalidRouteKinds"
             state.invalid_message = f"listener {state.name}: none of the allowed route kinds is supported"
             continue
-        _check_tls(store, gateway, state)
+        check_tls(store, gateway, state)
     _settle_conflicts(states)
     return states
 
@@ -198,10 +198,13 @@ def _settle_conflicts(states: list[ListenerState]) -> None:
                                  f"and hostname {host or '(any)'}")
 
 
-def _check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
-    """HTTPS terminates TLS with certificates; TLS passes it through or terminates."""
+def check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
+    """HTTPS terminates TLS with certificates; TLS passes it through or terminates;
+    a waypoint's HBONE listener speaks mTLS when it has certificates."""
     proto, tls = state.spec.protocol, state.spec.tls
-    if proto not in ("HTTPS", "TLS"):
+    if proto == "HBONE" and tls is None:
+        return  # plaintext HBONE (no mesh certificates configured)
+    if proto not in ("HTTPS", "TLS", "HBONE"):
         if tls is not None:
             state.valid = False
             state.invalid_reason = "UnsupportedValue"
@@ -231,7 +234,7 @@ def _check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
     if resolved.reason != "ResolvedRefs":
         state.refs_error = (resolved.reason, f"listener {state.name}: {resolved.message}")
         return
-    alpn = ("h2", "http/1.1") if proto == "HTTPS" else ()
+    alpn = {"HTTPS": ("h2", "http/1.1"), "HBONE": ("h2",)}.get(proto, ())
     validation = _frontend_validation(gateway, state.spec.port)
     if validation is None or not validation.ca_certificate_refs:
         state.tls = ir.DownstreamTLS(resolved.certificates, alpn)

@@ -43,7 +43,7 @@ from lychgate.api.core import Namespace, Service
 from lychgate.api.gateway import Gateway, GatewayClass, HTTPRoute, ParentReference
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
-from lychgate.translate.listeners import ListenerState
+from lychgate.translate.listeners import ListenerState, check_tls
 from lychgate.translate.policies import PolicyIndex
 from lychgate.translate.references import resolve_service
 from lychgate.translate.routes import CompiledRoute, compile_route, precedence_key
@@ -69,8 +69,10 @@ def is_waypoint(gw: Gateway) -> bool:
     return gw.spec.gateway_class_name == WAYPOINT_CLASS
 
 
-def waypoint_listeners(gw: Gateway) -> list[ListenerState]:
-    """A waypoint serves exactly one HBONE listener; anything else is invalid."""
+def waypoint_listeners(gw: Gateway, store: Store) -> list[ListenerState]:
+    """A waypoint serves exactly one HBONE listener (mTLS when it has certificates:
+    `tls.certificateRefs`, and the clients' CA in `spec.tls.frontend`); anything
+    else is invalid."""
     states = [ListenerState(spec=listener) for listener in gw.spec.listeners]
     served: ListenerState | None = None
     for state in states:
@@ -86,6 +88,7 @@ def waypoint_listeners(gw: Gateway) -> list[ListenerState]:
                                      f"{served.name} is the one served")
         else:
             served = state
+            check_tls(store, gw, state)
     return states
 
 
@@ -132,6 +135,7 @@ class MeshTranslation:
     services: dict[str, tuple[ir.WaypointService, ...]] = field(default_factory=dict)
     clusters: dict[str, dict[str, ir.Cluster]] = field(default_factory=dict)
     route_parents: dict[ObjectKey, list[dict[str, Any]]] = field(default_factory=dict)
+    tls: dict[str, ir.DownstreamTLS | None] = field(default_factory=dict)
 
     def finish(self, gateways: dict[str, ir.GatewayIR], status: dict[ObjectKey, dict[str, Any]]) -> None:
         """Turn each waypoint Gateway's plain IR into a waypoint's, and add the
@@ -145,7 +149,7 @@ class MeshTranslation:
             gateways[ref] = dataclasses.replace(
                 gw, listeners=(), clusters=tuple(clusters[k] for k in sorted(clusters)),
                 waypoint=ir.Waypoint(name=f"hbone-{port}", address=gw.listeners[0].address, port=port,
-                                     services=services),
+                                     services=services, tls=self.tls.get(ref)),
             )
         for key, parents in self.route_parents.items():
             existing = status.get(key, {}).get("parents", [])
@@ -158,7 +162,7 @@ def translate_mesh(
     out = MeshTranslation()
     state: dict[GatewayKey, _Waypoint] = {}
     for key, (gw, listeners) in waypoints.items():
-        usable = [l for l in listeners if l.usable]
+        usable = [l for l in listeners if l.serving]
         if usable:
             state[key] = _Waypoint(gw, usable[0])
     if not state:
@@ -187,6 +191,7 @@ def translate_mesh(
             for service in wp.services for port in service.spec.ports
         )
         out.clusters[ref] = {**wp.clusters, **policies.clusters_for(ref)}
+        out.tls[ref] = wp.listener.tls
         wp.listener.attached_routes = len(wp.attached)
     return out
 

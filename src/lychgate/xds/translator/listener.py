@@ -50,7 +50,7 @@ def http_connection_manager(listener: ir.HTTPListener) -> hcm_pb.HttpConnectionM
     return hcm
 
 
-def _tls_socket(tls: ir.DownstreamTLS) -> base_pb2.TransportSocket:
+def tls_socket(tls: ir.DownstreamTLS) -> base_pb2.TransportSocket:
     context = tls_pb2.DownstreamTlsContext(
         common_tls_context=tls_pb2.CommonTlsContext(
             tls_certificates=[
@@ -82,7 +82,7 @@ def _chain(name: str, server_names: tuple[str, ...], tls: ir.DownstreamTLS | Non
     if server_names:
         chain.filter_chain_match.server_names.extend(server_names)
     if tls is not None:
-        chain.transport_socket.CopyFrom(_tls_socket(tls))
+        chain.transport_socket.CopyFrom(tls_socket(tls))
     return chain
 
 

@@ -32,7 +32,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from lychgate import ir
 from lychgate.xds import types
 from lychgate.xds.translator.features import Feature, register
-from lychgate.xds.translator.listener import ads_source, http_connection_manager
+from lychgate.xds.translator.listener import ads_source, http_connection_manager, tls_socket
 from lychgate.xds.translator.policy_filters import pack
 from lychgate.xds.translator.route import route_configuration
 
@@ -53,7 +53,8 @@ def hbone_listener(wp: ir.Waypoint) -> listener_pb2.Listener:
         enable_reuse_port={"value": False},  # as Gateway listeners (listener.py): a taken port is an error
         address=address_pb2.Address(socket_address=address_pb2.SocketAddress(address=wp.address, port_value=wp.port)),
         filter_chains=[listener_components_pb2.FilterChain(
-            filters=[listener_components_pb2.Filter(name=_HCM, typed_config=pack(hcm))])],
+            filters=[listener_components_pb2.Filter(name=_HCM, typed_config=pack(hcm))],
+            transport_socket=tls_socket(wp.tls) if wp.tls is not None else None)],
     )
 
 
