@@ -17,8 +17,6 @@ from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.listeners import ListenerState
 
-GatewayKey = tuple[str, str]
-
 
 def listener_sets(store: Store, gateway: Gateway) -> list[tuple[ListenerSet, bool]]:
     """The ListenerSets naming a Gateway as parent, in precedence order, each with

@@ -16,6 +16,7 @@ from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import TCPRoute, TLSRoute, UDPRoute
 from lychgate.store import Store
+from lychgate.translate.aggregate import GatewayKey
 from lychgate.translate.conditions import condition, resolved_refs
 from lychgate.translate.listeners import ListenerState
 from lychgate.translate.parents import (
@@ -28,7 +29,6 @@ from lychgate.translate.parents import (
 from lychgate.translate.references import resolve_service
 
 L4Route = TLSRoute | TCPRoute | UDPRoute
-GatewayKey = tuple[str, str]
 
 
 @dataclass
