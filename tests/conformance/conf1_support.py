@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import http.client
-import time
 from typing import Any
 
 from tests.certs import CA
 from tests.conformance import manifests as mf
 from tests.conformance.suite import (
     ACCEPTED,
-    CONSECUTIVE_SUCCESSES,
     CONSISTENCY_TIMEOUT,
     GROUP,
     INFRA,
     LISTENER_READY,
-    POLL,
     WEB,
     Answer,
     CaseFailure,
@@ -35,6 +32,7 @@ from tests.conformance.suite import (
     Suite,
     check_conditions,
     compare,
+    consistently,
     ensure,
     eventually,
     send,
@@ -182,19 +180,8 @@ def tls_send(address: str, exp: Exp, ca: bytes, client: ClientCert | None, timeo
 def expect_tls(s: Suite, address: str, exp: Exp, client: ClientCert | None,
                timeout: float = CONSISTENCY_TIMEOUT) -> None:
     """Upstream's tls.MakeTLSRequestAndExpectEventuallyConsistentResponse."""
-    streak, last = 0, "no request sent"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            compare(exp, tls_send(address, exp, s.certs.ca.pem, client), address)
-            streak += 1
-            if streak >= CONSECUTIVE_SUCCESSES:
-                return
-            continue
-        except (CaseFailure, OSError, http.client.HTTPException) as err:
-            streak, last = 0, str(err) or type(err).__name__
-        time.sleep(POLL)
-    raise CaseFailure(f"HTTPS {exp.describe()} to {address}: {last}")
+    consistently(lambda: tls_send(address, exp, s.certs.ca.pem, client), lambda answer: compare(exp, answer, address),
+                 f"HTTPS {exp.describe()} to {address}", timeout)
 
 
 def expect_tls_failure(s: Suite, address: str, exp: Exp, client: ClientCert | None) -> None:

@@ -29,6 +29,7 @@ from tests.conformance.suite import (
     Suite,
     check_conditions,
     compare,
+    consistently,
     ensure,
     eventually,
     send,
@@ -122,19 +123,7 @@ def check_headers(exp: Exp, want: Headers, answer: Answer, address: str) -> None
 def expect_consistently(s: Suite, address: str, exp: Exp, check: Callable[[Answer], None],
                         timeout: float = CONSISTENCY_TIMEOUT) -> None:
     """Upstream's MakeRequestAndExpectEventuallyConsistentResponse with a custom comparison."""
-    streak, last = 0, "no request sent"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            check(send(address, exp, s.certs.ca.pem))
-            streak += 1
-            if streak >= CONSECUTIVE_SUCCESSES:
-                return
-            continue
-        except (CaseFailure, OSError, http.client.HTTPException) as err:
-            streak, last = 0, str(err) or type(err).__name__
-        time.sleep(POLL)
-    raise CaseFailure(f"{exp.describe()} to {address}: {last}")
+    consistently(lambda: send(address, exp, s.certs.ca.pem), check, f"{exp.describe()} to {address}", timeout)
 
 
 def expect_headers(s: Suite, address: str, exp: Exp, want: Headers) -> None:

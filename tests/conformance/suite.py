@@ -44,6 +44,25 @@ class CaseFailure(AssertionError):
     """A conformance expectation that did not hold."""
 
 
+def consistently(request: Callable[[], Answer], check: Callable[[Answer], None], what: str,
+                 timeout: float = CONSISTENCY_TIMEOUT) -> None:
+    """Upstream's MakeRequestAndExpectEventuallyConsistentResponse: `check` must hold for
+    CONSECUTIVE_SUCCESSES answers in a row before `timeout`."""
+    streak, last = 0, "no request sent"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            check(request())
+            streak += 1
+            if streak >= CONSECUTIVE_SUCCESSES:
+                return
+            continue
+        except (CaseFailure, OSError, http.client.HTTPException) as err:
+            streak, last = 0, str(err) or type(err).__name__
+        time.sleep(POLL)
+    raise CaseFailure(f"{what}: {last}")
+
+
 def eventually(check: Callable[[], T], what: str, timeout: float = STATUS_TIMEOUT) -> T:
     """Retry check() until it returns without raising; fail with its last complaint."""
     deadline = time.monotonic() + timeout
@@ -516,20 +535,8 @@ class Suite:
             self.expect_one(address, exp, timeout)
 
     def expect_one(self, address: str, exp: Exp, timeout: float = CONSISTENCY_TIMEOUT) -> None:
-        streak = 0
-        last = "no request sent"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                compare(exp, send(address, exp, self.certs.ca.pem), address)
-                streak += 1
-                if streak >= CONSECUTIVE_SUCCESSES:
-                    return
-                continue
-            except (CaseFailure, OSError, http.client.HTTPException) as err:
-                streak, last = 0, str(err) or type(err).__name__
-            time.sleep(POLL)
-        raise CaseFailure(f"{exp.describe()} to {address}: {last}")
+        consistently(lambda: send(address, exp, self.certs.ca.pem), lambda answer: compare(exp, answer, address),
+                     f"{exp.describe()} to {address}", timeout)
 
     def backend_distribution(self, address: str, exp: Exp, count: int = 100) -> dict[str, int]:
         """How many of `count` requests each backend (pod name without the suffix) answered."""
