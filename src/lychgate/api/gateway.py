@@ -440,12 +440,7 @@ class GRPCRoute(Resource):
 # --- TLSRoute, TCPRoute, UDPRoute (layer 4) ---------------------------------
 
 
-class L4BackendRef(Model):
-    group: str = ""
-    kind: str = "Service"
-    name: str = Field(min_length=1)
-    namespace: str | None = None
-    port: int | None = Field(None, ge=1, le=65535)
+class L4BackendRef(BackendObjectReference):
     weight: int = Field(1, ge=0, le=1_000_000)
 
 

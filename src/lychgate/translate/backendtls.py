@@ -21,7 +21,7 @@ from lychgate.api.core import Service
 from lychgate.api.gateway import BackendTLSPolicy, PolicyTargetRef
 from lychgate.store import Store
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
-from lychgate.translate.secrets import ca_pem
+from lychgate.translate.secrets import resolve_ca_bundle
 
 
 @dataclass(frozen=True)
@@ -57,16 +57,11 @@ def verdict(store: Store, policy: BackendTLSPolicy) -> Verdict:
     sans = tuple((san.type, san.hostname or san.uri or "") for san in v.subject_alt_names) or (("Hostname", v.hostname),)
     if v.well_known_ca_certificates == "System":
         return Verdict(ir.UpstreamTLS(sni=v.hostname, ca=None, sans=sans))
-    bundle: list[str] = []
-    for i, ref in enumerate(v.ca_certificate_refs):
-        where = f"validation.caCertificateRefs[{i}] ({ref.kind} {policy.namespace}/{ref.name})"
-        if ref.group not in ("", "core") or ref.kind not in ("ConfigMap", "Secret"):
-            return Verdict(None, "InvalidKind", f"{where}: only ConfigMaps and Secrets can hold CA certificates")
-        pem = ca_pem(store, ref.kind, policy.namespace, ref.name)
-        if pem is None:
-            return Verdict(None, "InvalidCACertificateRef", f"{where}: not found or without a PEM certificate in ca.crt")
-        bundle.append(pem)
-    return Verdict(ir.UpstreamTLS(sni=v.hostname, ca="".join(bundle), sans=sans))
+    bundle = resolve_ca_bundle(store, "BackendTLSPolicy", policy.namespace, v.ca_certificate_refs,
+                               "validation.caCertificateRefs")
+    if bundle.pem is None:
+        return Verdict(None, bundle.reason, bundle.message)
+    return Verdict(ir.UpstreamTLS(sni=v.hostname, ca=bundle.pem, sans=sans))
 
 
 def write_status(store: Store, users: dict[tuple[str, str], set[tuple[str, str]]],

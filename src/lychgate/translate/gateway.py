@@ -340,6 +340,14 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayPar
     return None, None
 
 
+@functools.lru_cache(maxsize=4096)
+def _presenting(cluster: ir.Cluster, certificate: ir.Certificate) -> ir.Cluster:
+    """A TLS cluster that presents the Gateway's client certificate. Cached: the same
+    cluster object every pass, so the xDS wire cache serializes it once."""
+    assert cluster.tls is not None
+    return dataclasses.replace(cluster, tls=dataclasses.replace(cluster.tls, client_certificate=certificate))
+
+
 def _backend_client_certificate(store: Store, gw: Gateway) -> tuple[ir.Certificate | None, dict[str, Any] | None]:
     """The certificate the Gateway presents to TLS backends (spec.tls.backend), and
     the Gateway's ResolvedRefs condition about it (None when none is configured)."""
@@ -410,31 +418,14 @@ def _https_tables(gw: Gateway, agg: Aggregate, serving: list[ListenerState], add
     return out
 
 
-def _finish_gateway(
-    store: Store,
-    agg: Aggregate,
-    ctx: GatewayCtx,
-    gc: GatewayClass,
-    address_for: AddressFor,
-    feedback: Feedback,
-    out: Translation,
-    policies: PolicyIndex,
-    streams: Streams,
-    status_addresses: StatusAddresses | None = None,
-) -> None:
+def _gateway_conditions(ctx: GatewayCtx, address: str | None, params_error: str | None,
+                        feedback: Feedback) -> tuple[list[dict[str, Any]], bool]:
+    """A Gateway's Accepted and Programmed conditions (and the InsecureFrontendValidationMode
+    warning), and whether its proxy is to serve."""
     gw = ctx.gateway
     gen = gw.generation
     ref = f"{gw.namespace}/{gw.name}"
-    params, params_error = _parameters(store, gw, gc)
-    address = address_for(gw)
-
-    for listener in ctx.listeners:
-        error = feedback.listener_errors.get((ref, listener.spec.port))
-        if listener.usable and error:
-            listener.programmed_error = error
-
     conds: list[dict[str, Any]] = []
-    usable = [l for l in ctx.listeners if l.usable]
     own_usable = [l for l in ctx.own if l.usable]
     unsupported = [f"spec.addresses[{i}]: type {a.type} is not supported (use IPAddress)"
                    for i, a in enumerate(gw.spec.addresses) if a.type != "IPAddress"]
@@ -469,15 +460,42 @@ def _finish_gateway(
     else:
         conds.append(condition("Programmed", False, "Pending", state or "waiting for the proxy to start and accept its configuration", gen))
 
-    client_cert, cert_condition = _backend_client_certificate(store, gw)
-    if cert_condition is not None:
-        conds.append(cert_condition)
     insecure = [l.name for l in ctx.own if l.tls is not None and l.tls.client_optional]
     if insecure:
         # The Gateway API asks for this warning: these listeners let clients in without a valid certificate.
         conds.append(condition("InsecureFrontendValidationMode", True, "ConfigurationChanged",
                                f"listeners {', '.join(insecure)} accept clients without a valid certificate "
                                "(AllowInsecureFallback)", gen))
+    return conds, serving
+
+
+def _finish_gateway(
+    store: Store,
+    agg: Aggregate,
+    ctx: GatewayCtx,
+    gc: GatewayClass,
+    address_for: AddressFor,
+    feedback: Feedback,
+    out: Translation,
+    policies: PolicyIndex,
+    streams: Streams,
+    status_addresses: StatusAddresses | None = None,
+) -> None:
+    gw = ctx.gateway
+    gen = gw.generation
+    ref = f"{gw.namespace}/{gw.name}"
+    params, params_error = _parameters(store, gw, gc)
+    address = address_for(gw)
+
+    for listener in ctx.listeners:
+        error = feedback.listener_errors.get((ref, listener.spec.port))
+        if listener.usable and error:
+            listener.programmed_error = error
+
+    conds, serving = _gateway_conditions(ctx, address, params_error, feedback)
+    client_cert, cert_condition = _backend_client_certificate(store, gw)
+    if cert_condition is not None:
+        conds.append(cert_condition)
     status: dict[str, Any] = {
         "conditions": conds,
         "listeners": [l.status(gen) for l in ctx.own],
@@ -501,7 +519,7 @@ def _finish_gateway(
     listeners: list[ir.HTTPListener] = []
     gw_key = (gw.namespace, gw.name)
     clusters = agg.clusters(gw_key)
-    serving_listeners = [l for l in usable if l.serving]
+    serving_listeners = [l for l in ctx.listeners if l.serving]
     for port in sorted({l.spec.port for l in serving_listeners if l.spec.protocol in ("HTTP", "HBONE")}):
         names = {l.id: l.spec.hostname for l in serving_listeners if l.spec.port == port}
         vhosts = agg.virtual_hosts(gw_key, f"http-{port}", functools.partial(
@@ -515,8 +533,7 @@ def _finish_gateway(
     clusters.update(streams.clusters.get(gw_key, {}))
     clusters.update(policies.clusters_for(ref))
     if client_cert is not None:
-        clusters = {k: dataclasses.replace(c, tls=dataclasses.replace(c.tls, client_certificate=client_cert))
-                    if c.tls is not None else c for k, c in clusters.items()}
+        clusters = {k: _presenting(c, client_cert) if c.tls is not None else c for k, c in clusters.items()}
     out.gateways[ref] = ir.GatewayIR(
         namespace=gw.namespace, name=gw.name, listeners=tuple(listeners),
         clusters=tuple(clusters[k] for k in sorted(clusters)), streams=stream_listeners,

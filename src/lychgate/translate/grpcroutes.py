@@ -17,7 +17,6 @@ from lychgate.api.gateway import (
     GRPCRouteRule,
 )
 from lychgate.store import Store
-from lychgate.translate.references import resolve_service
 from lychgate.translate.routes import (
     INVALID_RULE_BODY,
     NO_BACKEND_BODY,
@@ -25,6 +24,7 @@ from lychgate.translate.routes import (
     InvalidRule,
     check_regex,
     header_ops,
+    resolve_backend,
 )
 
 _FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier")
@@ -54,16 +54,11 @@ def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRul
     backends: list[ir.WeightedCluster] = []
     for ref in rule.backend_refs:
         req, resp = _filters(ref.filters)
-        res = resolve_service(store, from_kind="GRPCRoute", from_namespace=route.namespace, group=ref.group,
-                              kind=ref.kind, namespace=ref.namespace or route.namespace, name=ref.name, port=ref.port)
-        cluster = res.cluster
-        if not res.ok:
-            out.unresolved_reason = out.unresolved_reason or res.reason
-            out.unresolved.append(res.message)
-        elif cluster is not None:
-            if cluster.protocol != "h2c":
-                # gRPC needs HTTP/2 whatever the Service port's appProtocol says.
-                cluster = replace(cluster, name=f"{cluster.name}/h2c", protocol="h2c")
+        cluster = resolve_backend(store, route, ref, out).cluster
+        if cluster is not None and cluster.protocol != "h2c":
+            # gRPC needs HTTP/2 whatever the Service port's appProtocol says.
+            del out.clusters[cluster.name]
+            cluster = replace(cluster, name=f"{cluster.name}/h2c", protocol="h2c")
             out.clusters[cluster.name] = cluster
         if ref.weight:
             backends.append(ir.WeightedCluster(cluster.name if cluster else None, ref.weight, req, resp))

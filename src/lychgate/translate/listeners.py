@@ -9,11 +9,17 @@ from typing import Any
 from lychgate import ir
 from lychgate.api import selectors
 from lychgate.api.core import Namespace
-from lychgate.api.gateway import GROUP, FrontendValidation, Gateway, Listener, ListenerSet
+from lychgate.api.gateway import (
+    GROUP,
+    FrontendValidation,
+    Gateway,
+    LabelSelector,
+    Listener,
+    ListenerSet,
+)
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
-from lychgate.translate.grants import grant_allows
-from lychgate.translate.secrets import ca_pem, resolve_certificates
+from lychgate.translate.secrets import resolve_ca_bundle, resolve_certificates
 
 # Route kinds each listener protocol can carry (Gateway API core + extended).
 SUPPORTED_KINDS: dict[str, tuple[str, ...]] = {
@@ -26,6 +32,21 @@ SUPPORTED_KINDS: dict[str, tuple[str, ...]] = {
 
 # Listeners on one port must share a transport; UDP lives beside any of them.
 TRANSPORT = {"HTTP": "http", "HTTPS": "tls", "TLS": "tls", "TCP": "tcp", "UDP": "udp"}
+
+
+def namespace_admitted(store: Store, from_: str, selector: LabelSelector | None, home: str, namespace: str) -> bool:
+    """`namespaces: {from, selector}` as allowedRoutes and allowedListeners use it:
+    may an object in `namespace` attach to one in `home`?"""
+    if from_ == "All":
+        return True
+    if from_ == "Same":
+        return namespace == home
+    if from_ == "Selector":
+        obj = store.get(Namespace, "", namespace)
+        labels = dict(obj.metadata.labels) if obj else {}
+        labels.setdefault("kubernetes.io/metadata.name", namespace)
+        return selectors.matches(selector.model_dump(by_alias=True) if selector else None, labels)
+    return False
 
 
 @dataclass
@@ -55,11 +76,6 @@ class ListenerState:
         return self.name if self.owner is None else f"{self.owner[0]}/{self.owner[1]}/{self.name}"
 
     @property
-    def namespace_of(self) -> str | None:
-        """Where `allowedRoutes.namespaces: Same` points: the ListenerSet's namespace."""
-        return self.owner[0] if self.owner else None
-
-    @property
     def usable(self) -> bool:
         """Routes may attach to it (its status counts them)."""
         return self.valid and self.conflicted is None
@@ -69,10 +85,6 @@ class ListenerState:
         """The proxy serves it: usable, and its certificates resolved."""
         return self.usable and self.refs_error is None
 
-    @property
-    def passthrough(self) -> bool:
-        return self.spec.protocol == "TLS" and (self.spec.tls is None or self.spec.tls.mode == "Passthrough")
-
     def allowed_kinds(self) -> list[str]:
         supported = SUPPORTED_KINDS.get(self.spec.protocol, ())
         asked = self.spec.allowed_routes.kinds
@@ -81,18 +93,10 @@ class ListenerState:
         return [k.kind for k in asked if k.group == GROUP and k.kind in supported]
 
     def admits_namespace(self, store: Store, gateway: Gateway, namespace: str) -> bool:
+        # `Same` means the namespace of whatever declared the listener: a ListenerSet's own.
+        home = self.owner[0] if self.owner else gateway.namespace
         ns = self.spec.allowed_routes.namespaces
-        if ns.from_ == "All":
-            return True
-        if ns.from_ == "Same":
-            return namespace == (self.namespace_of or gateway.namespace)
-        if ns.from_ == "Selector":
-            obj = store.get(Namespace, "", namespace)
-            labels = dict(obj.metadata.labels) if obj else {}
-            labels.setdefault("kubernetes.io/metadata.name", namespace)
-            selector = ns.selector.model_dump(by_alias=True) if ns.selector else None
-            return selectors.matches(selector, labels)
-        return False
+        return namespace_admitted(store, ns.from_, ns.selector, home, namespace)
 
     def status(self, generation: int) -> dict[str, Any]:
         kinds = [{"group": GROUP, "kind": k} for k in self.allowed_kinds()]
@@ -239,30 +243,17 @@ def check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
     if validation is None or not validation.ca_certificate_refs:
         state.tls = ir.DownstreamTLS(resolved.certificates, alpn)
         return
-    bundle = []
-    for i, ref in enumerate(validation.ca_certificate_refs):
-        ns = ref.namespace or gateway.namespace
-        where = f"spec.tls.frontend validation.caCertificateRefs[{i}] ({ref.kind} {ns}/{ref.name})"
-        problem = None
-        if ref.group not in ("", "core") or ref.kind not in ("ConfigMap", "Secret"):
-            problem = "InvalidKind", f"{where}: only ConfigMaps and Secrets can hold CA certificates"
-        elif not grant_allows(store, GROUP, "Gateway", gateway.namespace, "", ref.kind, ns, ref.name):
-            problem = "RefNotPermitted", f"{where}: no ReferenceGrant in {ns} allows Gateways from {gateway.namespace}"
-        else:
-            pem = ca_pem(store, ref.kind, ns, ref.name)
-            if pem is None:
-                problem = "InvalidCACertificateRef", f"{where}: not found or without a PEM certificate in ca.crt"
-            else:
-                bundle.append(pem)
-        if problem is not None:
-            # Without its CA the listener cannot check clients: it is not served at all.
-            state.valid = False
-            state.invalid_reason = "NoValidCACertificate"
-            state.invalid_message = f"listener {state.name}: {problem[1]}"
-            state.refs_error = ("InvalidCACertificateKind" if problem[0] == "InvalidKind" else problem[0],
-                                state.invalid_message)
-            return
-    state.tls = ir.DownstreamTLS(resolved.certificates, alpn, client_ca="".join(bundle),
+    bundle = resolve_ca_bundle(store, "Gateway", gateway.namespace, validation.ca_certificate_refs,
+                               "spec.tls.frontend validation.caCertificateRefs")
+    if bundle.pem is None:
+        # Without its CA the listener cannot check clients: it is not served at all.
+        state.valid = False
+        state.invalid_reason = "NoValidCACertificate"
+        state.invalid_message = f"listener {state.name}: {bundle.message}"
+        state.refs_error = ("InvalidCACertificateKind" if bundle.reason == "InvalidKind" else bundle.reason,
+                            state.invalid_message)
+        return
+    state.tls = ir.DownstreamTLS(resolved.certificates, alpn, client_ca=bundle.pem,
                                  client_optional=validation.mode == "AllowInsecureFallback")
 
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lychgate.api import selectors
-from lychgate.api.core import Namespace
 from lychgate.api.gateway import GROUP, Gateway, ListenerSet
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
-from lychgate.translate.listeners import ListenerState
+from lychgate.translate.listeners import ListenerState, namespace_admitted
 
 
 def listener_sets(store: Store, gateway: Gateway) -> list[tuple[ListenerSet, bool]]:
@@ -28,22 +26,9 @@ def listener_sets(store: Store, gateway: Gateway) -> list[tuple[ListenerSet, boo
             continue
         if (ref.namespace or ls.namespace, ref.name) != (gateway.namespace, gateway.name):
             continue
-        out.append((ls, _allowed(store, gateway, ls.namespace)))
+        ns = gateway.spec.allowed_listeners.namespaces
+        out.append((ls, namespace_admitted(store, ns.from_, ns.selector, gateway.namespace, ls.namespace)))
     return sorted(out, key=lambda e: (e[0].created, e[0].namespace, e[0].name))
-
-
-def _allowed(store: Store, gateway: Gateway, namespace: str) -> bool:
-    ns = gateway.spec.allowed_listeners.namespaces
-    if ns.from_ == "All":
-        return True
-    if ns.from_ == "Same":
-        return namespace == gateway.namespace
-    if ns.from_ == "Selector":
-        obj = store.get(Namespace, "", namespace)
-        labels = dict(obj.metadata.labels) if obj else {}
-        labels.setdefault("kubernetes.io/metadata.name", namespace)
-        return selectors.matches(ns.selector.model_dump(by_alias=True) if ns.selector else None, labels)
-    return False
 
 
 def set_status(ls: ListenerSet, allowed: bool, listeners: list[ListenerState]) -> dict[str, Any]:

@@ -139,13 +139,13 @@ def _compile_rule(
         )
 
 
-def _resolve(
-    store: Store, route: HTTPRoute, ref: BackendObjectReference, out: CompiledRoute, where: str = ""
+def resolve_backend(
+    store: Store, route: Resource, ref: BackendObjectReference, out: CompiledRoute, where: str = ""
 ) -> Resolution:
-    """Resolve a backendRef (or a mirror's, `where` names it); failures go to
-    the ResolvedRefs condition."""
+    """Resolve a backendRef of any route kind (or a mirror's, `where` names it) into
+    `out`: its clusters, or the problem for the route's ResolvedRefs condition."""
     res = resolve_service(
-        store, from_kind="HTTPRoute", from_namespace=route.namespace, group=ref.group,
+        store, from_kind=route.KIND, from_namespace=route.namespace, group=ref.group,
         kind=ref.kind, namespace=ref.namespace or route.namespace, name=ref.name, port=ref.port,
     )
     if not res.ok:
@@ -169,7 +169,7 @@ def _forward(
             _check_filter(f)
             if f.type not in BACKEND_FILTERS:
                 raise InvalidRule(f"filter {f.type} is not supported on a backendRef; put it on the rule")
-        res = _resolve(store, route, ref, out)
+        res = resolve_backend(store, route, ref, out)
         if res.picker is not None:  # an InferencePool (translate/inference.py)
             if picker is not None and picker != res.picker:
                 raise InvalidRule("a rule can use one InferencePool only: each has its own endpoint picker")
@@ -208,7 +208,7 @@ def _mirrors(
     mirrors: list[ir.Mirror] = []
     for where, spec in specs:
         numerator, denominator = rule_filters.mirror_fraction(spec, where)
-        res = _resolve(store, route, spec.backend_ref, out, f"rule {label} {where}.backendRef")
+        res = resolve_backend(store, route, spec.backend_ref, out, f"rule {label} {where}.backendRef")
         if res.cluster is not None and numerator > 0:
             mirrors.append(ir.Mirror(res.cluster.name, numerator, denominator))
     return tuple(mirrors)

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -22,6 +25,17 @@ from lychgate.api.core import ConfigMap, Secret
 from lychgate.api.gateway import GROUP, SecretObjectReference
 from lychgate.store import Store
 from lychgate.translate.grants import grant_allows
+
+
+class CARef(Protocol):
+    """A reference to a CA bundle: LocalObjectReference or a namespaced one."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -70,37 +84,64 @@ def _certificate(secret: Secret) -> tuple[ir.Certificate | None, str]:
     chain, key = _field(secret, "tls.crt"), _field(secret, "tls.key")
     if not chain or not key:
         return None, "the Secret needs base64 PEM data under tls.crt and tls.key"
-    try:
-        x509.load_pem_x509_certificates(chain)
-    except ValueError:
-        return None, "tls.crt is not a PEM certificate"
-    try:
-        serialization.load_pem_private_key(key, password=None)
-    except (ValueError, TypeError):
-        return None, "tls.key is not an unencrypted PEM private key"
+    problem = _pem_problem(chain, key)
+    if problem:
+        return None, problem
     return ir.Certificate(chain=chain.decode(), key=key.decode()), ""
 
 
-def ca_pem(store: Store, kind: str, namespace: str, name: str) -> str | None:
+# Parsing is the costly part and every pass asks again for the same bytes.
+@functools.lru_cache(maxsize=1024)
+def _pem_problem(chain: bytes, key: bytes | None = None) -> str:
+    """What is wrong with a PEM certificate chain (and key), or ""."""
+    try:
+        x509.load_pem_x509_certificates(chain)
+    except ValueError:
+        return "tls.crt is not a PEM certificate" if key is not None else "ca.crt is not a PEM certificate"
+    if key is not None:
+        try:
+            serialization.load_pem_private_key(key, password=None)
+        except (ValueError, TypeError):
+            return "tls.key is not an unencrypted PEM private key"
+    return ""
+
+
+@dataclass(frozen=True)
+class CABundle:
+    pem: str | None  # None: unusable, see reason and message
+    reason: str = "ResolvedRefs"  # or InvalidKind / RefNotPermitted / InvalidCACertificateRef
+    message: str = ""
+
+
+def resolve_ca_bundle(store: Store, from_kind: str, from_namespace: str, refs: Sequence[CARef],
+                      field: str) -> CABundle:
+    """The CA certificates `refs` (ConfigMaps or Secrets with `ca.crt`) name, as one
+    PEM bundle; the first unusable reference says why there is none."""
+    parts: list[str] = []
+    for i, ref in enumerate(refs):
+        ns = getattr(ref, "namespace", None) or from_namespace
+        where = f"{field}[{i}] ({ref.kind} {ns}/{ref.name})"
+        if ref.group not in ("", "core") or ref.kind not in ("ConfigMap", "Secret"):
+            return CABundle(None, "InvalidKind", f"{where}: only ConfigMaps and Secrets can hold CA certificates")
+        if not grant_allows(store, GROUP, from_kind, from_namespace, "", ref.kind, ns, ref.name):
+            return CABundle(None, "RefNotPermitted",
+                            f"{where}: no ReferenceGrant in {ns} allows {from_kind}s from {from_namespace}")
+        pem = _ca_pem(store, ref.kind, ns, ref.name)
+        if pem is None:
+            return CABundle(None, "InvalidCACertificateRef", f"{where}: not found or without a PEM certificate in ca.crt")
+        parts.append(pem)
+    return CABundle("".join(parts))
+
+
+def _ca_pem(store: Store, kind: str, namespace: str, name: str) -> str | None:
     """The PEM CA bundle under `ca.crt` of a ConfigMap or Secret, or None if unusable."""
     if kind == "ConfigMap":
         cm = store.get(ConfigMap, namespace, name)
         text = cm.data.get("ca.crt") if cm else None
     else:
         secret = store.get(Secret, namespace, name)
-        raw = secret.data.get("ca.crt") if secret else None
-        text = _decode(raw)
-    if not text:
-        return None
-    try:
-        x509.load_pem_x509_certificates(text.encode())
-    except ValueError:
+        raw = _field(secret, "ca.crt") if secret else None
+        text = raw.decode(errors="replace") if raw else None
+    if not text or _pem_problem(text.encode()):
         return None
     return text if text.endswith("\n") else text + "\n"
-
-
-def _decode(raw: str | None) -> str | None:
-    try:
-        return base64.b64decode(raw, validate=True).decode(errors="replace") if raw else None
-    except (binascii.Error, ValueError):
-        return None

@@ -26,7 +26,7 @@ from lychgate.translate.parents import (
     missing_parent,
     parent_status,
 )
-from lychgate.translate.references import resolve_service
+from lychgate.translate.routes import CompiledRoute, resolve_backend
 
 L4Route = TLSRoute | TCPRoute | UDPRoute
 
@@ -75,6 +75,7 @@ def translate_streams(store: Store, ctxs: dict[GatewayKey, GatewayCtx]) -> Strea
     routes: list[L4Route] = [*store.list(TLSRoute), *store.list(TCPRoute), *store.list(UDPRoute)]
     for route in sorted(routes, key=lambda r: (r.created, r.namespace, r.name)):
         parents = []
+        resolved: tuple[tuple[ir.WeightedCluster, ...], CompiledRoute] | None = None  # once per route
         for ref in route.spec.parent_refs:
             found = find_parent(store, route, ref, ctxs)
             if found is None:
@@ -85,44 +86,38 @@ def translate_streams(store: Store, ctxs: dict[GatewayKey, GatewayCtx]) -> Strea
                 continue
             hostnames = list(route.spec.hostnames) if isinstance(route, TLSRoute) else None
             refused, attached = attach(store, route, ref, ctx, hostnames)
-            backends, clusters, reason, problems = _backends(store, route)
+            if resolved is None:
+                resolved = _backends(store, route)
+            backends, compiled = resolved
             gen = route.generation
             conds = [refused or condition("Accepted", True, "Accepted",
                                           f"attached to {', '.join(l.name for l, _ in attached)}", gen),
-                     resolved_refs(reason, problems, gen)]
+                     resolved_refs(compiled.unresolved_reason, compiled.unresolved, gen)]
             parents.append(parent_status(route, ref, conds))
             gw_key = (ctx.gateway.namespace, ctx.gateway.name)
             for listener, hosts in attached:
                 out.attached[(gw_key, listener.id)] += 1
                 if listener.serving:
                     out.served[gw_key].append(_Served(route, listener, hosts, backends))
-                    out.clusters[gw_key].update(clusters)
+                    out.clusters[gw_key].update(compiled.clusters)
         if parents:
             out.status[route.key] = {"parents": parents}
     return out
 
 
-def _backends(store: Store, route: L4Route) -> tuple[tuple[ir.WeightedCluster, ...], dict[str, ir.Cluster],
-                                                    str | None, list[str]]:
+def _backends(store: Store, route: L4Route) -> tuple[tuple[ir.WeightedCluster, ...], CompiledRoute]:
+    """The route's weighted backends (a cluster of None: unresolved, its share refused)."""
+    compiled = CompiledRoute()
     backends: list[ir.WeightedCluster] = []
-    clusters: dict[str, ir.Cluster] = {}
-    reason: str | None = None
-    problems: list[str] = []
     for ref in route.spec.rules[0].backend_refs:
-        res = resolve_service(store, from_kind=route.KIND, from_namespace=route.namespace, group=ref.group,
-                              kind=ref.kind, namespace=ref.namespace or route.namespace, name=ref.name, port=ref.port)
-        if not res.ok:
-            reason = reason or res.reason
-            problems.append(res.message)
-        elif res.cluster is not None:
-            clusters[res.cluster.name] = res.cluster
+        cluster = resolve_backend(store, route, ref, compiled).cluster
         if ref.weight:
-            backends.append(ir.WeightedCluster(res.cluster.name if res.cluster else None, ref.weight))
+            backends.append(ir.WeightedCluster(cluster.name if cluster else None, ref.weight))
     if isinstance(route, UDPRoute) and len(backends) > 1:
-        merged = _merged(route, backends, clusters)
-        clusters[merged.name] = merged
+        merged = _merged(route, backends, compiled.clusters)
+        compiled.clusters[merged.name] = merged
         backends = [ir.WeightedCluster(merged.name, 1)]
-    return tuple(backends) or (ir.WeightedCluster(None, 1),), clusters, reason, problems
+    return tuple(backends) or (ir.WeightedCluster(None, 1),), compiled
 
 
 def _merged(route: UDPRoute, backends: list[ir.WeightedCluster], clusters: dict[str, ir.Cluster]) -> ir.Cluster:
