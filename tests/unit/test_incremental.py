@@ -2,7 +2,8 @@
 
 Each step changes the store the way a user would (a Service appears, endpoints
 move, a ReferenceGrant is added, a namespace gets the label a listener selects,
-a route is edited or deleted); after each, a translation that keeps its state
+a route is edited or deleted, a gRPC or TCP route comes and goes, a
+BackendTLSPolicy and its CA appear); after each, a translation that keeps its state
 between calls is compared with a fresh one.
 """
 
@@ -17,6 +18,7 @@ from lychgate.store import Store
 from lychgate.translate.aggregate import Aggregate
 from lychgate.translate.gateway import translate
 from lychgate.xds.translator import build
+from tests.certs import CA
 
 
 def obj(doc: dict[str, Any]) -> Any:
@@ -28,6 +30,7 @@ GATEWAY = {
     "spec": {"gatewayClassName": "lychgate", "listeners": [
         {"name": "http", "protocol": "HTTP", "port": 80,
          "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"expose": "yes"}}}}},
+        {"name": "tcp", "protocol": "TCP", "port": 5432, "allowedRoutes": {"namespaces": {"from": "All"}}},
     ]},
 }
 
@@ -40,6 +43,32 @@ def route(name: str, backend_ns: str = "apps", path: str = "/") -> dict[str, Any
             {"matches": [{"path": {"value": path}}],
              "backendRefs": [{"name": "svc", "namespace": backend_ns, "port": 80}]}]},
     }
+
+
+def tcp_route() -> dict[str, Any]:
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "TCPRoute",
+            "metadata": {"name": "db", "namespace": "apps"},
+            "spec": {"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": "tcp"}],
+                     "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]}}
+
+
+def grpc_route() -> dict[str, Any]:
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+            "metadata": {"name": "rpc", "namespace": "apps"},
+            "spec": {"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": "http"}],
+                     "hostnames": ["rpc.example.com"],
+                     "rules": [{"matches": [{"method": {"service": "demo.Echo"}}],
+                                "backendRefs": [{"name": "svc", "port": 80}]}]}}
+
+
+def backend_tls(ca_pem: str) -> list[dict[str, Any]]:
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ca", "namespace": "apps"},
+             "data": {"ca.crt": ca_pem}},
+            {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
+             "metadata": {"name": "tls", "namespace": "apps"},
+             "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "svc"}],
+                      "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}],
+                                     "hostname": "svc.apps.example"}}}]
 
 
 def service(ns: str) -> dict[str, Any]:
@@ -83,6 +112,10 @@ def test_incremental_translation_equals_fresh_translation() -> None:
                      "to": [{"group": "", "kind": "Service"}]}})),
         lambda: store.upsert(obj(endpoints("shared", "10.0.1.1"))),
         lambda: store.upsert(obj(route("a", path="/a"))),
+        lambda: store.upsert(obj(tcp_route())),
+        lambda: store.upsert(obj(grpc_route())),
+        lambda: [store.upsert(obj(doc)) for doc in backend_tls(CA().pem.decode())],
+        lambda: store.delete(ObjectKey("TCPRoute", "apps", "db")),
         lambda: store.delete(ObjectKey("ReferenceGrant", "shared", "g")),
         lambda: store.delete(ObjectKey("EndpointSlice", "apps", "svc-1")),
         lambda: store.upsert(obj({"apiVersion": "v1", "kind": "Namespace",
@@ -103,4 +136,5 @@ def test_incremental_translation_equals_fresh_translation() -> None:
         changed_outputs += kept != previous
         previous = kept
     assert changed_outputs >= len(steps) - 1  # every step changed something a user would see
-    assert incremental_passes >= 3  # the Service, slice and grant steps did not start over
+    # The Service, slice, grant, route and TCPRoute steps did not start over.
+    assert incremental_passes >= 15, incremental_passes

@@ -30,7 +30,9 @@ Entry = tuple[AnyRoute, ir.Route, str]  # route, one of its IR routes, the liste
 # Kinds whose changes reach only the routes that read them; any other change
 # (a Gateway, a class, a namespace's labels, a policy) means a full pass.
 ROUTE_LEVEL_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "Service", "EndpointSlice", "ReferenceGrant",
-                               "InferencePool", "Pod", "BackendTLSPolicy", "ConfigMap"})
+                               "InferencePool", "Pod", "BackendTLSPolicy", "ConfigMap",
+                               # Layer-4 routes are redone on every pass and reach no HTTP route.
+                               "TLSRoute", "TCPRoute", "UDPRoute"})
 # Kinds the aggregate holds (the layer-4 routes are few and redone every pass).
 AGGREGATED_KINDS = frozenset({"HTTPRoute", "GRPCRoute"})
 
