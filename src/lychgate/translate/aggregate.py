@@ -28,9 +28,10 @@ VHostKey = tuple[GatewayKey, str, str]
 Entry = tuple[AnyRoute, ir.Route, str]  # route, one of its IR routes, the listener it came through
 
 # Kinds whose changes reach only the routes that read them; any other change
-# (a Gateway, a class, a namespace's labels, a policy) means a full pass.
+# (a Gateway, a class, a namespace's labels, a policy, a BackendTLSPolicy) means
+# a full pass.
 ROUTE_LEVEL_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "Service", "EndpointSlice", "ReferenceGrant",
-                               "InferencePool", "Pod", "BackendTLSPolicy", "ConfigMap",
+                               "InferencePool", "Pod", "ConfigMap",
                                # Layer-4 routes are redone on every pass and reach no HTTP route.
                                "TLSRoute", "TCPRoute", "UDPRoute"})
 # Kinds the aggregate holds (the layer-4 routes are few and redone every pass).

@@ -45,6 +45,11 @@ def _ordered(store: Store, namespace: str) -> list[BackendTLSPolicy]:
 def policy_for(store: Store, service: Service, port_name: str | None) -> tuple[BackendTLSPolicy, Verdict] | None:
     """The policy that decides TLS to one Service port: one naming that port beats
     one for the whole Service; among equals the oldest wins."""
+    if not store.count("BackendTLSPolicy"):
+        # Every backendRef asks: without policies, answer without listing them. (A
+        # policy appearing starts a full pass, see ROUTE_LEVEL_KINDS, so no route
+        # needs to have read the empty list.)
+        return None
     for section in ((port_name, None) if port_name else (None,)):
         for policy in _ordered(store, service.namespace):
             if any(_targets(ref, service, port_name) and ref.section_name == section for ref in policy.spec.target_refs):
