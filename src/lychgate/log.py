@@ -64,7 +64,7 @@ def setup(level: str = "info") -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(
             _ComponentFormatter(
-                "%(asctime)s %(levelname)-5s [%(component)s] %(message)s",
+                "%(asctime)s.%(msecs)03d %(levelname)-5s [%(component)s] %(message)s",
                 datefmt="%Y-%m-%dT%H:%M:%S",
             )
         )

@@ -9,6 +9,8 @@ written to when nothing changed).
 from __future__ import annotations
 
 import copy
+import itertools
+import operator
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -49,15 +51,21 @@ class StatusStore:
         which is then skipped without comparing its contents."""
         changed: set[ObjectKey] = set()
         stamp = _now()
-        if computed.keys() != self._plain.keys():  # C-speed check before a Python walk
+        plain_of = self._plain.get
+        # The keys whose status is not the very object of the last pass, found at
+        # C speed: at 10,000 routes a Python loop over them all costs milliseconds.
+        candidates = list(itertools.compress(
+            computed.keys(), map(operator.is_not, computed.values(), map(plain_of, computed.keys()))))
+        if len(computed) != len(self._plain) or any(k not in self._plain for k in candidates):
             for key in self._plain.keys() - computed.keys():
                 del self._status[key]
                 del self._plain[key]
                 changed.add(key)
-        plain_of = self._plain.get
-        for key, status in computed.items():
+        for key in candidates:
+            status = computed[key]
             plain = plain_of(key)
-            if plain is status or plain == status:
+            if plain == status:
+                self._plain[key] = status  # equal content: compare by identity next time
                 continue
             old = self._status.get(key, {})
             old_conds = {(path, c["type"]): c for path, conds in _condition_lists(old) for c in conds}

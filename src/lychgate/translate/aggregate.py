@@ -9,6 +9,7 @@ then costs one route's work instead of ten thousand.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,10 +63,12 @@ class Aggregate:
     cluster_users: dict[GatewayKey, dict[str, dict[ObjectKey, ir.Cluster]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(dict)))
     statuses: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
-    vhosts: dict[VHostKey, ir.VirtualHost] = field(default_factory=dict)
     dirty: set[VHostKey] = field(default_factory=set)
-    # hosts of a (gateway, route table) in order, kept until a host comes or goes
-    ordered: dict[tuple[GatewayKey, str], list[str]] = field(default_factory=dict)
+    # The virtual hosts of each (gateway, route table) in host order, kept in
+    # step with the buckets: a host that comes or goes is inserted or deleted in
+    # place, so a pass never walks the hosts it did not touch.
+    tables: dict[tuple[GatewayKey, str], RouteTable] = field(default_factory=dict)
+    requested: set[tuple[GatewayKey, str]] = field(default_factory=set)  # tables asked for this pass
 
     def reset(self) -> None:
         fresh = Aggregate()
@@ -106,7 +109,8 @@ class Aggregate:
                     if not bucket:
                         del self.buckets[vkey]
                         self.hosts[(gw, table)].discard(host)
-                        self.ordered.pop((gw, table), None)
+                        if (built := self.tables.get((gw, table))) is not None:
+                            built.remove(host)
             users = self.cluster_users[gw]
             for cluster in contribution.clusters:
                 users[cluster.name].pop(key, None)
@@ -128,7 +132,8 @@ class Aggregate:
                     (route, r, listener) for r in contribution.routes)
                 if host not in self.hosts[(gw, table)]:
                     self.hosts[(gw, table)].add(host)
-                    self.ordered.pop((gw, table), None)
+                    if (built := self.tables.get((gw, table))) is not None:
+                        built.insert(host)
                 self.dirty.add(vkey)
             for cluster in contribution.clusters:
                 self.cluster_users[gw][cluster.name][key] = cluster
@@ -137,18 +142,17 @@ class Aggregate:
         self, gw: GatewayKey, table: str, build: Callable[[str, str, list[Entry]], ir.VirtualHost]
     ) -> list[ir.VirtualHost]:
         """The virtual hosts of a route table, rebuilding only the touched ones."""
-        out = []
-        ordered = self.ordered.get((gw, table))
-        if ordered is None:
-            ordered = self.ordered[(gw, table)] = sorted(self.hosts.get((gw, table), ()))
-        dirty, vhosts = self.dirty, self.vhosts
-        for host in ordered:
-            vkey = (gw, table, host)
-            if vkey in dirty or vkey not in vhosts:
-                entries = [e for es in self.buckets[vkey].values() for e in es]
-                self.vhosts[vkey] = build(table, host, entries)
-            out.append(self.vhosts[vkey])
-        return out
+        self.requested.add((gw, table))
+        built = self.tables.get((gw, table))
+        if built is None:
+            built = self.tables[(gw, table)] = RouteTable(sorted(self.hosts.get((gw, table), ())))
+            touched: Iterable[str] = built.hosts
+        else:
+            touched = [host for g, t, host in self.dirty if g == gw and t == table and host in self.hosts[(gw, table)]]
+        for host in touched:
+            entries = [e for es in self.buckets[(gw, table, host)].values() for e in es]
+            built.put(host, build(table, host, entries))
+        return built.vhosts  # type: ignore[return-value]  # every slot is filled now
 
     def clusters(self, gw: GatewayKey) -> dict[str, ir.Cluster]:
         # Routes that resolved the same Service carry equal Cluster values.
@@ -156,8 +160,33 @@ class Aggregate:
 
     def settle(self, revision: int) -> None:
         """End of a pass: everything is built for `revision`."""
-        for vkey in self.dirty:
-            if vkey not in self.buckets:
-                self.vhosts.pop(vkey, None)
+        # A table no listener asked for may have missed changes: build it afresh when asked again.
+        for key in self.tables.keys() - self.requested:
+            del self.tables[key]
+        self.requested.clear()
         self.dirty.clear()
         self.revision = revision
+
+
+class RouteTable:
+    """The hosts of one route table in sorted order, and the virtual host built
+    for each (None until the pass that inserted the host builds it)."""
+
+    __slots__ = ("hosts", "vhosts")
+
+    def __init__(self, hosts: list[str]) -> None:
+        self.hosts = hosts
+        self.vhosts: list[ir.VirtualHost | None] = [None] * len(hosts)
+
+    def insert(self, host: str) -> None:
+        at = bisect.bisect_left(self.hosts, host)
+        self.hosts.insert(at, host)
+        self.vhosts.insert(at, None)
+
+    def remove(self, host: str) -> None:
+        at = bisect.bisect_left(self.hosts, host)
+        del self.hosts[at]
+        del self.vhosts[at]
+
+    def put(self, host: str, vhost: ir.VirtualHost) -> None:
+        self.vhosts[bisect.bisect_left(self.hosts, host)] = vhost

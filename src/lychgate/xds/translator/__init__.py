@@ -57,7 +57,8 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None) -> Resources:
     for listener in envoy_listeners(gateway):
         out.add(types.LISTENER, listener.name, listener)
     for http in gateway.listeners:
-        out.add(types.ROUTE, http.name, route_configuration(http, cache))
+        out.add(types.ROUTE, http.name,
+                route_configuration(http, cache, key=(gateway.namespace, gateway.name, http.name)))
     for cluster in gateway.clusters:
         out.add(types.CLUSTER, cluster.name,
                 _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster))
