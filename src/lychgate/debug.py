@@ -12,6 +12,7 @@ admin interface; `Report` turns them into findings a person can act on.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,34 @@ def proxy_routes(config_dump: dict[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for config in config_dump.get("configs", []):
         for vh in config.get("route_config", {}).get("virtual_hosts", []):
-            for route in vh.get("routes", []):
+            seen: set[str] = set()
+            for route in [*vh.get("routes", []), *_matcher_routes(vh.get("matcher", {}))]:
+                name = route.get("name", "")
+                if name in seen:  # a matcher holds a route once per path key it may serve
+                    continue
+                seen.add(name)
                 message = json_format.ParseDict(route, route_pb.Route(), ignore_unknown_fields=True)
-                out[route.get("name", "")] = route_hash(message)
+                out[name] = route_hash(message)
     return out
+
+
+def _matcher_routes(matcher: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The routes in a virtual host's matcher tree (config_dump JSON), with repeats."""
+    tree = matcher.get("matcher_tree", {})
+    on_matches = [m for table in ("exact_match_map", "prefix_match_map")
+                  for m in tree.get(table, {}).get("map", {}).values()]
+    on_matches += [m.get("on_match", {}) for m in matcher.get("matcher_list", {}).get("matchers", [])]
+    on_matches += [matcher["on_no_match"]] if "on_no_match" in matcher else []
+    for on_match in on_matches:
+        if "matcher" in on_match:
+            yield from _matcher_routes(on_match["matcher"])
+            continue
+        config = on_match.get("action", {}).get("typed_config", {})
+        kind = config.get("@type", "").rsplit("/", 1)[-1]
+        if kind == "envoy.config.route.v3.Route":
+            yield {k: v for k, v in config.items() if k != "@type"}
+        elif kind == "envoy.config.route.v3.RouteList":
+            yield from config.get("routes", [])
 
 
 def _conditions(status: dict[str, Any]) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 
+import httpx
 import pytest
 
 from tests.harness import EchoBackends, Lychgate, gateway_yaml, service_yaml, wait_for
@@ -203,3 +204,81 @@ def test_cross_namespace_backend_needs_a_reference_grant(three_backends: Lychgat
           to: [{group: "", kind: Service}]
     """)
     lg.wait_pod(addr, "other-ns")
+
+
+def test_many_routes_keep_gateway_api_precedence(lychgate: Lychgate, backends: EchoBackends) -> None:
+    """A virtual host with MATCHER_MIN_ROUTES routes or more is a prefix map on
+    :path in Envoy (route_matcher.py), not a route list: the answers through
+    the real Envoy stay those of the Gateway API precedence order."""
+    from lychgate.xds.translator.route_matcher import MATCHER_MIN_ROUTES
+
+    lg = lychgate
+    for name in ("exact", "p1", "p10", "root", "canary", "plain", "regex", "filler"):
+        lg.write(f"svc-{name}.yaml", service_yaml(name, 80, backends.start(pod=name)))
+    lg.write("gateway.yaml", gateway_yaml())
+    fillers = [f"/filler/{i}" for i in range(MATCHER_MIN_ROUTES)]
+    lg.write("fillers.yaml", "---\n".join(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n"
+        f"metadata: {{name: fillers-{n}}}\n"
+        "spec:\n  parentRefs: [{name: gw}]\n  hostnames: [many.example.com]\n"
+        f"  rules: [{{matches: [{', '.join(f'{{path: {{value: {p}}}}}' for p in fillers[n:n + 32])}],"
+        " backendRefs: [{name: filler, port: 80}]}]\n"
+        for n in range(0, len(fillers), 32)))
+    lg.write("route.yaml", """
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {name: many}
+        spec:
+          parentRefs: [{name: gw}]
+          hostnames: [many.example.com]
+          rules:
+            - matches: [{path: {type: PathPrefix, value: /}}]
+              backendRefs: [{name: root, port: 80}]
+            - matches: [{path: {type: PathPrefix, value: /p1}}]
+              backendRefs: [{name: p1, port: 80}]
+            - matches: [{path: {type: PathPrefix, value: /p10}}]
+              filters:
+                - type: RequestHeaderModifier
+                  requestHeaderModifier: {set: [{name: x-route, value: p10}]}
+              backendRefs: [{name: p10, port: 80}]
+            - matches: [{path: {type: Exact, value: /p1}}]
+              backendRefs: [{name: exact, port: 80}]
+            - matches: [{path: {type: PathPrefix, value: /api}}]
+              backendRefs: [{name: plain, port: 80}]
+            - matches: [{path: {type: PathPrefix, value: /api}, headers: [{name: x-canary, value: "yes"}]}]
+              backendRefs: [{name: canary, port: 80}]
+            - matches: [{path: {type: RegularExpression, value: "/re/[0-9]+"}}]
+              backendRefs: [{name: regex, port: 80}]
+    """)
+    lg.start()
+    addr = lg.address()
+    host = {"host": "many.example.com"}
+    lg.wait_pod(addr, "exact", "/p1", **host)
+    # Envoy holds a matcher tree for this host, not a route list.
+    admin = lg.proxies()["default/gw"]["admin"]
+    dump = httpx.get(f"http://{admin}/config_dump", params={"resource": "dynamic_route_configs"}).json()
+    [vh] = [vh for c in dump["configs"] for vh in c["route_config"]["virtual_hosts"]
+            if vh["domains"] == ["many.example.com"]]
+    assert "matcher" in vh and not vh.get("routes")
+    expected = {
+        "/p1": "exact",  # Exact beats the prefix of the same path
+        "/p1?x=1": "exact",  # the query string is not part of the path
+        "/p1/": "p1",
+        "/p1/x": "p1",
+        "/p10": "p10",  # the longer prefix wins
+        "/p10/x?y=2": "p10",
+        "/p100": "root",  # /p10 and /p1 match whole segments only: falls to "/"
+        "/p1x": "root",
+        "/api/x": "plain",
+        "/apix": "root",
+        "/re/42": "regex",  # a regex route is tried under every path key
+        "/re/x": "root",
+        "/filler/7": "filler",
+        "/": "root",
+    }
+    assert {path: lg.pod(addr, path, **host) for path in expected} == expected
+    assert lg.pod(addr, "/api/x", headers={"x-canary": "yes"}, **host) == "canary"  # more header matches win
+    assert lg.pod(addr, "/apix", headers={"x-canary": "yes"}, **host) == "root"
+    assert lg.pod(addr, "/api/x", headers={"x-canary": "no"}, **host) == "plain"
+    # Route-level configuration travels with the route into the tree.
+    assert lg.get(addr, "/p10/x", **host).json()["headers"]["X-Route"] == ["p10"]

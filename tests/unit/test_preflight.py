@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from lychgate import ir
 from lychgate.deploy.local import envoy_binary
 from lychgate.xds import types
-from lychgate.xds.translator import build
+from lychgate.xds.translator import build, route_matcher
 from lychgate.xds.validate import Preflight
 
 
@@ -39,4 +40,18 @@ async def test_rejected_routes_are_named(tmp_path: Path) -> None:
     [blocked] = await pre.check(resources)
     assert blocked.type_url == types.LISTENER and blocked.name == "http-80"
     assert "(?=" in blocked.error
+    assert blocked.routes == ("httproute/default/lookahead/rule/0/match/0",)
+
+
+async def test_rejected_routes_are_named_inside_a_matcher_tree(tmp_path: Path) -> None:
+    # Enough routes for a prefix map on :path; the bad regex sits in every list of it.
+    pre = Preflight(envoy_binary(), tmp_path)
+    gateway = _gateway(("lookahead", "/b(?=c)"))
+    [vh] = gateway.listeners[0].virtual_hosts
+    prefixes = tuple(ir.Route(ir.RouteSource("HTTPRoute", "default", f"p{i}", 0, 0), ir.Match(path=f"/p{i}"),
+                              vh.routes[0].action) for i in range(route_matcher.MATCHER_MIN_ROUTES))
+    listener = replace(gateway.listeners[0], virtual_hosts=(replace(vh, routes=vh.routes + prefixes),))
+    resources = build(replace(gateway, listeners=(listener,)))
+    assert resources.message(types.ROUTE, "http-80").virtual_hosts[0].HasField("matcher")
+    [blocked] = await pre.check(resources)
     assert blocked.routes == ("httproute/default/lookahead/rule/0/match/0",)

@@ -33,6 +33,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from lychgate.log import component_logger
 from lychgate.xds import types
 from lychgate.xds.translator import Resources, as_message
+from lychgate.xds.translator.route_matcher import routes_of
 
 log = component_logger("xds")
 
@@ -110,7 +111,9 @@ class Preflight:
     async def _blame(self, unit: _Unit) -> tuple[str, ...]:
         """The route entries of a rejected listener that Envoy refuses on their own."""
         assert unit.listener is not None and unit.routes is not None
-        entries = [(vi, ri) for vi, vh in enumerate(unit.routes.virtual_hosts) for ri in range(len(vh.routes))]
+        routes = _linear(unit.routes)
+        unit = _Unit(unit.type_url, unit.name, listener=unit.listener, routes=routes)
+        entries = [(vi, ri) for vi, vh in enumerate(routes.virtual_hosts) for ri in range(len(vh.routes))]
         culprits: list[str] = []
 
         async def search(part: list[tuple[int, int]]) -> None:
@@ -118,7 +121,7 @@ class Preflight:
                 return
             if len(part) == 1:
                 vi, ri = part[0]
-                culprits.append(unit.routes.virtual_hosts[vi].routes[ri].name)  # type: ignore[union-attr]
+                culprits.append(routes.virtual_hosts[vi].routes[ri].name)
                 return
             half = len(part) // 2
             await search(part[:half])
@@ -202,6 +205,22 @@ def _inline_routes(
                         routes if routes is not None and routes.name == rds
                         else route_pb2.RouteConfiguration(name=rds))
                 f.typed_config.Pack(hcm)
+    return out
+
+
+def _linear(routes: route_pb2.RouteConfiguration) -> route_pb2.RouteConfiguration:
+    """The same routes with each virtual host's matcher tree as a plain list, so
+    route entries can be checked one by one (a route is valid or not wherever it
+    sits; the tree holds some routes several times)."""
+    if not any(vh.HasField("matcher") for vh in routes.virtual_hosts):
+        return routes
+    out = route_pb2.RouteConfiguration()
+    out.CopyFrom(routes)
+    for vh in out.virtual_hosts:
+        if vh.HasField("matcher"):
+            entries = routes_of(vh)
+            vh.ClearField("matcher")
+            vh.routes.extend(entries)
     return out
 
 

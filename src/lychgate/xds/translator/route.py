@@ -13,6 +13,7 @@ from envoy.type.v3 import percent_pb2
 from google.protobuf import duration_pb2
 
 from lychgate import ir
+from lychgate.xds.translator import route_matcher
 from lychgate.xds.translator.features import FEATURES
 from lychgate.xds.translator.wire import RawMessage, WireCache, repeated_field
 
@@ -56,9 +57,17 @@ def route_configuration(
 
 
 def virtual_host(vh: ir.VirtualHost) -> route_pb.VirtualHost:
-    return route_pb.VirtualHost(
-        name=vh.name, domains=list(vh.domains), routes=[envoy_route(r) for r in vh.routes]
-    )
+    """Routes in Gateway API precedence order: a list Envoy tries one by one, or,
+    for a virtual host with many routes, a prefix map on :path (route_matcher.py)
+    that gives the same answers without trying them all."""
+    out = route_pb.VirtualHost(name=vh.name, domains=list(vh.domains))
+    routes = [envoy_route(r) for r in vh.routes]
+    lists = route_matcher.use_matcher([r.match for r in vh.routes])
+    if lists is None:
+        out.routes.extend(routes)
+    else:
+        out.matcher.CopyFrom(route_matcher.path_matcher(routes, lists))
+    return out
 
 
 def _string_match(m: ir.StringMatch) -> string_pb2.StringMatcher:
