@@ -37,11 +37,14 @@ from lychgate.xds import types
 from lychgate.xds.cache import Snapshot, SnapshotCache, decode, make_snapshot, route_hash
 from lychgate.xds.server import AdsServer, ProxyConnection
 from lychgate.xds.translator import Resources, WireCache, build
+from lychgate.xds.translator.route_matcher import routes_of
 from lychgate.xds.validate import Blocked, Preflight
 
 log = component_logger("controlplane")
 
-DEBOUNCE_SECONDS = 0.005
+# Edits of one burst that arrive while a pass runs are taken by the next pass anyway;
+# this only gathers events already on their way (one source event often brings more).
+DEBOUNCE_SECONDS = 0.001
 RETRY_NACKED_SECONDS = 5.0
 
 _LISTENER_ERROR = re.compile(r"listener\(s\) ([^:]+): (.*)", re.S)
@@ -226,7 +229,9 @@ class ControlPlane:
                     waypoint_enabled=self.settings.waypoint_enabled,
                     inference_enabled=self.settings.inference_extension_enabled,
                 )
-                built = {ref: build(gw, self.wire) for ref, gw in self.translation.gateways.items()}
+                # Strict preflight validates whole route tables: it sees them unsplit.
+                threshold = 0 if self.preflight is not None else self.settings.route_scope_threshold
+                built = {ref: build(gw, self.wire, threshold) for ref, gw in self.translation.gateways.items()}
                 self.wire.sweep()
             for ref, resources in built.items():
                 if self.preflight is not None:
@@ -340,7 +345,7 @@ class ControlPlane:
         out = {}
         for packed in snapshot.resources.get(types.ROUTE, {}).values():
             for vh in decode(types.ROUTE, packed).virtual_hosts:
-                for route in vh.routes:
+                for route in routes_of(vh):  # listed, or in a matcher tree
                     out[route.name] = route_hash(route)
         return out
 

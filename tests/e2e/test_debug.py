@@ -131,3 +131,20 @@ def test_debug_report_finds_problems(running: Lychgate) -> None:
     text = lg.cli("debug").stdout
     assert "route httproute/default/app/rule/0/match/0 was translated but the proxy does not hold it" in text
     assert "strict validation" in text  # the recent control-plane errors say why
+
+
+def test_debug_sees_the_routes_of_a_matcher_tree(running: Lychgate) -> None:
+    """A host with many routes is a prefix map on :path in Envoy: debug still finds
+    each translated route on the proxy, once."""
+    from lychgate.xds.translator.route_matcher import MATCHER_MIN_ROUTES
+
+    lg = running
+    lg.write("many.yaml", "---\n".join(
+        ROUTE.format(name=f"m{i}", host="many.example.com", regex=f"/m{i}", backend="v1").replace(
+            "RegularExpression", "PathPrefix") for i in range(MATCHER_MIN_ROUTES)))
+    lg.start()
+    lg.wait_pod(lg.address(), "v1", f"/m{MATCHER_MIN_ROUTES - 1}/x", host="many.example.com")
+    report = json.loads(lg.cli("debug", "-o", "json").stdout)
+    [config] = [f for f in report["findings"] if f["step"] == "config"]
+    assert config["ok"], report
+    assert config["message"] == f"holds exactly the {MATCHER_MIN_ROUTES + 1} translated routes"

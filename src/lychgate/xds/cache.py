@@ -122,13 +122,14 @@ def decode(type_url: str, any_msg: any_pb2.Any) -> Any:
     from envoy.config.cluster.v3 import cluster_pb2
     from envoy.config.endpoint.v3 import endpoint_pb2
     from envoy.config.listener.v3 import listener_pb2
-    from envoy.config.route.v3 import route_pb2
+    from envoy.config.route.v3 import route_pb2, scoped_route_pb2
 
     cls = {
         types.CLUSTER: cluster_pb2.Cluster,
         types.ENDPOINT: endpoint_pb2.ClusterLoadAssignment,
         types.LISTENER: listener_pb2.Listener,
         types.ROUTE: route_pb2.RouteConfiguration,
+        types.SCOPED_ROUTE: scoped_route_pb2.ScopedRouteConfiguration,
     }[type_url]
     msg = cls()
     any_msg.Unpack(msg)

@@ -20,13 +20,14 @@ from lychgate.xds.translator import (  # noqa: F401
     inference,
     local_ratelimit,
     route_policy,
+    scoped,
     transformation,
     waypoint,
 )
 from lychgate.xds.translator.cluster import envoy_cluster, load_assignment
 from lychgate.xds.translator.features import FEATURES
-from lychgate.xds.translator.listener import envoy_listeners
-from lychgate.xds.translator.route import route_configuration
+from lychgate.xds.translator.listener import envoy_listeners, http_connection_manager
+from lychgate.xds.translator.route import route_configuration, route_table
 from lychgate.xds.translator.wire import RawMessage, WireCache, as_message
 
 
@@ -49,16 +50,55 @@ def _cached(cache: WireCache, obj: object, kind: str, cls: Any, make: Any) -> Ra
     return RawMessage(cls, data, digest.hex())
 
 
-def build(gateway: ir.GatewayIR, cache: WireCache | None = None) -> Resources:
+def _per_route_filters(http: ir.HTTPListener) -> bool:
+    """Does the listener have filters that routes turn on? Envoy decides which of
+    those run before a scoped table's filter has found the request's scope, so
+    such tables stay whole (policies, endpoint pickers)."""
+    return any(f.disabled for f in http_connection_manager(http).http_filters)
+
+
+def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tuple[str, str, str],
+                threshold: int) -> bool:
+    """Add a scoped route table's scopes and their RouteConfigurations; False
+    when the table stays one RouteConfiguration."""
+    if threshold <= 0 or len(http.virtual_hosts) < threshold or _per_route_filters(http):
+        cache.tables.pop(key, None)
+        return False
+    table = cache.tables.get(key)
+    if table is None:
+        table = cache.tables[key] = scoped.ScopedTable()
+    table.update(http.virtual_hosts)
+    cache.keep(len(http.virtual_hosts))
+    if not table.scoped(threshold):
+        return False
+    for i in range(scoped.SCOPES):
+        name = scoped.scope_name(http.name, i)
+        version, message = table.built.get(i, (-1, None))
+        if version != table.versions[i]:
+            message = route_table(name, table.scope(i), cache, (*key, i), remove_headers=(scoped.SCOPE_HEADER,))
+            table.built[i] = (table.versions[i], message)
+        out.add(types.ROUTE, name, message)
+    for scope in scoped.scope_resources(http.name):
+        out.add(types.SCOPED_ROUTE, scope.name, scope)
+    return True
+
+
+def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
+          scope_threshold: int = 0) -> Resources:
     """Envoy resources for a Gateway. A `cache` kept across calls serializes each
-    unchanged virtual host and cluster only once."""
+    unchanged virtual host and cluster only once. Route tables with at least
+    `scope_threshold` hosts are split into scopes (scoped.py; 0: never)."""
     cache = cache or WireCache()
     out = Resources(by_type={t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER, types.ROUTE)})
-    for listener in envoy_listeners(gateway):
-        out.add(types.LISTENER, listener.name, listener)
+    scoped_tables = set()
     for http in gateway.listeners:
-        out.add(types.ROUTE, http.name,
-                route_configuration(http, cache, key=(gateway.namespace, gateway.name, http.name)))
+        key = (gateway.namespace, gateway.name, http.name)
+        if _add_scopes(out, http, cache, key, scope_threshold):
+            scoped_tables.add(http.name)
+        else:
+            out.add(types.ROUTE, http.name, route_configuration(http, cache, key))
+    for listener in envoy_listeners(gateway, scoped_tables):
+        out.add(types.LISTENER, listener.name, listener)
     for cluster in gateway.clusters:
         out.add(types.CLUSTER, cluster.name,
                 _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster))

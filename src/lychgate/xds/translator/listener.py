@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2, udp_listener_config_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
@@ -16,6 +18,7 @@ from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from google.protobuf import any_pb2
 
 from lychgate import ir
+from lychgate.xds.translator import scoped
 from lychgate.xds.translator.features import FEATURES
 from lychgate.xds.translator.route import INVALID_BACKEND
 
@@ -33,16 +36,24 @@ def _pack(message: object) -> any_pb2.Any:
     return out
 
 
-def http_connection_manager(listener: ir.HTTPListener) -> hcm_pb.HttpConnectionManager:
+def http_connection_manager(listener: ir.HTTPListener, scoped_table: bool = False) -> hcm_pb.HttpConnectionManager:
+    """`scoped_table`: the listener's routes are split into scopes (scoped.py)."""
     hcm = hcm_pb.HttpConnectionManager(
         stat_prefix=listener.name,
-        rds=hcm_pb.Rds(config_source=ads_source(), route_config_name=listener.name),
         normalize_path={"value": True},
         merge_slashes=True,
         use_remote_address={"value": True},
     )
+    if scoped_table:
+        hcm.scoped_routes.CopyFrom(scoped.scoped_routes(listener.name, ads_source()))
+    else:
+        hcm.rds.CopyFrom(hcm_pb.Rds(config_source=ads_source(), route_config_name=listener.name))
     for feature in FEATURES:
         feature.patch_hcm(listener, hcm)
+    if scoped_table:
+        # First: every later filter that asks for the route must find it in the request's scope.
+        hcm.http_filters.insert(0, hcm_pb.HttpFilter(
+            name=scoped.FILTER_NAME, typed_config=_pack(scoped.scope_filter(listener.name))))
     # The router is always last: filters a feature added run before it.
     hcm.http_filters.append(
         hcm_pb.HttpFilter(name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router()))
@@ -86,10 +97,10 @@ def _chain(name: str, server_names: tuple[str, ...], tls: ir.DownstreamTLS | Non
     return chain
 
 
-def _http_chain(listener: ir.HTTPListener) -> listener_components_pb2.FilterChain:
+def _http_chain(listener: ir.HTTPListener, scoped_table: bool) -> listener_components_pb2.FilterChain:
     hcm = listener_components_pb2.Filter(
         name="envoy.filters.network.http_connection_manager",
-        typed_config=_pack(http_connection_manager(listener)),
+        typed_config=_pack(http_connection_manager(listener, scoped_table)),
     )
     return _chain(listener.name, listener.server_names, listener.tls, hcm)
 
@@ -130,9 +141,10 @@ def _udp_listener(listener: ir.UDPListener) -> listener_pb2.Listener:
     )
 
 
-def envoy_listeners(gateway: ir.GatewayIR) -> list[listener_pb2.Listener]:
+def envoy_listeners(gateway: ir.GatewayIR, scoped_tables: Set[str] = frozenset()) -> list[listener_pb2.Listener]:
     """One Envoy listener per address and port, with one filter chain per Gateway
-    listener (or TLSRoute hostname set) served there."""
+    listener (or TLSRoute hostname set) served there. `scoped_tables`: the HTTP
+    listeners whose routes are split into scopes."""
     ports: dict[tuple[str, int], list[ir.HTTPListener | ir.TCPListener]] = {}
     out: list[listener_pb2.Listener] = []
     for chain in (*gateway.listeners, *gateway.streams):
@@ -152,7 +164,8 @@ def envoy_listeners(gateway: ir.GatewayIR) -> list[listener_pb2.Listener]:
             # a taken port is refused and reported on the listener's status.
             enable_reuse_port={"value": False},
             address=_socket(address, port),
-            filter_chains=[_http_chain(c) if isinstance(c, ir.HTTPListener) else _tcp_chain(c) for c in chains],
+            filter_chains=[_http_chain(c, c.name in scoped_tables) if isinstance(c, ir.HTTPListener) else _tcp_chain(c)
+                           for c in chains],
         )
         if tls:
             listener.listener_filters.append(listener_components_pb2.ListenerFilter(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
@@ -13,7 +13,7 @@ from envoy.type.v3 import percent_pb2
 from google.protobuf import duration_pb2
 
 from lychgate import ir
-from lychgate.xds.translator import route_matcher
+from lychgate.xds.translator import route_matcher, scoped
 from lychgate.xds.translator.features import FEATURES
 from lychgate.xds.translator.wire import RawMessage, WireCache, repeated_field
 
@@ -37,21 +37,30 @@ def _framed_host(vh: ir.VirtualHost) -> bytes:
 def route_configuration(
     listener: ir.HTTPListener, cache: WireCache | None = None, key: Hashable | None = None
 ) -> RawMessage:
-    """Assembled from each virtual host's cached bytes: only changed hosts are
-    serialized again, and the digest comes from the hosts' digests. With a `key`
-    naming the table across passes (gateway and listener), hosts that stayed
-    the same objects are not even looked up one by one (WireCache.get_all)."""
+    return route_table(listener.name, listener.virtual_hosts, cache, key)
+
+
+def route_table(
+    name: str, vhosts: Sequence[ir.VirtualHost], cache: WireCache | None = None, key: Hashable | None = None,
+    remove_headers: Sequence[str] = (),
+) -> RawMessage:
+    """A RouteConfiguration assembled from each virtual host's cached bytes: only
+    changed hosts are serialized again, and the digest comes from the hosts'
+    digests. With a `key` naming the table across passes (gateway and table),
+    hosts that stayed the same objects are not even looked up one by one
+    (WireCache.get_all). `remove_headers` never reach a backend."""
     head = route_pb2.RouteConfiguration(
-        name=listener.name,
+        name=name,
         # Route entries naming unknown clusters answer 500, the Gateway API's
         # answer for a backend that cannot be resolved.
         validate_clusters={"value": False},
         # Host headers may carry a port ("example.com:8080"); Gateway API hostnames
         # don't. Matching ignores it, and the backend still sees the Host as sent.
         ignore_port_in_host_matching=True,
+        request_headers_to_remove=list(remove_headers),
     ).SerializeToString(deterministic=True)
     cache = cache or WireCache()
-    data, digests = cache.get_all(key, listener.virtual_hosts, "vhost", _framed_host)
+    data, digests = cache.get_all(key, vhosts, "vhost", _framed_host)
     digest = hashlib.blake2b(head + b"".join(digests), digest_size=8).hexdigest()
     return RawMessage(route_pb2.RouteConfiguration, head + b"".join(data), digest)
 
@@ -240,6 +249,9 @@ def envoy_route(r: ir.Route) -> route_pb.Route:
         out.direct_response.status = action.status
         if action.body:
             out.direct_response.body.inline_string = action.body
+    if isinstance(action, ir.Forward) and action.websocket:
+        # Read by a scoped table's filter, which sees upgrades before the route does.
+        out.metadata.filter_metadata[scoped.FILTER_NAME].update({"upgrade": "websocket"})
     out.request_headers_to_add.extend(header_values(r.request_headers))
     out.request_headers_to_remove.extend(r.request_headers.remove)
     out.response_headers_to_add.extend(header_values(r.response_headers))

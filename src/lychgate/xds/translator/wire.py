@@ -70,6 +70,8 @@ class WireCache:
         self._used = 0
         # per sequence key: the items of the last call, their bytes and digests
         self._sequences: dict[Hashable, tuple[Sequence[Any], list[bytes], list[bytes]]] = {}
+        # Route tables split into scopes, by (namespace, gateway, table) (scoped.py).
+        self.tables: dict[Hashable, Any] = {}
 
     def get(self, obj: Any, kind: str, encode: Callable[[Any], bytes]) -> tuple[bytes, bytes]:
         """(encode(obj), its 8-byte digest), encoded once per object."""
@@ -98,9 +100,9 @@ class WireCache:
             old_digests: list[bytes] = []
         else:
             old, old_data, old_digests = previous
-            head = _same_run(items, old)
+            head = same_run(items, old)
             limit = min(len(items), len(old)) - head
-            tail = min(_same_run(items[::-1], old[::-1]), limit)
+            tail = min(same_run(items[::-1], old[::-1]), limit)
         middle = [self.get(item, kind, encode) for item in items[head:len(items) - tail]]
         end = len(old_data) - tail
         data = [*old_data[:head], *(d for d, _ in middle), *old_data[end:]]
@@ -110,16 +112,22 @@ class WireCache:
             self._sequences[key] = (tuple(items), data, digests)
         return data, digests
 
+    def keep(self, count: int) -> None:
+        """Count `count` entries as used this pass without looking them up (they
+        sit in a scoped table that did not change)."""
+        self._used += count
+
     def sweep(self) -> None:
         """Forget everything once stale entries outnumber the used ones (walking
         them every pass to find the stale few would cost more)."""
         if len(self._entries) > 2 * self._used + 1000:
             self._entries = {}
             self._sequences = {}
+            self.tables = {}
         self._used = 0
 
 
-def _same_run(items: Sequence[Any], old: Sequence[Any]) -> int:
+def same_run(items: Sequence[Any], old: Sequence[Any]) -> int:
     """How many leading items are the same objects in both sequences."""
     differing = itertools.compress(itertools.count(), map(operator.is_not, items, old))
     return next(differing, min(len(items), len(old)))

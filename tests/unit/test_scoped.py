@@ -1,0 +1,124 @@
+"""Route tables split into scopes (xds/translator/scoped.py).
+
+The incremental split must equal a fresh split after any change, a host must
+sit in the scope its name hashes to, wildcard hosts in every scope, and the
+tables that must stay whole (too few hosts, wildcard-heavy, filters that
+routes turn on) must stay whole. tests/e2e/test_scoped_routes.py sends requests
+through the real Envoy, whose Lua filter computes the same hash."""
+
+from __future__ import annotations
+
+import random
+
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb,
+)
+
+from lychgate import ir
+from lychgate.xds import types
+from lychgate.xds.translator import build, scoped
+from lychgate.xds.translator.wire import WireCache
+
+CLUSTER = "kube/default/svc/80"
+
+
+def vhost(host: str, routes: int = 1, tag: str = "") -> ir.VirtualHost:
+    return ir.VirtualHost(
+        name=f"80/{host}", domains=(host,),
+        routes=tuple(ir.Route(ir.RouteSource("HTTPRoute", "default", f"{host}{tag}", i, 0),
+                              ir.Match(path=f"/{i}"), ir.Forward((ir.WeightedCluster(CLUSTER, 1),)))
+                     for i in range(routes)))
+
+
+def gateway(vhosts: list[ir.VirtualHost], **listener: object) -> ir.GatewayIR:
+    http = ir.HTTPListener(name="http-80", address="127.0.0.1", port=80, virtual_hosts=tuple(vhosts),
+                           **listener)  # type: ignore[arg-type]
+    return ir.GatewayIR(namespace="default", name="gw", listeners=(http,), clusters=())
+
+
+def fresh_split(vhosts: list[ir.VirtualHost]) -> tuple[list[list[str]], list[str]]:
+    table = scoped.ScopedTable()
+    table.update(vhosts)
+    return [[vh.name for vh in e] for e in table.exact], [vh.name for vh in table.shared]
+
+
+def test_incremental_split_equals_a_fresh_split() -> None:
+    rng = random.Random(7)
+    hosts = [vhost(f"h{i:03d}.example.com") for i in range(200)] + [vhost("*.wild.example.com")]
+    table = scoped.ScopedTable()
+    current = sorted(rng.sample(hosts, 120), key=lambda v: v.name)
+    table.update(current)
+    for step in range(60):
+        kind = step % 4
+        if kind == 0:  # a host comes
+            current = sorted({*current, rng.choice(hosts)}, key=lambda v: v.name)
+        elif kind == 1 and current:  # a host goes
+            current = [v for v in current if v is not rng.choice(current)]
+        elif kind == 2 and current:  # a host's routes change: a new object, same name
+            i = rng.randrange(len(current))
+            current = [*current[:i], vhost(current[i].domains[0], 2, tag=str(step)), *current[i + 1:]]
+        else:  # two changes far apart in one pass
+            if len(current) > 2:
+                current = [vhost(current[0].domains[0], 3, str(step)), *current[1:-1],
+                           vhost(current[-1].domains[0], 3, str(step))]
+        table.update(current)
+        exact, shared = fresh_split(current)
+        assert [[vh.name for vh in e] for e in table.exact] == exact, f"step {step}"
+        assert [vh.name for vh in table.shared] == shared, f"step {step}"
+        assert table.exact_routes == sum(len(v.routes) for v in current if "*" not in v.domains[0])
+
+
+def test_each_host_sits_in_the_scope_of_its_hash_and_wildcards_in_all() -> None:
+    hosts = [vhost(f"h{i}.example.com") for i in range(300)]
+    wild = [vhost("*.example.com"), vhost("*")]
+    table = scoped.ScopedTable()
+    table.update(sorted([*hosts, *wild], key=lambda v: v.name))
+    for vh in hosts:
+        i = scoped.bucket(vh.domains[0])
+        assert vh in table.scope(i)
+    for i in range(scoped.SCOPES):
+        assert table.scope(i)[-2:] == sorted(wild, key=lambda v: v.name)
+    # The hash ignores ASCII case, as the Lua filter lowers the Host first.
+    assert scoped.bucket("H1.Example.COM") == scoped.bucket("h1.example.com")
+
+
+def test_build_splits_a_big_table_into_scopes() -> None:
+    vhosts = [vhost(f"h{i:03d}.example.com") for i in range(100)]
+    resources = build(gateway(vhosts), WireCache(), scope_threshold=50)
+    routes = resources.by_type[types.ROUTE]
+    assert sorted(routes) == sorted(scoped.scope_name("http-80", i) for i in range(scoped.SCOPES))
+    assert len(resources.by_type[types.SCOPED_ROUTE]) == scoped.SCOPES
+    target = scoped.scope_name("http-80", scoped.bucket("h042.example.com"))
+    held = {vh.name for vh in resources.message(types.ROUTE, target).virtual_hosts}
+    assert "80/h042.example.com" in held
+    assert list(resources.message(types.ROUTE, target).request_headers_to_remove) == [scoped.SCOPE_HEADER]
+    hcm = hcm_pb.HttpConnectionManager()
+    resources.message(types.LISTENER, "http-80").filter_chains[0].filters[0].typed_config.Unpack(hcm)
+    assert hcm.WhichOneof("route_specifier") == "scoped_routes"
+    assert hcm.http_filters[0].name == scoped.FILTER_NAME  # before any filter that asks for the route
+    assert hcm.http_filters[-1].name == "envoy.filters.http.router"
+
+
+def test_tables_that_stay_whole() -> None:
+    many = [vhost(f"h{i:03d}.example.com") for i in range(100)]
+
+    def whole(gw: ir.GatewayIR, threshold: int = 50) -> bool:
+        return list(build(gw, WireCache(), scope_threshold=threshold).by_type[types.ROUTE]) == ["http-80"]
+
+    assert whole(gateway(many[:49]))  # below the threshold
+    assert whole(gateway(many), threshold=0)  # turned off (strict validation)
+    # A catch-all with more routes than a scope's share would be copied SCOPES-fold.
+    assert whole(gateway([*many, vhost("*", routes=5)]))
+    assert not whole(gateway([*many, vhost("*", routes=1)]))
+    # Filters that routes turn on are chosen before the scope is known.
+    assert whole(gateway(many, policy_filters=True))
+
+
+def test_a_changed_host_rebuilds_only_its_scope() -> None:
+    cache = WireCache()
+    vhosts = [vhost(f"h{i:03d}.example.com") for i in range(100)]
+    before = build(gateway(vhosts), cache, scope_threshold=50).by_type[types.ROUTE]
+    vhosts[42] = vhost("h042.example.com", routes=2)
+    after = build(gateway(vhosts), cache, scope_threshold=50).by_type[types.ROUTE]
+    changed = {name for name in after if after[name] is not before[name]}
+    assert changed == {scoped.scope_name("http-80", scoped.bucket("h042.example.com"))}
