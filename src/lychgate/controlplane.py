@@ -14,7 +14,7 @@ import contextlib
 import gc
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -148,6 +148,21 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic collection while translation runs (it never awaits, so nothing
+    else runs meanwhile). A full pass at 10,000 routes builds millions of objects
+    that live on, and the collector rescanned them as they aged: 0.4-0.6 s of a
+    2 s pass. Garbage cycles wait until the pass is over."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class ControlPlane:
     def __init__(
         self,
@@ -218,7 +233,7 @@ class ControlPlane:
         change = self.store.drain()
         self._feedback_changed.clear()
         try:
-            with metrics.TRANSLATION_DURATION.time():
+            with metrics.TRANSLATION_DURATION.time(), _collector_paused():
                 self.translation = translate(
                     self.store, self.deployer.address_for, self._feedback(),
                     # Optional: a deployer whose clients reach the Gateway elsewhere
