@@ -198,6 +198,7 @@ class ControlPlane:
         self._retired: dict[str, dict[str, tuple[Any, Any]]] = {}
         self.ads.on_ack = self._on_ack
         self._feedback_changed = asyncio.Event()
+        self._recorded: dict[str, dict[str, str]] = {}  # gateway -> type -> version its metrics show
 
     # --- the loop ------------------------------------------------------------
 
@@ -365,13 +366,18 @@ class ControlPlane:
         return out
 
     def _record_snapshot(self, ref: str, snapshot: Snapshot) -> None:
+        recorded = self._recorded.setdefault(ref, {})
         for type_url, byname in snapshot.resources.items():
+            if recorded.get(type_url) == snapshot.version(type_url):
+                continue  # sizes unchanged: don't walk thousands of resources again
+            recorded[type_url] = snapshot.version(type_url)
             short = types.SHORT.get(type_url, type_url)
             metrics.SNAPSHOT_RESOURCES.labels(ref, short).set(len(byname))
             metrics.SNAPSHOT_BYTES.labels(ref, short).set(sum(len(a.value) for a in byname.values()))
 
     def _forget_snapshot(self, ref: str) -> None:
         self.blocked.pop(ref, None)
+        self._recorded.pop(ref, None)
         for type_url in types.PUSH_ORDER:
             short = types.SHORT.get(type_url, type_url)
             for gauge in (metrics.SNAPSHOT_RESOURCES, metrics.SNAPSHOT_BYTES):

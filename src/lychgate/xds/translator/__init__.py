@@ -78,8 +78,8 @@ def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tu
             message = route_table(name, table.scope(i), cache, (*key, i), remove_headers=(scoped.SCOPE_HEADER,))
             table.built[i] = (table.versions[i], message)
         out.add(types.ROUTE, name, message)
-    for scope in scoped.scope_resources(http.name):
-        out.add(types.SCOPED_ROUTE, scope.name, scope)
+    for name, scope in scoped.scope_resources(http.name):
+        out.add(types.SCOPED_ROUTE, name, scope)
     return True
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +37,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 
 from lychgate import ir
-from lychgate.xds.translator.wire import same_run
+from lychgate.xds.translator.wire import RawMessage, same_run
 
 SCOPES = 64
 SCOPE_HEADER = "x-lychgate-scope"
@@ -164,12 +165,16 @@ def scope_filter(table: str) -> lua_pb2.Lua:
     return lua_pb2.Lua(default_source_code={"inline_string": code})
 
 
-def scope_resources(table: str) -> list[scoped_route_pb2.ScopedRouteConfiguration]:
-    """One scope per hash value, each naming its RouteConfiguration."""
+@functools.lru_cache(maxsize=256)
+def scope_resources(table: str) -> tuple[tuple[str, RawMessage], ...]:
+    """One scope per hash value, each naming its RouteConfiguration; the same
+    for a table pass after pass, so serialized once."""
     out = []
     for i in range(SCOPES):
         scope = scoped_route_pb2.ScopedRouteConfiguration(
             name=scope_name(table, i), route_configuration_name=scope_name(table, i))
         scope.key.fragments.add(string_key=scope_name(table, i))
-        out.append(scope)
-    return out
+        data = scope.SerializeToString(deterministic=True)
+        out.append((scope.name, RawMessage(scoped_route_pb2.ScopedRouteConfiguration, data,
+                                           hashlib.blake2b(data, digest_size=8).hexdigest())))
+    return tuple(out)
