@@ -122,3 +122,18 @@ def test_a_changed_host_rebuilds_only_its_scope() -> None:
     after = build(gateway(vhosts), cache, scope_threshold=50).by_type[types.ROUTE]
     changed = {name for name in after if after[name] is not before[name]}
     assert changed == {scoped.scope_name("http-80", scoped.bucket("h042.example.com"))}
+
+
+def test_a_split_table_stays_split_a_little_below_the_threshold() -> None:
+    """Switching changes the listener (its connections drain): no flapping at the threshold."""
+    cache = WireCache()
+    hosts = [vhost(f"h{i:03d}.example.com") for i in range(100)]
+
+    def split(n: int) -> bool:
+        return types.SCOPED_ROUTE in build(gateway(hosts[:n]), cache, scope_threshold=50).by_type
+
+    assert not split(49)
+    assert split(50)
+    assert split(45)  # stays split down to 4/5 of the threshold
+    assert not split(39)
+    assert not split(45)  # and once whole, splits again only at the threshold

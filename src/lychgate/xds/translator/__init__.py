@@ -61,10 +61,11 @@ def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tu
                 threshold: int) -> bool:
     """Add a scoped route table's scopes and their RouteConfigurations; False
     when the table stays one RouteConfiguration."""
-    if threshold <= 0 or len(http.virtual_hosts) < threshold or _per_route_filters(http):
+    table = cache.tables.get(key)
+    floor = threshold if table is None or not table.active else scoped.keep_below(threshold)
+    if threshold <= 0 or len(http.virtual_hosts) < floor or _per_route_filters(http):
         cache.tables.pop(key, None)
         return False
-    table = cache.tables.get(key)
     if table is None:
         table = cache.tables[key] = scoped.ScopedTable()
     table.update(http.virtual_hosts)

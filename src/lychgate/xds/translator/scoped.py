@@ -103,6 +103,7 @@ class ScopedTable:
         self.shared_routes = 0
         self.versions = [0] * SCOPES  # bumped whenever a scope's list changes
         self.built: dict[int, tuple[int, Any]] = {}  # scope -> (version, its RouteConfiguration)
+        self.active = False  # split on the last pass
 
     def update(self, vhosts: Sequence[ir.VirtualHost]) -> None:
         head = same_run(vhosts, self.vhosts)
@@ -140,14 +141,24 @@ class ScopedTable:
         del items[at]
 
     def scoped(self, threshold: int) -> bool:
-        """From `threshold` exact hosts on, and only while the wildcard hosts
-        copied into every scope hold fewer routes than the table has per scope
-        (a table of mostly wildcard routes would grow SCOPES-fold instead)."""
+        """From `threshold` exact hosts on (and down to keep_below(threshold)
+        once split), and only while the wildcard hosts copied into every scope
+        hold fewer routes than the table has per scope (a table of mostly
+        wildcard routes would grow SCOPES-fold instead)."""
         exact = len(self.vhosts) - len(self.shared)
-        return 0 < threshold <= exact and SCOPES * self.shared_routes <= self.exact_routes
+        floor = keep_below(threshold) if self.active else threshold
+        self.active = 0 < floor <= exact and SCOPES * self.shared_routes <= self.exact_routes
+        return self.active
 
     def scope(self, index: int) -> list[ir.VirtualHost]:
         return [*self.exact[index], *self.shared]
+
+
+def keep_below(threshold: int) -> int:
+    """A split table stays split down to this many hosts: switching changes the
+    listener, which drains its connections, so a table near the threshold must
+    not switch back and forth."""
+    return threshold * 4 // 5
 
 
 def scoped_routes(table: str, source: config_source_pb2.ConfigSource) -> hcm_pb.ScopedRoutes:
