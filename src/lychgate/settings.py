@@ -63,7 +63,7 @@ class Settings(BaseSettings):
         ValidationLevel.STANDARD, description="standard or strict (case-insensitive)."
     )
     route_scope_threshold: int = Field(
-        500, description="Split an HTTP route table with this many hosts into scopes, so a change "
+        2000, description="Split an HTTP route table with this many hosts into scopes, so a change "
         "re-sends one small table (0: never; strict validation never splits).")
     xds_tls_enabled: bool = Field(False, description="Serve xDS over TLS.")
     xds_tls_dir: Path = Field(

@@ -12,6 +12,7 @@ where the backend speaks WebSocket.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 
 import aiohttp
@@ -93,6 +94,10 @@ def test_every_request_reaches_what_the_whole_table_routes_it_to(stack: Stack) -
     # The scope key header is ours: backends never see it.
     seen = stack.backends["v2"].seen[-1]
     assert "x-lychgate-scope" not in seen.headers
+    # `lychgate debug` finds every translated route on the proxy, scopes and all.
+    report = json.loads(lg.cli("debug", "-o", "json").stdout)
+    [config] = [f for f in report["findings"] if f["step"] == "config"]
+    assert config["ok"], config
 
 
 def test_hosts_come_and_go_while_running(stack: Stack) -> None:
