@@ -37,7 +37,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 
 from lychgate import ir
-from lychgate.xds.translator.wire import RawMessage, same_run
+from lychgate.xds.translator.wire import RawMessage, unchanged_ends
 
 SCOPES = 64
 SCOPE_HEADER = "x-lychgate-scope"
@@ -106,8 +106,7 @@ class ScopedTable:
         self.active = False  # split on the last pass
 
     def update(self, vhosts: Sequence[ir.VirtualHost]) -> None:
-        head = same_run(vhosts, self.vhosts)
-        tail = min(same_run(vhosts[::-1], self.vhosts[::-1]), min(len(vhosts), len(self.vhosts)) - head)
+        head, tail = unchanged_ends(vhosts, self.vhosts)
         gone, came = self.vhosts[head:len(self.vhosts) - tail], vhosts[head:len(vhosts) - tail]
         # Two changes far apart leave unchanged hosts between them: those stay put.
         kept = {id(vh) for vh in gone} & {id(vh) for vh in came}

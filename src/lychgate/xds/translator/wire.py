@@ -100,9 +100,7 @@ class WireCache:
             old_digests: list[bytes] = []
         else:
             old, old_data, old_digests = previous
-            head = same_run(items, old)
-            limit = min(len(items), len(old)) - head
-            tail = min(same_run(items[::-1], old[::-1]), limit)
+            head, tail = unchanged_ends(items, old)
         middle = [self.get(item, kind, encode) for item in items[head:len(items) - tail]]
         end = len(old_data) - tail
         data = [*old_data[:head], *(d for d, _ in middle), *old_data[end:]]
@@ -127,7 +125,14 @@ class WireCache:
         self._used = 0
 
 
-def same_run(items: Sequence[Any], old: Sequence[Any]) -> int:
-    """How many leading items are the same objects in both sequences."""
+def unchanged_ends(items: Sequence[Any], old: Sequence[Any]) -> tuple[int, int]:
+    """How many leading and trailing items are the very objects of `old`, found
+    at C speed (the two runs never overlap)."""
+    head = _same_run(items, old)
+    tail = _same_run(items[::-1], old[::-1])
+    return head, min(tail, min(len(items), len(old)) - head)
+
+
+def _same_run(items: Sequence[Any], old: Sequence[Any]) -> int:
     differing = itertools.compress(itertools.count(), map(operator.is_not, items, old))
     return next(differing, min(len(items), len(old)))
