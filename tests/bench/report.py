@@ -11,6 +11,7 @@ from tests.bench.common import DOCS, OUT_DIR
 
 RESULTS = OUT_DIR / "results.json"
 MARKDOWN = DOCS / "benchmarks.md"
+HISTORY = DOCS / "benchmarks" / "history.md"
 ORDER = ["translation", "propagation", "status", "churn", "dataplane"]
 
 
@@ -117,6 +118,8 @@ def markdown(data: dict[str, Any]) -> str:
             op = {"<=": "≤", ">=": "≥", "==": "="}[c["op"]]
             lines.append(f"| {name} | {c['target']} | {op} {fmt(c['limit'], c['unit'])} | "
                          f"{fmt(c['measured'], c['unit'])} | {verdict(c)} | {margin(c)} |")
+    if HISTORY.exists():  # written by hand: which change moved which figure
+        lines += ["", HISTORY.read_text().strip()]
     for name in names:
         b = benches[name]
         lines += ["", f"## {b.get('title', name)}", ""]
