@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lychgate import ir
 from lychgate.admin import metrics
 from lychgate.api.base import ObjectMeta, now
 from lychgate.api.gateway import Gateway, GatewayClass, GatewayClassSpec
@@ -148,6 +149,12 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
+def _wire_entries(gateway: ir.GatewayIR) -> int:
+    """About how many WireCache entries a Gateway's resources hold (virtual hosts,
+    clusters and their endpoints), counted as used when its build is skipped."""
+    return sum(len(listener.virtual_hosts) for listener in gateway.listeners) + 2 * len(gateway.clusters)
+
+
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
     """No cyclic collection while translation runs (it never awaits, so nothing
@@ -199,6 +206,8 @@ class ControlPlane:
         self.ads.on_ack = self._on_ack
         self._feedback_changed = asyncio.Event()
         self._recorded: dict[str, dict[str, str]] = {}  # gateway -> type -> version its metrics show
+        # The IR each Gateway's current snapshot was built from (see _same_as_served).
+        self._served_from: dict[str, ir.GatewayIR] = {}
 
     # --- the loop ------------------------------------------------------------
 
@@ -247,18 +256,25 @@ class ControlPlane:
                 )
                 # Strict preflight validates whole route tables: it sees them unsplit.
                 threshold = 0 if self.preflight is not None else self.settings.route_scope_threshold
-                built = {ref: build(gw, self.wire, threshold) for ref, gw in self.translation.gateways.items()}
+                built = {}
+                for ref, gw in self.translation.gateways.items():
+                    if self._same_as_served(ref, gw):
+                        self.wire.keep(_wire_entries(gw))
+                    else:
+                        built[ref] = build(gw, self.wire, threshold)
                 self.wire.sweep()
             for ref, resources in built.items():
                 if self.preflight is not None:
                     resources = await self._preflight(ref, resources)
                 self._keep_retired_clusters(ref, resources)
                 self._record_snapshot(ref, self.cache.set(ref, resources))
-            for ref in set(self.cache.nodes()) - built.keys():
+                self._served_from[ref] = self.translation.gateways[ref]
+            for ref in set(self.cache.nodes()) - self.translation.gateways.keys():
                 self.cache.remove(ref)
                 self._forget_snapshot(ref)
                 self.intended.pop(ref, None)
                 self._retired.pop(ref, None)
+                self._served_from.pop(ref, None)
             await self.deployer.sync(self.translation.proxies)
             changed = self.status.update(self.translation.status)
             for key in changed:
@@ -282,6 +298,17 @@ class ControlPlane:
         log.debug("sync pass %d: revision %d, %d gateways, %d status changes in %.1f ms",
                   self.passes, report.revision, report.gateways, report.status_changed, report.seconds * 1000)
         return report
+
+    def _same_as_served(self, ref: str, gateway: ir.GatewayIR) -> bool:
+        """Is the Gateway's IR equal to the one its snapshot was built from? Then
+        building would give the same resources: with 100 Gateways, a change on
+        one no longer builds and snapshots the other 99. Equal IR compares at C
+        speed where it is the same objects (unchanged virtual hosts, clusters).
+        Held-back clusters (make before break) and strict preflight rebuild."""
+        if self.preflight is not None or ref in self._retired:
+            return False
+        served = self._served_from.get(ref)
+        return served is not None and served == gateway
 
     # --- make before break -----------------------------------------------------------
 

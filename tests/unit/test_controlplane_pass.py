@@ -1,0 +1,99 @@
+"""A control-loop pass rebuilds only the Gateways whose IR changed.
+
+A real ControlPlane and store, with a deployer that starts nothing (no Envoy:
+this checks what the pass hands the xDS cache). With many Gateways, a change on
+one must not rebuild and re-snapshot the others, and a change that reaches a
+Gateway must always reach its snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lychgate import controlplane
+from lychgate.api.base import ObjectKey
+from lychgate.api.registry import parse
+from lychgate.controlplane import ControlPlane, builtin_class
+from lychgate.settings import Settings
+from lychgate.xds import types
+from lychgate.xds.translator import build
+
+
+class NoProxies:
+    def address_for(self, gateway: Any) -> str:
+        return "127.0.0.1"
+
+    async def sync(self, intents: Any) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def proxy_state(self, ref: str) -> str | None:
+        return None
+
+
+def gateway(name: str) -> Any:
+    return parse({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                  "metadata": {"name": name, "namespace": "default"},
+                  "spec": {"gatewayClassName": "lychgate",
+                           "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080}]}})
+
+
+def route(name: str, gw: str, path: str = "/") -> Any:
+    return parse({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                  "metadata": {"name": name, "namespace": "default"},
+                  "spec": {"parentRefs": [{"name": gw}], "hostnames": [f"{name}.example.com"],
+                           "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}]}]}})
+
+
+def test_a_change_rebuilds_only_the_gateways_it_reaches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[str] = []
+
+    def counting_build(gw: Any, *args: Any) -> Any:
+        built.append(gw.ref)
+        return build(gw, *args)
+
+    monkeypatch.setattr(controlplane, "build", counting_build)
+    cp = ControlPlane(Settings(state_dir=tmp_path), NoProxies())  # type: ignore[arg-type]
+    cp.store.upsert(builtin_class())
+    for gw in ("a", "b"):
+        cp.store.upsert(gateway(gw))
+        cp.store.upsert(route(f"r-{gw}", gw))
+
+    def snapshots() -> dict[str, Any]:
+        return {ref: cp.cache.get(ref) for ref in ("default/a", "default/b")}
+
+    def routes_of(ref: str) -> bytes:
+        snap = cp.cache.get(ref)
+        assert snap is not None
+        return b"".join(a.value for a in snap.resources[types.ROUTE].values())
+
+    asyncio.run(cp.sync_once())
+    first = snapshots()
+    assert all(first.values())
+    assert sorted(built) == ["default/a", "default/b"]
+
+    cp.store.upsert(route("r-a", "a", path="/v2"))  # reaches Gateway a only
+    asyncio.run(cp.sync_once())
+    second = snapshots()
+    assert second["default/a"] is not first["default/a"]
+    assert b"/v2" in routes_of("default/a")
+    assert second["default/b"] is first["default/b"]
+    assert built[2:] == ["default/a"]  # b was not built again
+
+    cp.store.upsert(route("r-new", "b"))  # now b changes
+    asyncio.run(cp.sync_once())
+    assert cp.cache.get("default/b") is not first["default/b"]
+    assert b"r-new.example.com" in routes_of("default/b")
+
+    cp.store.delete(ObjectKey("Gateway", "default", "b"))
+    asyncio.run(cp.sync_once())
+    assert cp.cache.get("default/b") is None
+    cp.store.upsert(gateway("b"))  # back with the same routes: served again
+    asyncio.run(cp.sync_once())
+    assert b"r-new.example.com" in routes_of("default/b")
