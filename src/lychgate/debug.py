@@ -12,7 +12,6 @@ admin interface; `Report` turns them into findings a person can act on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from envoy.config.route.v3 import route_components_pb2 as route_pb
 from google.protobuf import json_format
 
 from lychgate.xds.cache import route_hash
+from lychgate.xds.translator.route_matcher import routes_of
 
 ROUTE_KINDS = ("HTTPRoute",)
 POLICY_KINDS = ("TrafficPolicy",)
@@ -73,40 +73,15 @@ def intended_routes(krt: dict[str, Any], gateway: str) -> dict[str, str]:
 
 
 def proxy_routes(config_dump: dict[str, Any]) -> dict[str, str]:
-    """Route name -> content hash, from Envoy's /config_dump?resource=dynamic_route_configs."""
-    import lychgate.xds.translator  # noqa: F401 - registers the protos Any fields refer to
-
+    """Route name -> content hash, from Envoy's /config_dump?resource=dynamic_route_configs
+    (the translator, imported here, registers the protos its Any fields name)."""
     out: dict[str, str] = {}
     for config in config_dump.get("configs", []):
         for vh in config.get("route_config", {}).get("virtual_hosts", []):
-            seen: set[str] = set()
-            for route in [*vh.get("routes", []), *_matcher_routes(vh.get("matcher", {}))]:
-                name = route.get("name", "")
-                if name in seen:  # a matcher holds a route once per path key it may serve
-                    continue
-                seen.add(name)
-                message = json_format.ParseDict(route, route_pb.Route(), ignore_unknown_fields=True)
-                out[name] = route_hash(message)
+            message = json_format.ParseDict(vh, route_pb.VirtualHost(), ignore_unknown_fields=True)
+            for route in routes_of(message):  # listed, or in a matcher tree
+                out[route.name] = route_hash(route)
     return out
-
-
-def _matcher_routes(matcher: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The routes in a virtual host's matcher tree (config_dump JSON), with repeats."""
-    tree = matcher.get("matcher_tree", {})
-    on_matches = [m for table in ("exact_match_map", "prefix_match_map")
-                  for m in tree.get(table, {}).get("map", {}).values()]
-    on_matches += [m.get("on_match", {}) for m in matcher.get("matcher_list", {}).get("matchers", [])]
-    on_matches += [matcher["on_no_match"]] if "on_no_match" in matcher else []
-    for on_match in on_matches:
-        if "matcher" in on_match:
-            yield from _matcher_routes(on_match["matcher"])
-            continue
-        config = on_match.get("action", {}).get("typed_config", {})
-        kind = config.get("@type", "").rsplit("/", 1)[-1]
-        if kind == "envoy.config.route.v3.Route":
-            yield {k: v for k, v in config.items() if k != "@type"}
-        elif kind == "envoy.config.route.v3.RouteList":
-            yield from config.get("routes", [])
 
 
 def _conditions(status: dict[str, Any]) -> list[dict[str, Any]]:
