@@ -50,27 +50,12 @@ from tests.bench.common import (
     service_yaml,
     summary,
 )
+from tests.harness import NoProxies
 
 FULL_CASES = ["routes:100", "routes:1000", "routes:5000", "routes:10000", "gateways:100x100"]
 
 
 # --- the child ------------------------------------------------------------------------
-
-
-class StubDeployer:
-    """No processes: addresses come from spec.addresses, everything else is a no-op."""
-
-    def address_for(self, gateway: Any) -> str | None:
-        return next((a.value for a in gateway.spec.addresses if a.value), "127.0.50.1")
-
-    async def sync(self, intents: Any) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    def proxy_state(self, ref: str) -> str | None:
-        return None
 
 
 def _layout(case: str) -> list[tuple[str, int]]:
@@ -154,7 +139,7 @@ async def _child(case: str, updates: int, profile: Path | None) -> dict[str, Any
         files = _write_manifests(directory, layout)
         out["rss_start_mib"] = read_status_kb(_self_pid(), "VmRSS") / MiB
 
-        cp = ControlPlane(Settings(state_dir=Path(tmp) / "state"), StubDeployer())  # type: ignore[arg-type]
+        cp = ControlPlane(Settings(state_dir=Path(tmp) / "state"), NoProxies())  # type: ignore[arg-type]
         source = FileSource(directory, cp.store)
         cp.store.upsert(builtin_class())
         t0 = time.perf_counter()

@@ -29,28 +29,20 @@ HOSTS = [f"h{i}.scoped.example" for i in range(70)]
 
 
 def route(name: str, host: str, backend: str) -> str:
-    hostnames = f"[\"{host}\"]" if host else "[]"
-    if "*" in host or not host:  # one route each
-        return f"""
-        apiVersion: gateway.networking.k8s.io/v1
-        kind: HTTPRoute
-        metadata: {{name: {name}}}
-        spec:
-          parentRefs: [{{name: gw}}]
-          hostnames: {hostnames}
-          rules: [{{backendRefs: [{{name: {backend}, port: 80}}]}}]
-    """
+    """An exact host gets a /ws rule (to the WebSocket Service for v3) and a rule for
+    the rest; a wildcard or catch-all route one rule, as it is copied into every scope."""
+    rules = [f"{{backendRefs: [{{name: {backend}, port: 80}}]}}"]
+    if host and "*" not in host:
+        ws = "ws" if backend == "v3" else backend
+        rules.insert(0, f"{{matches: [{{path: {{type: PathPrefix, value: /ws}}}}], backendRefs: [{{name: {ws}, port: 80}}]}}")
     return f"""
         apiVersion: gateway.networking.k8s.io/v1
         kind: HTTPRoute
         metadata: {{name: {name}}}
         spec:
           parentRefs: [{{name: gw}}]
-          hostnames: {hostnames}
-          rules:
-            - matches: [{{path: {{type: PathPrefix, value: /ws}}}}]
-              backendRefs: [{{name: {"ws" if backend == "v3" else backend}, port: 80}}]
-            - backendRefs: [{{name: {backend}, port: 80}}]
+          hostnames: {f'["{host}"]' if host else "[]"}
+          rules: [{", ".join(rules)}]
     """
 
 

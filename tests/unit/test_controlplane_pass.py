@@ -15,26 +15,14 @@ from typing import Any
 import pytest
 
 from lychgate import controlplane
+from lychgate.admin import metrics
 from lychgate.api.base import ObjectKey
 from lychgate.api.registry import parse
 from lychgate.controlplane import ControlPlane, builtin_class
 from lychgate.settings import Settings
 from lychgate.xds import types
 from lychgate.xds.translator import build
-
-
-class NoProxies:
-    def address_for(self, gateway: Any) -> str:
-        return "127.0.0.1"
-
-    async def sync(self, intents: Any) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    def proxy_state(self, ref: str) -> str | None:
-        return None
+from tests.harness import NoProxies
 
 
 def gateway(name: str) -> Any:
@@ -97,3 +85,26 @@ def test_a_change_rebuilds_only_the_gateways_it_reaches(tmp_path: Path, monkeypa
     cp.store.upsert(gateway("b"))  # back with the same routes: served again
     asyncio.run(cp.sync_once())
     assert b"r-new.example.com" in routes_of("default/b")
+
+
+def test_snapshot_metrics_follow_the_snapshot(tmp_path: Path) -> None:
+    """lychgate_xds_snapshot_bytes/_resources show the snapshot a proxy gets, after each change."""
+    cp = ControlPlane(Settings(state_dir=tmp_path), NoProxies())  # type: ignore[arg-type]
+    cp.store.upsert(builtin_class())
+    cp.store.upsert(gateway("m"))
+
+    def shown(metric: str) -> float | None:
+        return metrics.REGISTRY.get_sample_value(metric, {"gateway": "default/m", "type_url": "RDS"})
+
+    def actual() -> int:
+        snap = cp.cache.get("default/m")
+        assert snap is not None
+        return sum(len(a.value) for a in snap.resources[types.ROUTE].values())
+
+    for n in range(3):
+        cp.store.upsert(route(f"m-{n}", "m"))
+        asyncio.run(cp.sync_once())
+        assert shown("lychgate_xds_snapshot_bytes") == actual()
+        assert shown("lychgate_xds_snapshot_resources") == 1
+    asyncio.run(cp.sync_once())  # nothing changed: the figures stay
+    assert shown("lychgate_xds_snapshot_bytes") == actual()

@@ -35,3 +35,12 @@ def test_removed_objects_lose_their_status() -> None:
     store.update({KEY: _status(True)})
     assert store.update({}) == {KEY}
     assert store.get(KEY) is None
+
+
+def test_one_object_replacing_another_in_the_same_pass() -> None:
+    """As many statuses as before, but one object gone and another new: both are reported."""
+    other = ObjectKey("Gateway", "default", "other")
+    store = StatusStore()
+    store.update({KEY: _status(True)})
+    assert store.update({other: _status(True)}) == {KEY, other}
+    assert store.get(KEY) is None and store.get(other) is not None
