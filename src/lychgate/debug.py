@@ -145,6 +145,10 @@ def run(admin: str, gateway: str | None = None, namespace: str = "default") -> R
                 report.add("routes", True, subject, "accepted, all references resolved")
     # 3. proxy configuration against intent
     krt = client.get("/snapshots/krt")
+    for q in krt["collections"].get("Quarantine", {}).get("items", []):
+        report.add("config", False, f"proxy of {q['gateway']}",
+                   f"quarantined: rule {q['rule']} of {q['kind']} {q['namespace']}/{q['name']} answers 500 "
+                   f"because Envoy rejected it ({q['error']}); fix the rule and it is tried again")
     for gw in wanted:
         ref = f"{gw['metadata']['namespace']}/{gw['metadata']['name']}"
         proxy = proxies.get(ref)

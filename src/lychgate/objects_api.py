@@ -53,6 +53,7 @@ def krt_snapshot(cp: ControlPlane) -> dict[str, Any]:
         "synced": cp.passes > 0,
         "items": [{"gateway": ref, "routes": cp.intended_routes(ref)} for ref in sorted(cp.translation.gateways)],
     }
+    collections["Quarantine"] = {"synced": cp.passes > 0, "items": cp.quarantine.as_items()}
     collections["ProxyIntent"] = {
         "synced": cp.passes > 0,
         "items": [

@@ -127,3 +127,11 @@ BLOCKED_SNAPSHOTS = Counter(
     registry=REGISTRY,
 )
 """Counter{gateway}: snapshots blocked by validation.level=strict (spec §7.2)."""
+
+QUARANTINED = Gauge(
+    "lychgate_xds_quarantined",
+    "Route rules answering 500 because Envoy rejected them (strict preflight or a proxy NACK).",
+    ["gateway"],
+    registry=REGISTRY,
+)
+"""Gauge{gateway}: rules in quarantine (translate/quarantine.py); 0 when all is served."""

@@ -48,6 +48,7 @@ class Store:
         self._log_floor = 0
         self._wakeup = asyncio.Event()
         self.synced = False
+        self._kind_revisions: dict[str, int] = {}  # kind -> revision of its last change
 
     # --- writes -----------------------------------------------------------
 
@@ -85,6 +86,7 @@ class Store:
 
     def _touch(self, key: ObjectKey) -> None:
         self._revision += 1
+        self._kind_revisions[key.kind] = self._revision
         self._record(("key", key))
         self._pending.keys.add(key)
         self._pending.revision = self._revision
@@ -156,6 +158,10 @@ class Store:
             if outer is not None:
                 outer.update(reads)
 
+
+    def last_change(self, exclude: frozenset[str] = frozenset()) -> int:
+        """The revision of the last change to an object of a kind not excluded."""
+        return max((r for k, r in self._kind_revisions.items() if k not in exclude), default=0)
 
     @property
     def revision(self) -> int:

@@ -34,6 +34,8 @@ from lychgate.translate.parents import (
     parent_status,
 )
 from lychgate.translate.policies import PolicyIndex
+from lychgate.translate.quarantine import Entry as QuarantineEntry
+from lychgate.translate.quarantine import Quarantine
 from lychgate.translate.routes import CompiledRoute, compile_route, for_listener, precedence_key
 from lychgate.translate.secrets import resolve_certificates
 from lychgate.translate.streams import Streams, translate_streams
@@ -115,10 +117,9 @@ class Feedback:
     listener_errors: dict[tuple[str, int], str] = field(default_factory=dict)
     # gateway ref -> None (no proxy yet) / "" (programmed) / why not
     proxy_state: dict[str, str | None] = field(default_factory=dict)
-    # gateway ref -> why the proxy rejected its latest configuration (NACK)
+    # gateway ref -> why the proxy rejected its latest configuration (NACK), or
+    # what strict validation holds back
     rejected: dict[str, str] = field(default_factory=dict)
-    # (kind, namespace, name) of a route -> why strict validation blocked it
-    blocked_routes: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -141,17 +142,21 @@ def translate(
     state: Aggregate | None = None,
     waypoint_enabled: bool = False,
     inference_enabled: bool = False,
+    quarantine: Quarantine | None = None,
 ) -> Translation:
     """Translate the store. With a `state` kept across calls, a call after changes
     to routes, Services, EndpointSlices or ReferenceGrants only redoes the routes
-    those changes reach (see translate/aggregate.py)."""
+    those changes reach (see translate/aggregate.py). Rules in `quarantine`
+    answer 500 (translate/quarantine.py)."""
     with inference.serving(inference_enabled):
-        return _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled)
+        return _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled,
+                          quarantine or Quarantine())
 
 
 def _translate(
     store: Store, address_for: AddressFor, feedback: Feedback | None, policy_merge: Mapping[str, Any] | None,
     status_addresses: StatusAddresses | None, state: Aggregate | None, waypoint_enabled: bool,
+    quarantine: Quarantine,
 ) -> Translation:
     feedback = feedback or Feedback()
     state = state or Aggregate()
@@ -166,16 +171,10 @@ def _translate(
                 sets = listener_sets(store, gw)
                 ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, validate_listeners(gw, store, sets), sets)
 
-    _update_routes(store, state, ctxs)
+    _update_routes(store, state, ctxs, quarantine)
     out.status.update(state.statuses)
     streams = translate_streams(store, ctxs)
     out.status.update(streams.status)
-    for (kind, ns, name), why in feedback.blocked_routes.items():
-        key = ObjectKey(kind, ns, name)
-        if key in out.status:
-            extra = condition("Programmed", False, "Rejected", "; ".join(why), _generation(store, key))
-            out.status[key] = {"parents": [{**p, "conditions": [*p["conditions"], extra]}
-                                           for p in out.status[key]["parents"]]}
     for ctx in ctxs.values():
         gw_key = (ctx.gateway.namespace, ctx.gateway.name)
         for listener in ctx.listeners:
@@ -205,12 +204,8 @@ def _translate(
     return out
 
 
-def _generation(store: Store, key: ObjectKey) -> int:
-    obj = store.get_key(key)
-    return obj.generation if obj is not None else 1
-
-
-def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], GatewayCtx]) -> None:
+def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], GatewayCtx],
+                   quarantine: Quarantine) -> None:
     """Bring the aggregate up to date: every route on a full pass, else only the
     routes that changed or read something that changed."""
     signature = (tuple((k, c.gateway) for k, c in ctxs.items()), store.count("TrafficPolicy") > 0,
@@ -226,9 +221,10 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
         and all(what != "key" or ident.kind in ROUTE_LEVEL_KINDS  # type: ignore[attr-defined]
                 for what, ident in changes)
     )
+    requarantined = quarantine.prune(store)
     if incremental:
         assert changes is not None
-        dirty = state.affected(changes)
+        dirty = state.affected(changes) | requarantined
     else:
         state.reset()
         dirty = {r.key for r in store.list(HTTPRoute)} | {r.key for r in store.list(GRPCRoute)}
@@ -238,7 +234,7 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
         route = store.get_key(key)
         if isinstance(route, HTTPRoute | GRPCRoute):
             with store.tracking() as reads:
-                contribution = _contribution(store, route, ctxs)
+                contribution = _contribution(store, route, ctxs, quarantine.rules_of(key))
             state.add(key, route, contribution, frozenset(reads))
 
 
@@ -268,7 +264,8 @@ def _our_classes(store: Store, out: Translation, waypoint_enabled: bool) -> dict
     return ours
 
 
-def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], GatewayCtx]) -> Contribution:
+def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], GatewayCtx],
+                  quarantined: Mapping[int, QuarantineEntry]) -> Contribution:
     """What one route adds, under every parent Gateway of ours."""
     compiled: CompiledRoute | None = None
     parents: list[dict[str, Any]] = []
@@ -282,7 +279,8 @@ def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], Gat
             parents.append(missing_parent(route, ref, ns))
             continue
         if compiled is None:
-            compiled = compile_grpc_route(store, route) if isinstance(route, GRPCRoute) else compile_route(store, route)
+            compiled = (compile_grpc_route(store, route, quarantined) if isinstance(route, GRPCRoute)
+                        else compile_route(store, route, quarantined))
         conds, attached = _attachment(store, route, ref, ctx, compiled)
         gw_key = (ctx.gateway.namespace, ctx.gateway.name)
         attachments.extend((gw_key, listener.id, route_table(listener), tuple(hosts)) for listener, hosts in attached)
@@ -321,6 +319,8 @@ def _attachment(
     if compiled.replaced and len(compiled.replaced) < compiled.rule_count:
         conds.append(condition("PartiallyInvalid", True, "UnsupportedValue",
                                "replaced by a direct 500 response: " + "; ".join(compiled.replaced), gen))
+    if compiled.quarantined:
+        conds.append(condition("Programmed", False, "Rejected", "; ".join(compiled.quarantined), gen))
     return conds, attached
 
 

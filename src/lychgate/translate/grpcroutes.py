@@ -6,6 +6,7 @@ backends are always spoken to over HTTP/2."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 
 from lychgate import ir
@@ -17,8 +18,8 @@ from lychgate.api.gateway import (
     GRPCRouteRule,
 )
 from lychgate.store import Store
+from lychgate.translate.quarantine import Entry
 from lychgate.translate.routes import (
-    INVALID_RULE_BODY,
     NO_BACKEND_BODY,
     CompiledRoute,
     InvalidRule,
@@ -31,17 +32,20 @@ _FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier")
 _NAME = "[^/]+"
 
 
-def compile_grpc_route(store: Store, route: GRPCRoute) -> CompiledRoute:
+def compile_grpc_route(
+    store: Store, route: GRPCRoute, quarantined: Mapping[int, Entry] | None = None
+) -> CompiledRoute:
     out = CompiledRoute(rule_count=len(route.spec.rules))
     for index, rule in enumerate(route.spec.rules):
+        entry = quarantined.get(index) if quarantined else None
         try:
+            if entry is not None:
+                raise InvalidRule(entry.reason())
             _compile_rule(store, route, index, rule, out)
         except InvalidRule as err:
-            reason = f"rule {rule.name or index}: {err}"
-            out.replaced.append(reason)
-            for m, match in enumerate(rule.matches or [GRPCRouteMatch()]):
-                out.routes.append(ir.Route(source=_source(route, index, m, rule), match=_safe_match(match),
-                                           action=ir.DirectResponse(500, INVALID_RULE_BODY), replaced_because=reason))
+            matches = [(_source(route, index, m, rule), _safe_match(match, trusted=entry is None))
+                       for m, match in enumerate(rule.matches or [GRPCRouteMatch()])]
+            out.replace_rule(str(rule.name or index), str(err), matches, quarantined=entry is not None)
     return out
 
 
@@ -50,10 +54,10 @@ def _source(route: GRPCRoute, rule: int, match: int, spec: GRPCRouteRule) -> ir.
 
 
 def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRule, out: CompiledRoute) -> None:
-    request, response = _filters(rule.filters)
+    request, response = _filters(rule.filters, "filters")
     backends: list[ir.WeightedCluster] = []
-    for ref in rule.backend_refs:
-        req, resp = _filters(ref.filters)
+    for b, ref in enumerate(rule.backend_refs):
+        req, resp = _filters(ref.filters, f"backendRefs[{b}].filters")
         cluster = resolve_backend(store, route, ref, out).cluster
         if cluster is not None and cluster.protocol != "h2c":
             # gRPC needs HTTP/2 whatever the Service port's appProtocol says.
@@ -65,29 +69,32 @@ def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRul
     action: ir.Action = (ir.Forward(tuple(backends)) if any(b.cluster for b in backends)
                          else ir.DirectResponse(500, NO_BACKEND_BODY))
     for m, match in enumerate(rule.matches or [GRPCRouteMatch()]):
-        out.routes.append(ir.Route(source=_source(route, index, m, rule), match=_match(match), action=action,
+        out.routes.append(ir.Route(source=_source(route, index, m, rule), match=_match(match, f"matches[{m}]"), action=action,
                                    request_headers=request, response_headers=response))
 
 
-def _filters(filters: list[GRPCRouteFilter]) -> tuple[ir.HeaderOps, ir.HeaderOps]:
+def _filters(filters: list[GRPCRouteFilter], where: str) -> tuple[ir.HeaderOps, ir.HeaderOps]:
     request = response = ir.HeaderOps()
-    for f in filters:
+    for i, f in enumerate(filters):
         if f.type not in _FILTERS:
             raise InvalidRule(f"filter {f.type} is not supported on GRPCRoute yet")
         if f.type == "RequestHeaderModifier":
-            request = header_ops(f.request_header_modifier)
+            request = header_ops(f.request_header_modifier, f"{where}[{i}].requestHeaderModifier")
         else:
-            response = header_ops(f.response_header_modifier)
+            response = header_ops(f.response_header_modifier, f"{where}[{i}].responseHeaderModifier")
     return request, response
 
 
-def _match(match: GRPCRouteMatch) -> ir.Match:
+def _match(match: GRPCRouteMatch, where: str) -> ir.Match:
     headers = []
-    for h in match.headers:
+    for i, h in enumerate(match.headers):
         if h.type == "RegularExpression":
-            check_regex(h.value, f"header {h.name}")
+            check_regex(h.value, f"{where}.headers[{i}].value")
         headers.append(ir.StringMatch(h.name.lower(), h.type, h.value))
     path_type, path = _method_path(match.method)
+    if path_type == "RegularExpression":
+        # Service and method become one path regex: Envoy compiles (and limits) the whole.
+        check_regex(path, f"{where}.method")
     return ir.Match(path_type=path_type, path=path, headers=tuple(headers))
 
 
@@ -97,9 +104,8 @@ def _method_path(method: GRPCMethodMatch | None) -> tuple[ir.PathType, str]:
         return "PathPrefix", "/"
     if method.type == "RegularExpression":
         service, name = method.service or _NAME, method.method or _NAME
-        check_regex(service, "method.service")
-        check_regex(name, "method.method")
-        return "RegularExpression", f"/{service}/{name}"
+        # Grouped, so an alternation in one part stays in that part.
+        return "RegularExpression", f"/(?:{service})/(?:{name})"
     if method.service and method.method:
         return "Exact", f"/{method.service}/{method.method}"
     if method.service:
@@ -107,8 +113,11 @@ def _method_path(method: GRPCMethodMatch | None) -> tuple[ir.PathType, str]:
     return "RegularExpression", f"/{_NAME}/{re.escape(method.method or '')}"
 
 
-def _safe_match(match: GRPCRouteMatch) -> ir.Match:
+def _safe_match(match: GRPCRouteMatch, trusted: bool = True) -> ir.Match:
+    """See routes._safe_match: an untrusted rule (Envoy refused it) keeps no regex."""
     try:
-        return _match(match)
+        if not trusted:
+            raise InvalidRule("")
+        return _match(match, "")
     except InvalidRule:
         return ir.Match(path_type="Exact", path="/invalid-grpc-route-rule")

@@ -7,10 +7,10 @@ compiled route serves every parent and hostname it is attached under.
 from __future__ import annotations
 
 import dataclasses
-import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from lychgate import ir
+from lychgate import envoy_limits, ir
 from lychgate.api.base import Resource
 from lychgate.api.gateway import (
     BackendObjectReference,
@@ -23,6 +23,7 @@ from lychgate.api.gateway import (
 )
 from lychgate.store import Store
 from lychgate.translate import rule_filters
+from lychgate.translate.quarantine import Entry
 from lychgate.translate.references import Resolution, resolve_service
 from lychgate.translate.rule_filters import InvalidRule, duration_ms
 
@@ -48,7 +49,18 @@ class CompiledRoute:
     unresolved: list[str] = field(default_factory=list)
     # Rules replaced by a 500 (standard validation): "rule 1: why"
     replaced: list[str] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)  # replaced because Envoy refused them
     rule_count: int = 0
+
+    def replace_rule(self, label: str, why: str, matches: list[tuple[ir.RouteSource, ir.Match]],
+                     quarantined: bool = False) -> None:
+        """A rule that cannot be served answers 500 on its matches, and says why."""
+        reason = f"rule {label}: {why}"
+        self.replaced.append(reason)
+        if quarantined:
+            self.quarantined.append(reason)
+        self.routes.extend(ir.Route(source, match, ir.DirectResponse(500, INVALID_RULE_BODY), replaced_because=reason)
+                           for source, match in matches)
 
 
 # Bodies say where to look, not what is wrong: clients must not learn the
@@ -57,24 +69,18 @@ INVALID_RULE_BODY = "this route rule is invalid; see the HTTPRoute status\n"
 NO_BACKEND_BODY = "this route has no valid backend; see the HTTPRoute status\n"
 
 
-def compile_route(store: Store, route: HTTPRoute) -> CompiledRoute:
+def compile_route(store: Store, route: HTTPRoute, quarantined: Mapping[int, Entry] | None = None) -> CompiledRoute:
     out = CompiledRoute(rule_count=len(route.spec.rules))
     for rule_index, rule in enumerate(route.spec.rules):
+        entry = quarantined.get(rule_index) if quarantined else None
         try:
+            if entry is not None:
+                raise InvalidRule(entry.reason())
             _compile_rule(store, route, rule_index, rule, out)
         except InvalidRule as err:
-            label = rule.name or str(rule_index)
-            reason = f"rule {label}: {err}"
-            out.replaced.append(reason)
-            for match_index, match in enumerate(rule.matches):
-                out.routes.append(
-                    ir.Route(
-                        source=_source(route, rule_index, match_index, rule),
-                        match=_safe_match(match),
-                        action=ir.DirectResponse(500, INVALID_RULE_BODY),
-                        replaced_because=reason,
-                    )
-                )
+            matches = [(_source(route, rule_index, m, rule), _safe_match(match, trusted=entry is None))
+                       for m, match in enumerate(rule.matches)]
+            out.replace_rule(rule.name or str(rule_index), str(err), matches, quarantined=entry is not None)
     return out
 
 
@@ -94,11 +100,13 @@ def _compile_rule(
     for i, f in enumerate(rule.filters):
         _check_filter(f)
         if f.type == "RequestHeaderModifier" and f.request_header_modifier:
-            request_headers = header_ops(f.request_header_modifier)
+            request_headers = header_ops(f.request_header_modifier, f"filters[{i}].requestHeaderModifier")
         elif f.type == "ResponseHeaderModifier" and f.response_header_modifier:
-            response_headers = header_ops(f.response_header_modifier)
+            response_headers = header_ops(f.response_header_modifier, f"filters[{i}].responseHeaderModifier")
         elif f.type == "RequestRedirect" and f.request_redirect:
             r = f.request_redirect
+            if r.path:
+                check_path(r.path.replace_full_path or r.path.replace_prefix_match, f"filters[{i}].requestRedirect.path")
             redirect = ir.Redirect(
                 scheme=r.scheme, hostname=r.hostname, port=r.port, status=r.status_code,
                 full_path=r.path.replace_full_path if r.path and r.path.type == "ReplaceFullPath" else None,
@@ -107,6 +115,8 @@ def _compile_rule(
         elif f.type == "URLRewrite" and f.url_rewrite:
             rewrite_host = f.url_rewrite.hostname
             if f.url_rewrite.path:
+                check_path(f.url_rewrite.path.replace_full_path or f.url_rewrite.path.replace_prefix_match,
+                           f"filters[{i}].urlRewrite.path")
                 rewrite_full = f.url_rewrite.path.replace_full_path
                 rewrite_prefix = f.url_rewrite.path.replace_prefix_match
         elif f.type == "CORS" and f.cors:
@@ -121,7 +131,7 @@ def _compile_rule(
     )
 
     for match_index, match in enumerate(rule.matches):
-        m = _match(match)
+        m = _match(match, f"matches[{match_index}]")
         if (rewrite_prefix is not None or (redirect and redirect.prefix_rewrite is not None)) and m.path_type != "PathPrefix":
             raise InvalidRule("ReplacePrefixMatch needs a PathPrefix match")
         out.routes.append(
@@ -164,7 +174,7 @@ def _forward(
     backends: list[ir.WeightedCluster] = []
     websocket = False
     picker: ir.EndpointPicker | None = None
-    for ref in rule.backend_refs:
+    for b, ref in enumerate(rule.backend_refs):
         for f in ref.filters:
             _check_filter(f)
             if f.type not in BACKEND_FILTERS:
@@ -177,9 +187,11 @@ def _forward(
         if ref.weight == 0:
             continue
         websocket |= res.cluster is not None and res.cluster.protocol == "ws"
-        req = next((header_ops(f.request_header_modifier) for f in ref.filters
+        req = next((header_ops(f.request_header_modifier, f"backendRefs[{b}].filters[{i}].requestHeaderModifier")
+                    for i, f in enumerate(ref.filters)
                     if f.type == "RequestHeaderModifier" and f.request_header_modifier), ir.HeaderOps())
-        resp = next((header_ops(f.response_header_modifier) for f in ref.filters
+        resp = next((header_ops(f.response_header_modifier, f"backendRefs[{b}].filters[{i}].responseHeaderModifier")
+                     for i, f in enumerate(ref.filters)
                      if f.type == "ResponseHeaderModifier" and f.response_header_modifier), ir.HeaderOps())
         backends.append(ir.WeightedCluster(res.cluster.name if res.cluster else None, ref.weight, req, resp))
     mirrors = _mirrors(store, route, label, mirror_specs, out)
@@ -222,9 +234,16 @@ def _check_filter(f: HTTPRouteFilter) -> None:
         raise InvalidRule(f"filter {f.type} needs its {f.type[0].lower() + f.type[1:]} field")
 
 
-def header_ops(mod: HeaderModifier | None) -> ir.HeaderOps:
+def header_ops(mod: HeaderModifier | None, where: str) -> ir.HeaderOps:
+    """A header modifier's operations, refused as Envoy would refuse them."""
     if mod is None:
         return ir.HeaderOps()
+    for op, headers in (("set", mod.set), ("add", mod.add)):
+        for i, h in enumerate(headers):
+            _limit(envoy_limits.modifiable_header, h.name, f"{where}.{op}[{i}].name")
+            _limit(envoy_limits.header_value, h.value, f"{where}.{op}[{i}].value")
+    for i, name in enumerate(mod.remove):
+        _limit(envoy_limits.removable_header, name, f"{where}.remove[{i}]")
     return ir.HeaderOps(
         set=tuple((h.name, h.value) for h in mod.set),
         add=tuple((h.name, h.value) for h in mod.add),
@@ -232,20 +251,20 @@ def header_ops(mod: HeaderModifier | None) -> ir.HeaderOps:
     )
 
 
-def _match(match: HTTPRouteMatch) -> ir.Match:
+def _match(match: HTTPRouteMatch, where: str) -> ir.Match:
     path_type, path = "PathPrefix", "/"
     if match.path is not None:
         path_type, path = match.path.type, match.path.value
     if path_type == "RegularExpression":
-        check_regex(path, "path")
+        check_regex(path, f"{where}.path.value")
     elif not path.startswith("/"):
-        raise InvalidRule(f"path {path!r} must start with '/'")
-    for h in match.headers:
+        raise InvalidRule(f"{where}.path.value {path!r} must start with '/'")
+    for i, h in enumerate(match.headers):
         if h.type == "RegularExpression":
-            check_regex(h.value, f"header {h.name}")
-    for q in match.query_params:
+            check_regex(h.value, f"{where}.headers[{i}].value")
+    for i, q in enumerate(match.query_params):
         if q.type == "RegularExpression":
-            check_regex(q.value, f"query parameter {q.name}")
+            check_regex(q.value, f"{where}.queryParams[{i}].value")
     return ir.Match(
         path_type=path_type,  # type: ignore[arg-type]
         path=path,
@@ -255,10 +274,14 @@ def _match(match: HTTPRouteMatch) -> ir.Match:
     )
 
 
-def _safe_match(match: HTTPRouteMatch) -> ir.Match:
-    """The match of a replaced rule, without the parts that made it invalid."""
+def _safe_match(match: HTTPRouteMatch, trusted: bool = True) -> ir.Match:
+    """The match of a replaced rule, without the parts that made it invalid. An
+    untrusted one (Envoy refused something in the rule, we do not know what)
+    keeps only its path, never as a regex."""
     try:
-        return _match(match)
+        if not trusted:
+            raise InvalidRule("")
+        return _match(match, "")
     except InvalidRule:
         if match.path and match.path.type == "RegularExpression":
             # A broken regex cannot be served; answer 500 on its literal text
@@ -269,12 +292,21 @@ def _safe_match(match: HTTPRouteMatch) -> ir.Match:
 
 
 def check_regex(pattern: str, what: str) -> None:
-    # Envoy uses RE2; Python's re accepts a superset of its syntax, so this catches
-    # broken patterns (strict validation asks Envoy itself).
+    """A regex as Envoy compiles it (RE2 syntax, program size)."""
+    _limit(envoy_limits.regex, pattern, what)
+
+
+def check_path(path: str | None, where: str) -> None:
+    """A path Envoy writes into the request or a Location header."""
+    if path is not None:
+        _limit(envoy_limits.header_value, path, where)
+
+
+def _limit(check: Callable[[str], None], value: str, where: str) -> None:
     try:
-        re.compile(pattern)
-    except re.error as err:
-        raise InvalidRule(f"{what} regex {pattern!r} is invalid: {err}") from None
+        check(value)
+    except envoy_limits.EnvoyRejects as err:
+        raise InvalidRule(f"{where}: {err}") from None
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from lychgate import ir
+from lychgate import envoy_limits, ir
 from lychgate.api.gateway import CORS, HTTPRouteRetry, RequestMirror
 
 
@@ -46,6 +46,11 @@ def cors(spec: CORS, where: str) -> ir.Cors:
         if not _ORIGIN.match(origin):
             raise InvalidRule(f"{where}.allowOrigins[{i}] {origin!r} is not an origin like "
                               "https://example.com, https://*.example.com or *")
+        if "*" in origin and origin != "*":
+            try:
+                envoy_limits.regex(envoy_limits.wildcard_origin_regex(origin))
+            except envoy_limits.EnvoyRejects as err:
+                raise InvalidRule(f"{where}.allowOrigins[{i}]: {err}") from None
     for i, method in enumerate(spec.allow_methods):
         if method not in _METHODS:
             raise InvalidRule(f"{where}.allowMethods[{i}] {method!r} is not an HTTP method or *")
@@ -86,8 +91,13 @@ def retry(spec: HTTPRouteRetry, where: str) -> ir.Retry:
         # Unset: Envoy's default of one retry.
         attempts=spec.attempts if spec.attempts is not None else 1,
         status_codes=tuple(sorted(set(spec.codes))),
-        backoff_base_ms=duration_ms(spec.backoff, f"{where}.backoff"),
+        backoff_base_ms=_backoff(duration_ms(spec.backoff, f"{where}.backoff")),
     )
+
+
+def _backoff(ms: int | None) -> int | None:
+    """'0s' (no minimum wait) is Envoy's shortest backoff: Envoy refuses a zero base interval."""
+    return None if ms is None else max(ms, 1)
 
 
 def mirror_fraction(spec: RequestMirror, where: str) -> tuple[int, int]:

@@ -238,10 +238,10 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                         conn.node_id, types.SHORT.get(type_url, type_url), version, detail)
             return True
         metrics.XDS_ACKS.labels(type_url, conn.gateway).inc()
-        self.on_ack(conn, type_url)
         changed = state.nack is not None or not state.version_acked
         state.version_acked = version
         state.nack = None
+        self.on_ack(conn, type_url)
         return changed
 
     def _respond(

@@ -32,6 +32,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 
 from lychgate.log import component_logger
 from lychgate.xds import types
+from lychgate.xds.cache import route_hash
 from lychgate.xds.translator import Resources, as_message
 from lychgate.xds.translator.route_matcher import routes_of
 
@@ -80,8 +81,10 @@ class Preflight:
         self.runs = 0
         self._lock = asyncio.Lock()
 
-    async def check(self, resources: Resources) -> list[Blocked]:
-        """The resources of one snapshot that Envoy would reject."""
+    async def check(self, resources: Resources, known_good: frozenset[str] = frozenset()) -> list[Blocked]:
+        """The resources of one snapshot that Envoy would reject. `known_good`:
+        content hashes of route entries a proxy accepted before, searched last
+        when blaming routes (the culprit is nearly always among the new ones)."""
         units = _units(resources)
         fresh = [u for u in units if u.key not in self.verdicts]
         if fresh:
@@ -92,7 +95,7 @@ class Preflight:
             error = self.verdicts.get(unit.key)
             if error is not None:
                 if unit.key not in self.blamed:
-                    self.blamed[unit.key] = await self._blame(unit) if unit.routes is not None else ()
+                    self.blamed[unit.key] = await self._blame(unit, known_good) if unit.routes is not None else ()
                 blocked.append(Blocked(unit.type_url, unit.name, error, self.blamed[unit.key]))
         return blocked
 
@@ -108,12 +111,14 @@ class Preflight:
             await self._settle(units[:half])
             await self._settle(units[half:])
 
-    async def _blame(self, unit: _Unit) -> tuple[str, ...]:
+    async def _blame(self, unit: _Unit, known_good: frozenset[str]) -> tuple[str, ...]:
         """The route entries of a rejected listener that Envoy refuses on their own."""
         assert unit.listener is not None and unit.routes is not None
         routes = _linear(unit.routes)
         unit = _Unit(unit.type_url, unit.name, listener=unit.listener, routes=routes)
         entries = [(vi, ri) for vi, vh in enumerate(routes.virtual_hosts) for ri in range(len(vh.routes))]
+        new = [(vi, ri) for vi, ri in entries
+               if route_hash(routes.virtual_hosts[vi].routes[ri]) not in known_good]
         culprits: list[str] = []
 
         async def search(part: list[tuple[int, int]]) -> None:
@@ -128,8 +133,11 @@ class Preflight:
             await search(part[half:])
 
         async with self._lock:
-            await search(entries)
-        return tuple(culprits)
+            if len(new) < len(entries):
+                await search(new)
+            if not culprits:
+                await search(entries)
+        return tuple(dict.fromkeys(culprits))
 
     async def _validate(self, units: list[_Unit]) -> str | None:
         """Run `envoy --mode validate` on a bootstrap holding the units; None if valid."""
@@ -161,12 +169,20 @@ def _units(resources: Resources) -> list[_Unit]:
     routes = resources.by_type.get(types.ROUTE, {})
     endpoints = resources.by_type.get(types.ENDPOINT, {})
     units = []
+    carrier: listener_pb2.Listener | None = None
+    unattached = set(routes)
     for name, packed in resources.by_type.get(types.LISTENER, {}).items():
         listener = as_message(packed)
         names: list[str | None] = [*_rds_names(listener)] or [None]
+        carrier = carrier or (listener if names != [None] or _scoped(listener) else None)
         for rds in names:
+            unattached.discard(rds or "")
             units.append(_Unit(types.LISTENER, name, listener=listener,
                                routes=as_message(routes[rds]) if rds in routes else None))
+    # The RouteConfigurations of a scoped table (and any a listener does not
+    # name) are checked inside an HTTP listener of the snapshot.
+    for rds in sorted(unattached) if carrier is not None else ():
+        units.append(_Unit(types.ROUTE, rds, listener=carrier, routes=as_message(routes[rds])))
     for name, cluster in resources.by_type.get(types.CLUSTER, {}).items():
         cla = endpoints.get(name)
         units.append(_Unit(types.CLUSTER, name, cluster=_static_cluster(
@@ -175,20 +191,43 @@ def _units(resources: Resources) -> list[_Unit]:
 
 
 def _rds_names(listener: listener_pb2.Listener) -> list[str]:
+    return [str(hcm.rds.route_config_name) for hcm in _connection_managers(listener) if hcm.HasField("rds")]
+
+
+def routes_using(resources: Resources, cluster: str) -> tuple[str, ...]:
+    """The route entries that send requests (or mirrors) to a cluster."""
+    out = []
+    for packed in resources.by_type.get(types.ROUTE, {}).values():
+        for vh in as_message(packed).virtual_hosts:
+            for route in routes_of(vh):
+                action = route.route
+                if (action.cluster == cluster
+                        or any(w.name == cluster for w in action.weighted_clusters.clusters)
+                        or any(m.cluster == cluster for m in action.request_mirror_policies)):
+                    out.append(route.name)
+    return tuple(dict.fromkeys(out))
+
+
+def _scoped(listener: listener_pb2.Listener) -> bool:
+    return any(hcm.HasField("scoped_routes") for hcm in _connection_managers(listener))
+
+
+def _connection_managers(listener: listener_pb2.Listener) -> list[hcm_pb.HttpConnectionManager]:
     out = []
     for chain in listener.filter_chains:
         for f in chain.filters:
             if f.typed_config.type_url == HCM_TYPE:
                 hcm = hcm_pb.HttpConnectionManager()
                 f.typed_config.Unpack(hcm)
-                if hcm.HasField("rds"):
-                    out.append(str(hcm.rds.route_config_name))
+                out.append(hcm)
     return out
 
 
 def _inline_routes(
     listener: listener_pb2.Listener, routes: route_pb2.RouteConfiguration | None
 ) -> listener_pb2.Listener:
+    """The listener with its routes inline (Envoy validates a static bootstrap).
+    A scoped table's connection manager takes the given routes as its one table."""
     out = listener_pb2.Listener()
     out.CopyFrom(listener)
     if routes is not None:
@@ -204,6 +243,8 @@ def _inline_routes(
                     hcm.route_config.CopyFrom(
                         routes if routes is not None and routes.name == rds
                         else route_pb2.RouteConfiguration(name=rds))
+                elif hcm.HasField("scoped_routes"):
+                    hcm.route_config.CopyFrom(routes if routes is not None else route_pb2.RouteConfiguration())
                 f.typed_config.Pack(hcm)
     return out
 

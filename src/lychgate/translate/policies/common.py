@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lychgate import ir
+from lychgate.envoy_limits import EnvoyRejects
 from lychgate.store import Store
 
 
@@ -16,6 +18,14 @@ class Invalid(ValueError):
         super().__init__(f"{path}: {message}")
         self.path = path
         self.message = message
+
+
+def envoy_check(check: Callable[[str], None], value: str, path: str) -> None:
+    """Run an envoy_limits check; what Envoy would refuse makes the field Invalid."""
+    try:
+        check(value)
+    except EnvoyRejects as err:
+        raise Invalid(path, str(err)) from None
 
 
 class Unresolved(ValueError):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, Invalid, header_name
+from lychgate import envoy_limits, ir
+from lychgate.translate.policies.common import CompileContext, Invalid, envoy_check, header_name
 from lychgate.translate.policies.fields import PolicyField, register
 
 _ORIGIN = re.compile(r"^(\*|[a-zA-Z][a-zA-Z0-9+.-]*://(\*\.)?[A-Za-z0-9.-]+(:\d{1,5})?)$")
@@ -24,6 +24,8 @@ class CorsField(PolicyField):
             if not _ORIGIN.match(origin):
                 raise Invalid(f"{path}.allowOrigins[{i}]",
                               f"{origin!r} is not an origin like https://example.com, https://*.example.com or *")
+            if "*" in origin and origin != "*":
+                envoy_check(envoy_limits.regex, envoy_limits.wildcard_origin_regex(origin), f"{path}.allowOrigins[{i}]")
         if not origins:
             raise Invalid(f"{path}.allowOrigins", "at least one origin is required")
         methods = value.get("allowMethods") or []

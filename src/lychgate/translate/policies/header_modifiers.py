@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, Invalid, header_name
+from lychgate import envoy_limits, ir
+from lychgate.translate.policies.common import CompileContext, Invalid, envoy_check, header_name
 from lychgate.translate.policies.fields import PolicyField, register
 
 
@@ -15,9 +15,15 @@ def _ops(value: dict[str, Any] | None, path: str) -> ir.HeaderOps:
     lists: dict[str, list[tuple[str, str]]] = {"set": [], "add": []}
     for op in ("set", "add"):
         for i, h in enumerate(value.get(op) or []):
-            lists[op].append((header_name(h["name"], f"{path}.{op}[{i}].name"), h["value"]))
-    remove = tuple(header_name(n, f"{path}.remove[{i}]") for i, n in enumerate(value.get("remove") or []))
-    return ir.HeaderOps(set=tuple(lists["set"]), add=tuple(lists["add"]), remove=remove)
+            name = header_name(h["name"], f"{path}.{op}[{i}].name")
+            envoy_check(envoy_limits.modifiable_header, name, f"{path}.{op}[{i}].name")
+            envoy_check(envoy_limits.header_value, h["value"], f"{path}.{op}[{i}].value")
+            lists[op].append((name, h["value"]))
+    remove = []
+    for i, n in enumerate(value.get("remove") or []):
+        remove.append(header_name(n, f"{path}.remove[{i}]"))
+        envoy_check(envoy_limits.removable_header, n, f"{path}.remove[{i}]")
+    return ir.HeaderOps(set=tuple(lists["set"]), add=tuple(lists["add"]), remove=tuple(remove))
 
 
 class HeaderModifiersField(PolicyField):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
@@ -12,6 +10,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 
 from lychgate import ir
+from lychgate.envoy_limits import wildcard_origin_regex
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import pack
 
@@ -22,9 +21,7 @@ def origin_matcher(origin: str) -> string_pb2.StringMatcher:
     if origin == "*":
         return string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=".*"))
     if "*" in origin:
-        # https://*.example.com: one or more labels in place of the star.
-        pattern = re.escape(origin).replace(r"\*", "[^/:]+")
-        return string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=pattern))
+        return string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=wildcard_origin_regex(origin)))
     return string_pb2.StringMatcher(exact=origin, ignore_case=True)
 
 

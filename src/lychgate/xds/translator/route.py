@@ -167,7 +167,7 @@ def _forward(r: ir.Route, action: ir.Forward) -> route_pb.RouteAction:
         out.host_rewrite_literal = r.url_rewrite_host
     if r.url_rewrite_path_full is not None:
         out.regex_rewrite.pattern.regex = "^/.*$"
-        out.regex_rewrite.substitution = r.url_rewrite_path_full
+        out.regex_rewrite.substitution = _literal_substitution(r.url_rewrite_path_full)
     elif r.url_rewrite_path_prefix is not None:
         _prefix_rewrite(r.match.path, r.url_rewrite_path_prefix, out)
     return out
@@ -211,9 +211,14 @@ def _prefix_rewrite(prefix: str, replacement: str, out: route_pb.RouteAction | r
     elif not prefix:
         # "/" -> "/v2" must turn /foo into /v2/foo, not /v2foo.
         out.regex_rewrite.pattern.regex = "^/"
-        out.regex_rewrite.substitution = replacement.rstrip("/") + "/"
+        out.regex_rewrite.substitution = _literal_substitution(replacement.rstrip("/") + "/")
     else:
         out.prefix_rewrite = replacement.rstrip("/")
+
+
+def _literal_substitution(path: str) -> str:
+    """A path as an RE2 rewrite string: a backslash there starts a group reference."""
+    return path.replace("\\", "\\\\")
 
 
 def _re_escape(text: str) -> str:

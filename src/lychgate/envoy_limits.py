@@ -1,0 +1,100 @@
+"""What Envoy refuses although the Gateway API schema allows it, checked before Envoy sees it.
+
+Envoy rejects a whole RouteConfiguration (or listener) when one value in it is
+out of bounds, so a single bad rule would freeze every route beside it. Each
+check here mirrors one rule of Envoy's own, found by feeding schema-valid input
+through `envoy --mode validate` (tests/unit/test_envoy_limits.py keeps them
+honest against the real binary); translation turns a failed check into a 500
+for that rule alone, with the check's message in the route's status.
+
+Checks raise EnvoyRejects with a message that says what Envoy would refuse and
+why; callers add where (the rule, the field).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+
+import re2  # google-re2: the engine Envoy compiles every safe_regex with
+
+# Envoy refuses a regex whose compiled RE2 program is larger than the runtime
+# key re2.max_program_size.error_level, 100 by default (docs: "Regular
+# expressions", google_re2 engine). The program size measures the compiled
+# automaton: a UUID pattern is ~70, the same pattern repeated {1,20} is ~1,400.
+MAX_PROGRAM_SIZE = 100
+
+# Envoy's HTTP_HEADER_VALUE well-known regex (non-strict), used for header
+# values and for redirect and rewrite paths: no NUL, CR or LF.
+_FORBIDDEN_IN_VALUE = re.compile(r"[\x00\r\n]")
+
+# LYCHGATE_ENVOY_LIMITS=off leaves every check to Envoy (strict preflight, or
+# the NACK doctor in the standard level): to see what Envoy itself says, and to
+# exercise that fallback in tests. Read once, at start.
+ENABLED = os.environ.get("LYCHGATE_ENVOY_LIMITS", "on").lower() != "off"
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # Envoy compiles with RE2::Quiet; errors come back as messages
+
+
+class EnvoyRejects(ValueError):
+    """A value Envoy would refuse (the message says which rule of Envoy's)."""
+
+
+@lru_cache(maxsize=4096)
+def _compile(pattern: str) -> str | None:
+    """Why RE2 (as Envoy runs it) refuses the pattern, or None."""
+    try:
+        program = re2.compile(pattern, _OPTIONS)
+    except re2.error as err:
+        detail = err.args[0] if err.args else str(err)
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        return f"RE2 cannot compile it ({detail}); Envoy matches with RE2 syntax (no lookaround, no back-references)"
+    if program.programsize > MAX_PROGRAM_SIZE:
+        return (f"its RE2 program size is {program.programsize}, over Envoy's limit of {MAX_PROGRAM_SIZE} "
+                "(re2.max_program_size.error_level); simplify it, e.g. fewer or smaller repetitions")
+    return None
+
+
+def regex(pattern: str) -> None:
+    """A regex Envoy compiles (safe_regex): RE2 syntax and program size."""
+    problem = _compile(pattern) if ENABLED else None
+    if problem is not None:
+        raise EnvoyRejects(f"regex {pattern!r} is refused by Envoy: {problem}")
+
+
+def header_value(value: str) -> None:
+    """A header value, or a path Envoy puts in a header (redirects, rewrites)."""
+    bad = _FORBIDDEN_IN_VALUE.search(value) if ENABLED else None
+    if bad is not None:
+        raise EnvoyRejects(f"value {value!r} contains {_describe(bad.group())}, which Envoy refuses "
+                           "in header values and paths")
+
+
+def modifiable_header(name: str) -> None:
+    """Envoy's header mutations may not set pseudo-headers or Host."""
+    if ENABLED and _protected(name):
+        raise EnvoyRejects(f"Envoy does not let header modifiers set or add {name!r}; to change the "
+                           "Host sent upstream use a URLRewrite filter's hostname")
+
+
+def removable_header(name: str) -> None:
+    """... nor remove them."""
+    if ENABLED and _protected(name):
+        raise EnvoyRejects(f"Envoy does not let header modifiers remove {name!r}")
+
+
+def _protected(name: str) -> bool:
+    return name.startswith(":") or name.lower() == "host"
+
+
+def wildcard_origin_regex(origin: str) -> str:
+    """The regex an origin with a wildcard label becomes: https://*.example.com
+    takes one or more labels in place of the star."""
+    return re.escape(origin).replace(r"\*", "[^/:]+")
+
+
+def _describe(char: str) -> str:
+    return {"\x00": "a NUL character", "\r": "a carriage return", "\n": "a line break"}[char]
