@@ -1,5 +1,5 @@
 """Checks for the mirror, CORS, retry and BackendTLSPolicy cases (upstream's
-ExpectMirroredRequest, CompareRoundTrip with ValidHeaderValues/AbsentHeaders,
+ExpectMirroredRequest,
 MakeRequestAndExpectFailure, BackendTLSPolicyMustHaveCondition...), and the
 certificates the Go suite creates for the tls-backend pods.
 """
@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from tests.certs import CA
@@ -79,55 +78,10 @@ def mirror_share(address: str, exp: Exp, backend: str, total: int, concurrency: 
     return count
 
 
-# --- responses judged by their headers ----------------------------------------------------
-
-
-@dataclass
-class Headers:
-    """Upstream's Response: allowed status codes, headers with one of several values
-    (optionally comparing without whitespace), exact headers and absent ones."""
-
-    statuses: tuple[int, ...] = (200,)
-    valid: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    exact: dict[str, str] = field(default_factory=dict)
-    absent: tuple[str, ...] = ()
-    ignore_whitespace: bool = False
-    # A request the gateway answers itself (a CORS preflight) has no echo body to check.
-    echoed: bool = True
-
-
-def _squash(value: str, ignore_whitespace: bool) -> str:
-    return "".join(value.split()) if ignore_whitespace else value
-
-
-def check_headers(exp: Exp, want: Headers, answer: Answer, address: str) -> None:
-    ensure(answer.status in want.statuses, f"status {answer.status}, want one of {want.statuses}")
-    if want.echoed and answer.status == 200:
-        compare(Exp(exp.path, exp.host, exp.method, exp.headers, status=200, backend=exp.backend,
-                    namespace=exp.namespace), answer, address)
-    for name, values in want.valid.items():
-        got = answer.headers.get(name.lower())
-        ensure(got is not None, f"response has no {name} header ({sorted(answer.headers)})")
-        assert got is not None
-        joined = _squash(",".join(got), want.ignore_whitespace)
-        ensure(joined in {_squash(v, want.ignore_whitespace) for v in values},
-               f"response header {name}: {','.join(got)!r}, want one of {list(values)}")
-    for name, value in want.exact.items():
-        got = answer.headers.get(name.lower())
-        ensure(got is not None and ",".join(got) == value, f"response header {name}: {got}, want {value!r}")
-    for name in want.absent:
-        ensure(name.lower() not in answer.headers,
-               f"response has header {name}: {answer.headers.get(name.lower())}, want none")
-
-
 def expect_consistently(s: Suite, address: str, exp: Exp, check: Callable[[Answer], None],
                         timeout: float = CONSISTENCY_TIMEOUT) -> None:
     """Upstream's MakeRequestAndExpectEventuallyConsistentResponse with a custom comparison."""
     consistently(lambda: send(address, exp, s.certs.ca.pem), check, f"{exp.describe()} to {address}", timeout)
-
-
-def expect_headers(s: Suite, address: str, exp: Exp, want: Headers) -> None:
-    expect_consistently(s, address, exp, lambda answer: check_headers(exp, want, answer, address))
 
 
 def expect_failure(s: Suite, address: str, exp: Exp) -> None:
