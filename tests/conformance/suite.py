@@ -534,14 +534,15 @@ class Suite:
 
     def routes_accepted(self, ref: Ref, *routes: str, kind: str = "HTTPRoute", namespace: str = INFRA) -> str:
         """Upstream's GatewayAndRoutesMustBeAccepted: the Gateway's address, each route
-        Accepted on each listed section (or the Gateway), every listener ready."""
+        with exactly one parent entry per listed section (or one for the Gateway), each
+        Accepted, every listener ready."""
         address = self.gateway_address(ref)
         for route in routes:
             route_ns, _, route_name = route.rpartition("/")
             route_ns = route_ns or namespace
             sections: tuple[str | None, ...] = ref.sections or (None,)
             self.route_parents(kind, route_name, route_ns, [Parent(ref, (ACCEPTED,), s) for s in sections],
-                               namespace_required=route_ns != ref.namespace, exact=False)
+                               namespace_required=route_ns != ref.namespace)
         self.listeners_ready(ref)
         return address
 

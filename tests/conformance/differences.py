@@ -1,0 +1,61 @@
+"""Where this runner judges differently from the upstream Go suite (gateway-api v1.6.1),
+and why: written into docs/conformance.md by report.py.
+
+Each entry: (what, how it differs, why). Keep it true: when a case or a helper changes,
+change its entry here.
+"""
+
+from __future__ import annotations
+
+STRICTER: list[tuple[str, str, str]] = [
+    ("Response headers", "`Headers`, `ValidHeaderValues` and `AbsentHeaders` are checked on every "
+     "status; upstream's `CompareRoundTrip` checks them on a 200 only",
+     "a 204 or 403 preflight with a stray `access-control-allow-origin` should fail too"),
+    ("Timeout statuses", "a 408/504 passes only when that status is listed; upstream accepts any timeout "
+     "status when any expected status is one", "lychgate answers the status the route asks for"),
+    ("Time limits", "conditions must hold within 20 s and traffic must settle within 15 s (50 ms polls); "
+     "upstream allows minutes for conditions and `MaxTimeToConsistency` (30 s) for traffic",
+     "a local control plane settles in well under a second; shorter bounds only make a slow one fail"),
+]
+
+LOOSER_OR_DIFFERENT: list[tuple[str, str, str]] = [
+    ("Order of route parents", "`status.parents` entries are matched by parent (name, namespace, section, "
+     "port) in any order, still exactly as many as expected; upstream compares them position by position",
+     "upstream marks its positional match as a TODO (\"allow for arbitrarily ordered parents\"); the order "
+     "of `status.parents` carries no meaning in the API"),
+    ("ListenerSet routes", "routes with several parents (a Gateway and ListenerSets) are checked parent by "
+     "parent (each Accepted, listeners ready), without an exact count",
+     "those routes legitimately have parents beyond the one under test"),
+    ("Backends", "echo backends are local processes standing in for the suite's Deployments: a pod is "
+     "`<deployment>-<suffix>`, its namespace the manifest's; they answer with echo-basic's JSON fields "
+     "(`path`, `host`, `method`, `headers`, `namespace`, `pod`, `tls`)",
+     "local mode runs no Pods; the fields the Go suite reads are the same"),
+    ("Mirrored requests", "counted from the echo pods' in-process request log since a mark; upstream reads "
+     "the mirror backends' pod logs since a time", "there are no pod logs locally; both count requests "
+     "the mirror received after the test started"),
+    ("Refused TLS", "`MakeTLSRequestAndExpectEventuallyConnectionReset`: any failed handshake or closed "
+     "connection counts as refused, three times in a row",
+     "Envoy closes the connection of an unmatched SNI; the runner does not tell a reset from a close"),
+    ("GatewayInfrastructurePropagation", "skipped (not claimed)",
+     "local mode deploys no Services or Pods to carry the labels; tests/kube checks them in Kubernetes mode"),
+    ("Mesh profile", "listed, never run", "lychgate does not claim the mesh profile"),
+    ("Upstream sources read", "the comparisons follow upstream's `CompareRoundTrip`, `CaptureRoundTrip`, "
+     "`AwaitConvergence`, `MakeRequestAndExpectFailure`, `GatewayMustHaveZeroRoutes`, "
+     "`RouteMustHaveNoAcceptedParents` and `weight.TestWeightedDistribution`, and each case the Go test "
+     "of the same ShortName", "where a helper's v1.6.1 text was not at hand, the newest version read was "
+     "followed and the stricter reading taken"),
+]
+
+
+def markdown() -> list[str]:
+    lines = ["## How this runner differs from the Go suite", "",
+             "Every case makes the Go test's requests and status checks; a round trip is judged as "
+             "upstream's `CompareRoundTrip` judges it (on a 200, the request the echo backend saw must be "
+             "the expected one: path, method, namespace, host and headers; an answer that is not "
+             "`application/json` captures only the method, so an expected empty path means the gateway "
+             "must answer itself, as for CORS preflights).", "",
+             "Stricter than upstream:", "", "| what | here | why |", "|---|---|---|"]
+    lines += [f"| {what} | {how} | {why} |" for what, how, why in STRICTER]
+    lines += ["", "Looser than upstream, or different, and why:", "", "| what | here | why |", "|---|---|---|"]
+    lines += [f"| {what} | {how} | {why} |" for what, how, why in LOOSER_OR_DIFFERENT]
+    return [*lines, ""]
