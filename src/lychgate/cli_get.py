@@ -94,9 +94,8 @@ def hostnames(obj: Obj, _ctx: Obj) -> str:
 
 def targets(obj: Obj, _ctx: Obj) -> str:
     spec = _spec(obj)
-    refs = [r for r in spec.get("targetRefs") or []] + ([spec["targetRef"]] if spec.get("targetRef") else [])
     out = [f"{r.get('kind')}/{r.get('name')}" + (f":{r['sectionName']}" if r.get("sectionName") else "")
-           for r in refs]
+           for r in spec.get("targetRefs") or []]
     out += [f"{s.get('kind')}{{{','.join(f'{k}={v}' for k, v in (s.get('matchLabels') or {}).items())}}}"
             for s in spec.get("targetSelectors") or []]
     return " ".join(out) or "<none>"
@@ -130,10 +129,6 @@ def _gateway_admin(obj: Obj, ctx: Obj) -> str:
 def _service_ports(obj: Obj, _ctx: Obj) -> str:
     return _joined((f"{p['port']}:{p['nodePort']}" if p.get("nodePort") else str(p["port"]))
                    + f"/{p.get('protocol', 'TCP')}" for p in _spec(obj).get("ports") or [])
-
-
-def _pod_ready(obj: Obj, _ctx: Obj) -> str:
-    return condition(_status(obj).get("conditions") or [], "Ready")
 
 
 def _referencegrant(side: str) -> Callable[[Obj, Obj], str]:
@@ -173,7 +168,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "Secret": (Column("TYPE", _get("type", default="Opaque")),
                Column("DATA", lambda o, _c: str(len({**(o.get("data") or {}), **(o.get("stringData") or {})})))),
     "ConfigMap": (Column("DATA", lambda o, _c: str(len(o.get("data") or {}))),),
-    "Pod": (Column("READY", _pod_ready), Column("STATUS", _get("status", "phase", default="Running")),
+    "Pod": (Column("READY", own_condition("Ready")), Column("STATUS", _get("status", "phase", default="Running")),
             Column("IP", _get("status", "podIP", default="<none>"))),
     "GatewayClass": (Column("CONTROLLER", _get("spec", "controllerName")), Column("ACCEPTED", own_condition("Accepted"))),
     "Gateway": (Column("CLASS", _get("spec", "gatewayClassName")),
@@ -183,9 +178,9 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "ListenerSet": (Column("PARENT", _get("spec", "parentRef", "name")), Column("PORTS", _gateway_ports),
                     Column("ACCEPTED", own_condition("Accepted")), Column("PROGRAMMED", own_condition("Programmed"))),
     "ReferenceGrant": (Column("FROM", _referencegrant("from")), Column("TO", _referencegrant("to"))),
+    # TYPE: spec.type (deprecated in kgateway), else the one provider block that is set.
     "GatewayExtension": (Column("TYPE", lambda o, _c: _spec(o).get("type") or ",".join(
-                             k for k in ("extAuth", "extProc", "rateLimit", "jwtProviders", "jwt", "oauth2")
-                             if _spec(o).get(k))),
+                             k for k, v in _spec(o).items() if k != "type" and v)),
                          Column("ACCEPTED", own_condition("Accepted")), Column("RESOLVED", own_condition("ResolvedRefs"))),
     "InferencePool": (Column("SELECTOR", lambda o, _c: ",".join(
                           f"{k}={v}" for k, v in ((_spec(o).get("selector") or {}).get("matchLabels") or {}).items())),
@@ -218,7 +213,7 @@ def columns_for(cls: type[Resource]) -> tuple[Column, ...]:
     keys = _spec_keys(cls)
     if "parentRefs" in keys:  # a route
         return ((Column("HOSTNAMES", hostnames),) if "hostnames" in keys else ()) + (ROUTE_PARENTS,)
-    if keys & {"targetRefs", "targetRef", "targetSelectors"}:  # a policy
+    if keys & {"targetRefs", "targetSelectors"}:  # a policy
         conditions = POLICY_CONDITIONS.get(cls.KIND, DEFAULT_POLICY_CONDITIONS)
         return (*(Column(header, policy_condition(type_)) for type_, header in conditions),
                 Column("TARGETS", targets))
