@@ -64,7 +64,7 @@ class FileSource:
         # watcher and a caller all name a file the same way (a relative
         # `lychgate run examples/quickstart` would otherwise own its files under
         # relative keys while the watcher reports absolute ones).
-        self.directory = directory.resolve()
+        self.directory = directory.resolve() if directory.is_dir() else canonical(directory)
         self.store = store
         self._owned: dict[Path, dict[ObjectKey, Resource]] = {}
         self._owner: dict[ObjectKey, Path] = {}
