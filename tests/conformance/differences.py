@@ -13,19 +13,17 @@ STRICTER: list[tuple[str, str, str]] = [
      "a 204 or 403 preflight with a stray `access-control-allow-origin` should fail too"),
     ("Timeout statuses", "a 408/504 passes only when that status is listed; upstream accepts any timeout "
      "status when any expected status is one", "lychgate answers the status the route asks for"),
+    ("Route parents", "a route accepted by one Gateway must have exactly one `status.parents` entry per "
+     "expected (Gateway, section), written by lychgate, Accepted, of the route's latest generation; a route "
+     "with several parents has each checked (HTTPRouteMultipleGateways lists both, the ListenerSet cases "
+     "check each parent)", "upstream calls `GatewayAndRoutesMustBeAccepted` on routes that have further "
+     "parents (ListenerSetHTTPRouting), so it cannot count the entries"),
     ("Time limits", "conditions must hold within 20 s and traffic must settle within 15 s (50 ms polls); "
      "upstream allows minutes for conditions and `MaxTimeToConsistency` (30 s) for traffic",
      "a local control plane settles in well under a second; shorter bounds only make a slow one fail"),
 ]
 
 LOOSER_OR_DIFFERENT: list[tuple[str, str, str]] = [
-    ("Order of route parents", "`status.parents` entries are matched by parent (name, namespace, section, "
-     "port) in any order, still exactly as many as expected; upstream compares them position by position",
-     "upstream marks its positional match as a TODO (\"allow for arbitrarily ordered parents\"); the order "
-     "of `status.parents` carries no meaning in the API"),
-    ("ListenerSet routes", "routes with several parents (a Gateway and ListenerSets) are checked parent by "
-     "parent (each Accepted, listeners ready), without an exact count",
-     "those routes legitimately have parents beyond the one under test"),
     ("Backends", "echo backends are local processes standing in for the suite's Deployments: a pod is "
      "`<deployment>-<suffix>`, its namespace the manifest's; they answer with echo-basic's JSON fields "
      "(`path`, `host`, `method`, `headers`, `namespace`, `pod`, `tls`)",
