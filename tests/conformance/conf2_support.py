@@ -236,6 +236,9 @@ def grpc_check(address: str, exp: GrpcExp) -> str:
                              f"want {exp.code.name}")
     if code != grpc.StatusCode.OK:
         return ""
+    method = f"/{GRPC_SERVICE}/{exp.method}"
+    ensure(response.assertions.fully_qualified_method == method,
+           f"the backend served {response.assertions.fully_qualified_method!r}, want {method!r}")
     context = response.assertions.context
     ensure(context.namespace == exp.namespace, f"answered from namespace {context.namespace!r}, want {exp.namespace!r}")
     ensure(context.pod.startswith(exp.backend), f"answered by pod {context.pod!r}, want {exp.backend}-*")

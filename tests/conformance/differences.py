@@ -39,7 +39,8 @@ LOOSER_OR_DIFFERENT: list[tuple[str, str, str]] = [
     ("Mesh profile", "listed, never run", "lychgate does not claim the mesh profile"),
     ("Upstream sources read", "the shared checks follow upstream's `CompareRoundTrip`, `CaptureRoundTrip`, "
      "`AwaitConvergence`, `MakeRequestAndExpectFailure`, `GatewayAndRoutesMustBeAccepted`, "
-     "`GatewayMustHaveZeroRoutes`, `RouteMustHaveNoAcceptedParents` and `weight.TestWeightedDistribution`; "
+     "`GatewayMustHaveZeroRoutes`, `RouteMustHaveNoAcceptedParents`, gRPC's `compareResponse` (the method "
+     "the backend served), TCP's `WaitForValidTCPResponse` and `weight.TestWeightedDistribution`; "
      "each case was written from the Go test of its ShortName, and the CORS, multiple-Gateways, h2c, "
      "WebSocket and percentage-mirror cases were re-read against it",
      "where a helper's v1.6.1 text was not at hand, the newest version read was followed and the "
