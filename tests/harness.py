@@ -175,14 +175,16 @@ class Lychgate:
 
     # --- process --------------------------------------------------------------------
 
-    def start(self, *extra: str, directory: Path | None = None, timeout: float = 20) -> Lychgate:
+    def start(self, *extra: str, directory: Path | None = None, cwd: Path | None = None,
+              timeout: float = 20) -> Lychgate:
+        """Run `lychgate run DIRECTORY`; with cwd, DIRECTORY may be relative to it, as a user types it."""
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lychgate", "run", str(directory or self.manifests),
              "--state-dir", str(self.state), "--admin-address", self.admin,
              "--xds-address", self.xds, "--metrics-address", self.metrics,
              "--health-address", self.health, *extra],
-            stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT, env=env,
+            stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT, env=env, cwd=cwd,
         )
         wait_for(self._ready, timeout, "the control plane to answer")
         return self

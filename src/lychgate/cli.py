@@ -10,18 +10,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
 import typer
-import yaml
 from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
 
-from lychgate import __version__
+from lychgate import __version__, cli_get
 from lychgate import log as logsetup
 from lychgate.settings import Settings
 
@@ -31,25 +27,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-# kubectl-style names for kinds: plural, singular and short forms.
-KIND_ALIASES: dict[str, str] = {}
-for _kind, _names in {
-    "Gateway": ("gateways", "gateway", "gtw", "gw"),
-    "GatewayClass": ("gatewayclasses", "gatewayclass", "gc"),
-    "HTTPRoute": ("httproutes", "httproute"),
-    "ReferenceGrant": ("referencegrants", "referencegrant", "refgrant"),
-    "GatewayParameters": ("gatewayparameters", "gatewayparameter", "gwp"),
-    "Service": ("services", "service", "svc"),
-    "EndpointSlice": ("endpointslices", "endpointslice"),
-    "Namespace": ("namespaces", "namespace", "ns"),
-    "Secret": ("secrets", "secret"),
-    "TrafficPolicy": ("trafficpolicies", "trafficpolicy", "tp"),
-    "GatewayExtension": ("gatewayextensions", "gatewayextension", "gwe"),
-}.items():
-    for _n in _names:
-        KIND_ALIASES[_n] = _kind
-CLUSTER_SCOPED = {"GatewayClass", "Namespace"}
 
 AdminOpt = Annotated[
     str, typer.Option("--admin-address", envvar="LYCHGATE_ADMIN_ADDRESS", help="Admin server of the running control plane.")
@@ -202,120 +179,19 @@ def _fetch(admin: str, path: str, **params: str) -> dict[str, Any]:
     return body
 
 
-def _age(obj: dict[str, Any]) -> str:
-    created = obj.get("metadata", {}).get("creationTimestamp")
-    if not created:
-        return "?"
-    seconds = int((datetime.now(UTC) - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def _cond(status: dict[str, Any], type_: str) -> str:
-    for c in status.get("conditions", []):
-        if c["type"] == type_:
-            return c["status"] if c["status"] == "True" else f"False ({c['reason']})"
-    return "Unknown"
-
-
-def _columns(kind: str, obj: dict[str, Any], proxies: dict[str, dict[str, Any]]) -> dict[str, str]:
-    status = obj.get("status") or {}
-    spec = obj.get("spec") or {}
-    meta = obj["metadata"]
-    if kind == "Gateway":
-        proxy = proxies.get(f"{meta['namespace']}/{meta['name']}", {})
-        addresses = ",".join(a["value"] for a in status.get("addresses", []))
-        return {"CLASS": spec.get("gatewayClassName", ""), "ADDRESS": addresses,
-                "PORTS": ",".join(str(l["port"]) for l in spec.get("listeners", [])),
-                "PROGRAMMED": _cond(status, "Programmed"), "ADMIN": proxy.get("admin", "")}
-    if kind == "HTTPRoute":
-        parents = []
-        for p in status.get("parents", []):
-            ref = p["parentRef"]
-            parents.append(f"{ref['name']}:{_cond(p, 'Accepted')}")
-        return {"HOSTNAMES": ",".join(spec.get("hostnames", [])) or "*", "PARENTS": " ".join(parents)}
-    if kind == "GatewayClass":
-        return {"CONTROLLER": spec.get("controllerName", ""), "ACCEPTED": _cond(status, "Accepted")}
-    if kind == "TrafficPolicy":
-        targets = [f"{r['kind']}/{r['name']}" + (f":{r['sectionName']}" if r.get("sectionName") else "")
-                   for r in spec.get("targetRefs", [])]
-        targets += [f"{s['kind']}{{{','.join(f'{k}={v}' for k, v in (s.get('matchLabels') or {}).items())}}}"
-                    for s in spec.get("targetSelectors", [])]
-        return {"ACCEPTED": _cond(status, "Accepted"), "APPLIED": _cond(status, "Applied"),
-                "TARGETS": " ".join(targets)}
-    if kind == "GatewayExtension":
-        kinds = [k for k in ("extAuth", "extProc", "rateLimit", "jwtProviders") if spec.get(k)]
-        return {"TYPE": spec.get("type") or ",".join(kinds), "ACCEPTED": _cond(status, "Accepted"),
-                "RESOLVED": _cond(status, "ResolvedRefs")}
-    return {}
-
-
 @app.command()
 def get(
-    kind: Annotated[str, typer.Argument(help="gateways, httproutes, gatewayclasses, ..., or errors.")],
+    kind: Annotated[str, typer.Argument(help="gateways (gtw), httproutes, tlsroutes, listenersets (lset), ..., all, or errors.")],
     name: Annotated[str | None, typer.Argument(help="Only this object.")] = None,
     namespace: Annotated[str, typer.Option("-n", "--namespace")] = "default",
     all_namespaces: Annotated[bool, typer.Option("-A", "--all-namespaces")] = False,
     output: Annotated[str | None, typer.Option("-o", "--output", help="yaml or json.")] = None,
     admin_address: AdminOpt = "127.0.0.1:9095",
 ) -> None:
-    """Show objects and their status from the running control plane, kubectl-style."""
-    problems = _fetch(admin_address, "/api/v1/problems")["items"]
-    if kind in ("errors", "error", "problems"):
-        for p in problems:
-            doc = f" (document {p['document']})" if p.get("document") else ""
-            typer.echo(f"{p['file']}{doc}: {p['message']}")
-        if not problems:
-            typer.echo("no problems")
-        return
-    resolved = KIND_ALIASES.get(kind.lower())
-    if resolved is None:
-        typer.echo(f"error: unknown kind {kind!r}; try one of: {', '.join(sorted(set(KIND_ALIASES.values())))}, errors", err=True)
-        raise typer.Exit(2)
-    params = {"kind": resolved}
-    if resolved not in CLUSTER_SCOPED and not all_namespaces:
-        params["namespace"] = namespace
-    if name:
-        params["name"] = name
-    items = _fetch(admin_address, "/api/v1/objects", **params)["items"]
-    if name and not items:
-        typer.echo(f'error: {resolved} "{name}" not found', err=True)
-        raise typer.Exit(1)
-    for p in problems:
-        if p.get("object") and p["object"].split(" ", 1)[0] == resolved:
-            typer.echo(f"warning: {p['file']}: {p['message']}", err=True)
-    if output in ("json", "yaml"):
-        shown: Any = items[0] if name else {"apiVersion": "v1", "kind": "List", "items": items}
-        if output == "json":
-            typer.echo(json.dumps(shown, indent=2))
-        else:
-            typer.echo(yaml.safe_dump(shown, sort_keys=False), nl=False)
-        return
-    if output not in (None, "wide"):
-        typer.echo(f"error: unknown output format {output!r}; use yaml or json", err=True)
-        raise typer.Exit(2)
-    if not items:
-        where = "" if resolved in CLUSTER_SCOPED else (" in any namespace" if all_namespaces else f" in {namespace} namespace")
-        typer.echo(f"No resources found{where}.", err=True)
-        return
-    proxies = {p["gateway"]: p for p in _fetch(admin_address, "/api/v1/proxies")["items"]} if resolved == "Gateway" else {}
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    rows = []
-    for obj in items:
-        row = {}
-        if all_namespaces and resolved not in CLUSTER_SCOPED:
-            row["NAMESPACE"] = obj["metadata"].get("namespace", "")
-        row["NAME"] = obj["metadata"]["name"]
-        row.update(_columns(resolved, obj, proxies))
-        row["AGE"] = _age(obj)
-        rows.append(row)
-    for col in rows[0]:
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*row.values())
-    Console(width=200).print(table)
+    """Show objects and their status from the running control plane, kubectl-style
+    (every kind it reads, by kubectl's plural, singular or short name; `all`; `errors`)."""
+    cli_get.show(lambda path, **params: _fetch(admin_address, path, **params), kind, name, namespace,
+                 all_namespaces, output)
 
 
 @app.command()

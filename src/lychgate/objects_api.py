@@ -34,7 +34,9 @@ def object_dict(cp: ControlPlane, obj: Resource) -> dict[str, Any]:
     status = cp.status.get(obj.key)
     if status is not None:
         out["status"] = status
-    else:
+    elif not out.get("status"):
+        # An object the control plane writes no status for keeps the one it came with
+        # (a Pod's IP and readiness, which InferencePools route by).
         out.pop("status", None)
     return out
 

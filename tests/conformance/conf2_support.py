@@ -45,15 +45,10 @@ def listener_address(s: Suite, gateway: str, listener: str, namespace: str = INF
 
 
 def routes_accepted(s: Suite, kind: str, ref: Ref, *routes: str, namespace: str = INFRA) -> str:
-    """Upstream's Gateway<Kind>RoutesMustBeAccepted: the Gateway's address, and each route
-    Accepted by it (on each listed section, or on the Gateway)."""
-    address = s.gateway_address(ref)
-    for name in routes:
-        sections: tuple[str | None, ...] = ref.sections or (None,)
-        for section in sections:
-            route_parent_condition(s, kind, name, namespace, ref.name, Cond("Accepted", "True", "Accepted"),
-                                   section=section)
-    return address
+    """Upstream's GatewayAndRoutesMustBeAccepted for any route kind: the Gateway's address,
+    each route with exactly one parent entry per listed section (or one for the Gateway),
+    each Accepted, every listener ready."""
+    return s.routes_accepted(ref, *routes, kind=kind, namespace=namespace)
 
 
 def route_parent_condition(s: Suite, kind: str, name: str, namespace: str, gateway: str, cond: Cond,
@@ -88,22 +83,28 @@ def _is_gateway(ref: dict[str, Any], gateway: str, namespace: str) -> bool:
 
 
 def no_accepted_parents(s: Suite, kind: str, name: str, namespace: str = INFRA) -> None:
-    """Upstream's <Kind>MustHaveNoAcceptedParents: no parent entry says Accepted=True."""
+    """Upstream's RouteMustHaveNoAcceptedParents: no parent entry at all (seen on two polls,
+    to tell "not set" from "not yet"), or exactly one, whose Accepted is False."""
+    seen_empty = [False]
+
     def check() -> None:
-        route = s.get(kind, name, namespace)
-        for p in (route.get("status") or {}).get("parents") or []:
-            accepted = next((c for c in p.get("conditions") or [] if c.get("type") == "Accepted"), None)
-            ensure(not accepted or accepted.get("status") != "True",
-                   f"{kind} {name} is Accepted by {(p.get('parentRef') or {}).get('name')}")
+        parents = (s.get(kind, name, namespace).get("status") or {}).get("parents") or []
+        if not parents:
+            first, seen_empty[0] = not seen_empty[0], True
+            ensure(not first, f"{kind} {name} has no parent status yet")
+            return
+        ensure(len(parents) == 1, f"{kind} {name} has {len(parents)} parent entries, want at most one")
+        check_conditions(f"{kind} {namespace}/{name}", parents[0].get("conditions") or [], [Cond("Accepted", "False")])
     eventually(check, f"{kind} {namespace}/{name} to have no accepted parent")
 
 
 def zero_routes(s: Suite, gateway: str, namespace: str = INFRA) -> None:
-    """Upstream's GatewayMustHaveZeroRoutes: every listener has attachedRoutes 0."""
+    """Upstream's GatewayMustHaveZeroRoutes: no listener in status, or exactly one with
+    attachedRoutes 0."""
     def check() -> None:
         gw = s.get("Gateway", gateway, namespace)
         listeners = (gw.get("status") or {}).get("listeners") or []
-        ensure(bool(listeners), f"Gateway {gateway} has no listener status")
+        ensure(len(listeners) <= 1, f"Gateway {gateway} has {len(listeners)} listeners in status, want at most one")
         for entry in listeners:
             ensure(entry.get("attachedRoutes") == 0,
                    f"listener {entry.get('name')} attachedRoutes {entry.get('attachedRoutes')}, want 0")
@@ -235,6 +236,9 @@ def grpc_check(address: str, exp: GrpcExp) -> str:
                              f"want {exp.code.name}")
     if code != grpc.StatusCode.OK:
         return ""
+    method = f"/{GRPC_SERVICE}/{exp.method}"
+    ensure(response.assertions.fully_qualified_method == method,
+           f"the backend served {response.assertions.fully_qualified_method!r}, want {method!r}")
     context = response.assertions.context
     ensure(context.namespace == exp.namespace, f"answered from namespace {context.namespace!r}, want {exp.namespace!r}")
     ensure(context.pod.startswith(exp.backend), f"answered by pod {context.pod!r}, want {exp.backend}-*")

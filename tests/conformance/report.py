@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from tests.conformance import differences
 from tests.conformance.features import PROFILES, Profile
 from tests.conformance.known_failures import KNOWN_FAILURES
 from tests.conformance.runner import Result
@@ -95,6 +96,7 @@ def markdown(results: list[Result], supported: frozenset[str]) -> str:
         outcome = "fail (known)" if r.outcome == "fail" and r.case.short_name in KNOWN_FAILURES else r.outcome
         lines.append(f"| {r.case.short_name} | {', '.join(r.case.features)} | {outcome} | {reason} |")
     lines += ["", "Supported features claimed by the GatewayClass: " + ", ".join(sorted(supported)) + ".", ""]
+    lines += differences.markdown()
     return "\n".join(lines)
 
 

@@ -64,4 +64,6 @@ def execute(suite: Suite, case: Case) -> Result:
         run_case(suite, case)
     except AssertionError as err:
         return Result(case, "fail", str(err).splitlines()[0][:300], time.monotonic() - start)
+    except Exception as err:  # a client error the case did not expect fails that case, not the run
+        return Result(case, "fail", f"{type(err).__name__}: {err}".splitlines()[0][:300], time.monotonic() - start)
     return Result(case, "pass", "", time.monotonic() - start)

@@ -158,15 +158,18 @@ class ProcServer(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
 
 @dataclass
 class HttpAuthServer:
-    """HTTP ext_authz: 200 with `x-user` for `Bearer good`, else 401 with a challenge."""
+    """HTTP ext_authz: 200 with `x-user` for `Bearer good`, else 401 with a challenge;
+    each answer `delay` seconds late (a slow auth service)."""
 
     port: int = 0
     paths: list[str] = field(default_factory=list)
     runner: Any = None
+    delay: float = 0.0
 
     def app(self) -> web.Application:
         async def handle(request: web.Request) -> web.Response:
             self.paths.append(request.path_qs)
+            await asyncio.sleep(self.delay)
             if request.headers.get("authorization") == "Bearer good":
                 return web.Response(status=200, headers={"x-user": "alice", "x-not-allowed": "leak"})
             return web.Response(status=401, text="no entry\n",

@@ -154,6 +154,31 @@ spec:
     assert "0 ready endpoint" not in condition(ext_status["conditions"], "ResolvedRefs")["message"]
 
 
+def test_http_ext_auth_default_timeout_waits_for_a_slow_service(stack: Stack) -> None:
+    """Without requestTimeout an HTTP auth service has kgateway's 2 s to answer: one that
+    takes half a second still lets requests through (with 200 ms it was a 403 for everyone);
+    a requestTimeout shorter than the service fails closed."""
+    slow = stack.servers.http_auth()
+    slow.delay = 0.5
+    stack.service("auth-slow", slow.port)
+    service = f"      backendRef: {{name: auth-slow, port: {slow.port}}}\n"
+    stack.write("auth-slow.yaml", *[
+        "apiVersion: gateway.lychgate.dev/v1alpha1\nkind: GatewayExtension\nmetadata: {name: slow-default}\n"
+        "spec:\n  extAuth:\n    httpService:\n" + service,
+        "apiVersion: gateway.lychgate.dev/v1alpha1\nkind: GatewayExtension\nmetadata: {name: slow-short}\n"
+        "spec:\n  extAuth:\n    httpService:\n" + service + "      requestTimeout: 100ms\n",
+        stack.route("slowdefault", "slow-default.example.com"),
+        stack.route("slowshort", "slow-short.example.com"),
+        policy("slowdefault", "slowdefault", "  extAuth:\n    extensionRef: {name: slow-default}\n"),
+        policy("slowshort", "slowshort", "  extAuth:\n    extensionRef: {name: slow-short}\n"),
+    ])
+    good = {"authorization": "Bearer good"}
+    stack.wait("slow-default.example.com", lambda r: r.status_code == 200 and body_of(r)["pod"] == "app",
+               what="the slow auth service to allow within the default timeout", headers=good)
+    stack.wait("slow-short.example.com", lambda r: r.status_code == 403,
+               what="a 100 ms requestTimeout to fail closed", headers=good)
+
+
 def test_policy_attached_later_protects_open_connections(stack: Stack) -> None:
     """The ext_authz filter of an extension is in the listener before any policy uses
     it, so attaching the policy changes only routes: a keep-alive client's open

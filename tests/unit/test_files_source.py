@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+
+import pytest
 
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import HTTPRoute
@@ -81,3 +84,50 @@ def test_unknown_kind_and_empty_documents(tmp_path: Path) -> None:
     [problem] = source.all_problems()
     assert "unknown kind 'Widget'" in problem.message and problem.document == 2
     assert store.get_key(ObjectKey("Widget", "default", "w")) is None
+
+
+def test_a_file_named_relative_or_absolute_is_one_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lychgate run examples/quickstart` loads relative names; the watcher reports absolute ones."""
+    (tmp_path / "site").mkdir()
+    path = tmp_path / "site" / "r.yaml"
+    path.write_text(ROUTE.format(team="a", backend="one"))
+    monkeypatch.chdir(tmp_path)
+    store = Store()
+    source = FileSource(Path("site"), store)
+    source.load_all()
+    path.write_text(ROUTE.format(team="a", backend="two"))
+    source.reload(path.absolute())
+    assert _route(store).spec.rules[0].backend_refs[0].name == "two"
+    source.reload(Path("site/r.yaml"))
+    assert source.all_problems() == []
+
+
+def test_a_rename_over_another_name_moves_the_objects(tmp_path: Path) -> None:
+    """The watcher may report b.yaml renamed to a.yaml in one batch: a.yaml must not
+    be refused because b.yaml (already gone) still owned the route."""
+    (tmp_path / "b.yaml").write_text(ROUTE.format(team="a", backend="one"))
+    store = Store()
+    source = FileSource(tmp_path, store)
+    source.load_all()
+
+    before = _route(store).metadata.resource_version
+
+    def moved() -> bool:  # a.yaml re-created the route (or, wrongly, b.yaml's deletion removed it)
+        route = store.get(HTTPRoute, "default", "r")
+        return route is None or route.metadata.resource_version != before
+
+    async def rename_and_watch() -> None:
+        stop = asyncio.Event()
+        watcher = asyncio.create_task(source.watch(stop))
+        await asyncio.sleep(0.1)  # the watcher subscribes in its first step
+        (tmp_path / "b.yaml").rename(tmp_path / "a.yaml")
+        for _ in range(200):  # a bound, not a timing: the batch lands in ~0.2 s
+            if moved():
+                break
+            await asyncio.sleep(0.05)
+        stop.set()
+        await watcher
+
+    asyncio.run(rename_and_watch())
+    assert _route(store).spec.rules[0].backend_refs[0].name == "one"
+    assert source.all_problems() == []

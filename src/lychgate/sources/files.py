@@ -60,7 +60,11 @@ class Problem:
 
 class FileSource:
     def __init__(self, directory: Path, store: Store) -> None:
-        self.directory = directory
+        # Resolved once: every path below derives from it, so the first load, the
+        # watcher and a caller all name a file the same way (a relative
+        # `lychgate run examples/quickstart` would otherwise own its files under
+        # relative keys while the watcher reports absolute ones).
+        self.directory = directory.resolve() if directory.is_dir() else canonical(directory)
         self.store = store
         self._owned: dict[Path, dict[ObjectKey, Resource]] = {}
         self._owner: dict[ObjectKey, Path] = {}
@@ -85,6 +89,7 @@ class FileSource:
 
     def reload(self, path: Path) -> None:
         """Bring the store in line with one file (created, edited or deleted)."""
+        path = canonical(path)
         problems: list[Problem] = []
         previous = self._owned.get(path, {})
         if not path.exists():
@@ -220,10 +225,21 @@ class FileSource:
             self.directory, stop_event=stop, debounce=200, step=2, recursive=True,
             watch_filter=lambda _change, p: p.endswith(SUFFIXES),
         ):
-            paths = sorted({Path(p) for _, p in changes})
+            # Files that are gone first: an editor's rename-over may report the
+            # old name's deletion in the same batch as the new name's creation,
+            # and the objects must leave their old owner before the new one claims them.
+            paths = sorted({canonical(Path(p)) for _, p in changes}, key=lambda p: (p.exists(), p))
             log.debug("sync: %d changed files", len(paths))
             for path in paths:
                 self.reload(path)
+
+
+def canonical(path: Path) -> Path:
+    """The one name of a manifest file: absolute, its directory's symlinks resolved.
+
+    The file itself is not resolved, so a symlinked manifest is owned under its own name.
+    """
+    return path.parent.resolve() / path.name
 
 
 def _content(obj: Resource) -> Any:

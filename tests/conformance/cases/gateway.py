@@ -13,7 +13,6 @@ from tests.conformance.conf1_support import (
     condition,
     expect_tls,
     expect_tls_failure,
-    gateway_routes_accepted,
     latest_conditions,
     listeners_are,
     listeners_have,
@@ -50,8 +49,9 @@ def ip_of(address: str) -> str:
 
 
 def route_names(s: Suite, ref: Ref, *routes: str) -> str:
-    """GatewayAndHTTPRoutesMustBeAccepted followed by ResolvedRefs on each route."""
-    address = gateway_routes_accepted(s, ref, *routes)
+    """GatewayAndHTTPRoutesMustBeAccepted (exactly one parent entry per route, Accepted;
+    listeners ready) followed by ResolvedRefs on each route."""
+    address = s.routes_accepted(ref, *routes)
     for route in routes:
         s.resolved_refs(route, INFRA, ref)
     return address

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from tests.conformance.cases import case
+from tests.conformance.conf2_support import consistently
 from tests.conformance.features import GATEWAY, HTTPROUTE, REFERENCE_GRANT, TLSROUTE
 from tests.conformance.suite import (
     APP,
     INFRA,
     WEB,
+    CaseFailure,
     Cond,
     Exp,
     Listener,
@@ -603,10 +605,14 @@ def observed_generation_bump(s: Suite) -> None:
 @case("HTTPRouteMultipleGateways", CORE, t("httproute-multiple-gateways"))
 def multiple_gateways(s: Suite) -> None:
     """A route attached to two Gateways serves from both; dedicated routes only from their own"""
-    address = accepted(s, "multiple-gateways-shared-route", "same-namespace-dedicated-route", resolved=False)
-    s.expect(address, Exp("/shared", backend=V1), Exp("/", backend=V2))
     all_ns = Ref("all-namespaces")
-    address = s.routes_accepted(all_ns, "multiple-gateways-shared-route", "all-namespaces-dedicated-route")
+    # The shared route has exactly its two Gateways as parents, each Accepted; a dedicated
+    # route exactly its own.
+    s.route_parents("HTTPRoute", "multiple-gateways-shared-route", INFRA, [Parent(SAME), Parent(all_ns)],
+                    namespace_required=False)
+    address = accepted(s, "same-namespace-dedicated-route", resolved=False)
+    s.expect(address, Exp("/shared", backend=V1), Exp("/", backend=V2))
+    address = s.routes_accepted(all_ns, "all-namespaces-dedicated-route")
     s.expect(address, Exp("/shared", backend=V1), Exp("/", backend=V3))
 
 
@@ -661,13 +667,19 @@ def backend_protocol_websocket(s: Suite) -> None:
     address = s.routes_accepted(SAME, "backend-protocol-ws")
 
     def round_trip() -> None:
-        ws = websocket.create_connection(f"ws://{address}/ws", origin="ws://gateway/websocket", timeout=5)
+        try:
+            ws = websocket.create_connection(f"ws://{address}/ws", origin="ws://gateway/websocket", timeout=5)
+        except websocket.WebSocketException as err:  # e.g. a 503 before the backend is reachable
+            raise CaseFailure(f"failed to dial: {err}") from None
         try:
             ws.send("Websocket Support!")
             ensure(ws.recv() == "Websocket Support!", "text frame not echoed")
             ws.send_binary(bytes([1, 2, 3, 4, 5, 6, 7]))
             ensure(ws.recv() == bytes([1, 2, 3, 4, 5, 6, 7]), "binary frame not echoed")
+        except websocket.WebSocketException as err:
+            raise CaseFailure(f"round trip failed: {err}") from None
         finally:
             ws.close()
 
-    eventually(round_trip, "a WebSocket round trip through the Gateway", 15)
+    # As upstream: AwaitConvergence, CONSECUTIVE_SUCCESSES round trips in a row.
+    consistently(round_trip, "a WebSocket round trip through the Gateway")

@@ -8,6 +8,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
+from google.protobuf import wrappers_pb2
 
 from lychgate import ir
 from lychgate.envoy_limits import wildcard_origin_regex
@@ -31,6 +32,10 @@ def cors_policy(c: ir.Cors) -> cors_pb2.CorsPolicy:
         allow_methods=",".join(c.allow_methods),
         allow_headers=",".join(c.allow_headers),
         expose_headers=",".join(c.expose_headers),
+        # Envoy forwards a preflight from an origin it does not allow to the backend by
+        # default; Gateway API wants the gateway to answer it (200, no CORS headers), so
+        # the backend never sees OPTIONS from a foreign origin.
+        forward_not_matching_preflights=wrappers_pb2.BoolValue(value=False),
     )
     if c.max_age_s is not None:
         out.max_age = str(c.max_age_s)

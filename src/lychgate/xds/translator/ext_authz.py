@@ -28,7 +28,9 @@ from lychgate.xds.translator.policy_filters import (
 )
 
 PREFIX = "envoy.filters.http.ext_authz/"
-DEFAULT_HTTP_TIMEOUT_MS = 200
+# kgateway's HTTPDefaultTimeout (api/v1alpha1/kgateway/gateway_extensions_types.go): an
+# httpService without requestTimeout waits 2 s for the auth service before failing closed.
+DEFAULT_HTTP_TIMEOUT_MS = 2000
 
 
 def filter_name(service: ir.ExtAuthService) -> str:
