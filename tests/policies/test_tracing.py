@@ -1,0 +1,82 @@
+"""Tracing end to end: a ListenerPolicy's OpenTelemetry tracer, real Envoy, and an OTLP collector.
+
+The collector is a real gRPC server (opentelemetry-proto's trace service) that
+keeps every span Envoy exports. Sampling is tested both ways: with random
+sampling at 0 only the requests a client asks to trace (x-client-trace-id,
+client sampling 100) are traced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.harness import wait_for
+from tests.policies.conftest import Stack, condition
+from tests.policies.telemetry import OtlpReceiver, attributes, start_otlp
+
+pytestmark = pytest.mark.e2e
+
+HOST = "traced.example.com"
+
+
+@pytest.fixture(scope="module")
+def otlp(stack: Stack) -> Iterator[OtlpReceiver]:
+    receiver, stop = start_otlp(stack.servers)
+    stack.service("otel-collector", receiver.port)
+    stack.write("route-traced.yaml", stack.route("traced", HOST))
+    stack.wait(HOST, lambda r: r.status_code == 200, what="the traced route")
+    yield receiver
+    stop()
+
+
+def test_spans_reach_the_collector_with_service_name_tags_and_sampling(stack: Stack, otlp: OtlpReceiver) -> None:
+    stack.write("listener-policy.yaml", """
+        apiVersion: gateway.lychgate.dev/v1alpha1
+        kind: ListenerPolicy
+        metadata: {name: tracing}
+        spec:
+          targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]
+          default:
+            httpSettings:
+              tracing:
+                provider:
+                  openTelemetry:
+                    grpcService: {backendRef: {name: otel-collector, port: %d}}
+                    serviceName: edge-gateway
+                randomSampling: 0
+                clientSampling: 100
+                attributes:
+                  - {name: env, literal: {value: prod}}
+                  - {name: tenant, requestHeader: {name: x-tenant, defaultValue: none}}
+        """ % otlp.port)
+
+    def urls() -> list[str]:
+        return [str(attributes(s.attributes).get("http.url", "")) for _, s in otlp.spans]
+
+    def traced(path: str, **headers: str) -> None:
+        stack.get(HOST, path, headers={"x-client-trace-id": f"client-{path}", **headers})
+
+    # Envoy exports spans in batches (5 spans, or every 5 s): send a few per round.
+    def first_spans() -> bool:
+        for i in range(5):
+            traced(f"/warmup-{i}")
+        return any("/warmup-" in u for u in urls())
+
+    wait_for(first_spans, 20, "the first spans at the collector")
+    for i in range(10):
+        stack.get(HOST, f"/untraced-{i}")  # random sampling 0: not traced
+        traced(f"/traced-{i}", **{"x-tenant": f"t{i}"})
+    wait_for(lambda: all(any(f"/traced-{i}" in u for u in urls()) for i in range(10)), 20, "every traced request")
+    assert not [u for u in urls() if "/untraced-" in u]
+
+    resource, span = next((r, s) for r, s in otlp.spans if str(attributes(s.attributes).get("http.url", "")).endswith("/traced-4"))
+    assert resource["service.name"] == "edge-gateway"
+    tags = attributes(span.attributes)
+    assert tags["env"] == "prod" and tags["tenant"] == "t4"
+    assert tags["http.method"] == "GET" and tags["http.status_code"] == "200"
+    assert len(span.trace_id) == 16 and span.end_time_unix_nano > span.start_time_unix_nano
+
+    applied = condition(stack.status("ListenerPolicy", "tracing")["ancestors"][0]["conditions"], "Applied")
+    assert (applied["status"], applied["message"]) == ("True", "applied: tracing")
