@@ -150,11 +150,11 @@ def test_grpc_access_log_service_receives_filtered_entries(stack: Stack, als: Al
         accessLog:
           - grpcService:
               logName: edge-requests
-              backendRef: {name: als, port: %d}
+              backendRef: {name: als, port: PORT}
               additionalRequestHeadersToLog: [x-tenant]
               additionalResponseHeadersToLog: [x-backend]
             filter: {headerFilter: {header: {name: x-log, value: "yes"}}}
-    """ % als.port)
+    """.replace("PORT", str(als.port)))
     wait_for(lambda: stack.get(HOST, "/als-ready", headers={"x-log": "yes"}) and "/als-ready" in als.paths(),
              15, "the first entry at the access log service")
     for i in range(8):  # alternate, on new connections (spread over Envoy's workers)
@@ -177,19 +177,19 @@ def test_opentelemetry_logs_with_body_attributes_and_filter(stack: Stack, otlp: 
     listener_policy(stack, """
         accessLog:
           - openTelemetry:
-              grpcService: {logName: otel-requests, backendRef: {name: otel-collector, port: %d}}
-              body: "%%REQ(:METHOD)%% %%REQ(:PATH)%% -> %%RESPONSE_CODE%%"
+              grpcService: {logName: otel-requests, backendRef: {name: otel-collector, port: PORT}}
+              body: "%REQ(:METHOD)% %REQ(:PATH)% -> %RESPONSE_CODE%"
               attributes:
                 values:
-                  - {key: tenant, value: {stringValue: "%%REQ(X-TENANT)%%"}}
-                  - {key: tags, value: {arrayValue: [{stringValue: edge}, {stringValue: "%%PROTOCOL%%"}]}}
+                  - {key: tenant, value: {stringValue: "%REQ(X-TENANT)%"}}
+                  - {key: tags, value: {arrayValue: [{stringValue: edge}, {stringValue: "%PROTOCOL%"}]}}
               resourceAttributes:
                 values: [{key: deployment.environment, value: {stringValue: test}}]
             filter:
               orFilter:
                 - responseFlagFilter: {flags: [NR]}
                 - headerFilter: {header: {name: x-log, value: "yes"}}
-    """ % otlp.port)
+    """.replace("PORT", str(otlp.port)))
 
     def bodies() -> list[str]:
         return [r.body.string_value for _, r in otlp.logs]

@@ -43,14 +43,14 @@ def test_spans_reach_the_collector_with_service_name_tags_and_sampling(stack: St
               tracing:
                 provider:
                   openTelemetry:
-                    grpcService: {backendRef: {name: otel-collector, port: %d}}
+                    grpcService: {backendRef: {name: otel-collector, port: PORT}}
                     serviceName: edge-gateway
                 randomSampling: 0
                 clientSampling: 100
                 attributes:
                   - {name: env, literal: {value: prod}}
                   - {name: tenant, requestHeader: {name: x-tenant, defaultValue: none}}
-        """ % otlp.port)
+        """.replace("PORT", str(otlp.port)))
 
     def urls() -> list[str]:
         return [str(attributes(s.attributes).get("http.url", "")) for _, s in otlp.spans]
