@@ -14,6 +14,7 @@ import pytest
 
 from tests.harness import wait_for
 from tests.policies.conftest import Stack, condition
+from tests.policies.servers import body_of
 from tests.policies.telemetry import OtlpReceiver, attributes, start_otlp
 
 pytestmark = pytest.mark.e2e
@@ -77,6 +78,10 @@ def test_spans_reach_the_collector_with_service_name_tags_and_sampling(stack: St
     assert tags["env"] == "prod" and tags["tenant"] == "t4"
     assert tags["http.method"] == "GET" and tags["http.status_code"] == "200"
     assert len(span.trace_id) == 16 and span.end_time_unix_nano > span.start_time_unix_nano
+
+    # Envoy propagates the trace to the backend (W3C trace context).
+    seen = body_of(stack.get(HOST, "/propagated", headers={"x-client-trace-id": "c"}))["headers"]
+    assert seen["traceparent"].startswith("00-") and len(seen["traceparent"].split("-")[1]) == 32
 
     applied = condition(stack.status("ListenerPolicy", "tracing")["ancestors"][0]["conditions"], "Applied")
     assert (applied["status"], applied["message"]) == ("True", "applied: tracing")

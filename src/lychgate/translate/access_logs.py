@@ -18,7 +18,7 @@ from lychgate import ir, ir_listener
 from lychgate.api.listener_policy import AccessLog, AccessLogFilter, FilterType, KeyAnyValueList
 from lychgate.store import Store
 from lychgate.translate.collectors import collector
-from lychgate.translate.policies.common import Invalid, header_name
+from lychgate.translate.policies.common import Invalid, Unresolved, header_name
 
 # One line per request: when, what, the answer, how long, who asked, and where it went.
 DEFAULT_FORMAT = (
@@ -44,9 +44,18 @@ _OPERATOR = re.compile(r"%([A-Z_0-9]+)(\([^)]*\))?(:\d+)?%")
 
 
 def compile_access_logs(store: Store, kind: str, namespace: str, logs: list[AccessLog], path: str,
-                        clusters: dict[str, ir.Cluster]) -> tuple[ir_listener.AccessLogSink, ...]:
-    """The sinks, adding the clusters of their collectors to `clusters`."""
-    return tuple(_sink(store, kind, namespace, log, f"{path}[{i}]", clusters) for i, log in enumerate(logs))
+                        clusters: dict[str, ir.Cluster],
+                        unreachable: list[Unresolved]) -> tuple[ir_listener.AccessLogSink, ...]:
+    """The sinks, adding the clusters of their collectors to `clusters`. A sink whose
+    collector cannot be reached is left out (and added to `unreachable`): the others
+    still log."""
+    out = []
+    for i, log in enumerate(logs):
+        try:
+            out.append(_sink(store, kind, namespace, log, f"{path}[{i}]", clusters))
+        except Unresolved as err:
+            unreachable.append(err)
+    return tuple(out)
 
 
 def _sink(store: Store, kind: str, namespace: str, log: AccessLog, path: str,

@@ -55,11 +55,12 @@ def compile_http(store: Store, kind: str, namespace: str, s: HTTPSettings, path:
             out[name] = {field: value}
     _check_combinations(s, path)
     if s.access_log:
-        try:
-            out["accessLog"] = {"access_logs": compile_access_logs(store, kind, namespace, s.access_log,
-                                                                   f"{path}.accessLog", clusters)}
-        except Unresolved as err:
-            unresolved["accessLog"] = err
+        unreachable: list[Unresolved] = []
+        sinks = compile_access_logs(store, kind, namespace, s.access_log, f"{path}.accessLog", clusters, unreachable)
+        if sinks:
+            out["accessLog"] = {"access_logs": sinks}
+        if unreachable:
+            unresolved["accessLog"] = unreachable[0]
     if s.tracing is not None:
         try:
             out["tracing"] = {"tracing": compile_tracing(store, kind, namespace, s.tracing, f"{path}.tracing",
