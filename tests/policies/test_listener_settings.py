@@ -14,6 +14,8 @@ import json
 import socket
 import struct
 import textwrap
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ import h2.events
 import httpx
 import pytest
 
-from tests.harness import wait_for
+from tests.harness import free_port, service_yaml, wait_for
 from tests.policies.conftest import Stack
 from tests.policies.servers import body_of
 
@@ -224,3 +226,39 @@ def test_http2_settings_upgrades_and_buffer_limit(stack: Stack) -> None:
                      params={"resource": "dynamic_listeners"}).json()
     listener = next(c["active_state"]["listener"] for c in dump["configs"] if c["name"] == f"http-{PORT}")
     assert listener["per_connection_buffer_limit_bytes"] == 16384
+
+
+@pytest.fixture
+def raw_backend(stack: Stack) -> Iterator[list[bytes]]:
+    """A backend that records each request's bytes as they arrived (header names in their case)."""
+    seen: list[bytes] = []
+    server = socket.create_server(("127.0.0.1", free_port()))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                seen.append(conn.recv(65536))
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = server.getsockname()[1]
+    stack.write("svc-raw.yaml", service_yaml("raw", port, port))
+    stack.write("route-raw.yaml", stack.route("raw", "raw.example.com").replace("name: app, port: 80",
+                                                                               f"name: raw, port: {port}"))
+    wait_for(lambda: raw(stack, http_request("/ready", "raw.example.com")).startswith(b"HTTP/1.1 200"), 15,
+             "the raw backend's route")
+    yield seen
+    server.close()
+
+
+def test_http1_header_case_preserved_towards_the_backend(stack: Stack, raw_backend: list[bytes]) -> None:
+    request = b"GET /case HTTP/1.1\r\nHost: raw.example.com\r\nX-MiXeD-Case: 1\r\nConnection: close\r\n\r\n"
+    raw(stack, request)
+    assert b"\r\nx-mixed-case: 1\r\n" in raw_backend[-1]  # Envoy's default: lower case
+    listener_policy(stack, "preserveHttp1HeaderCase: true")
+    wait_for(lambda: raw(stack, request) and b"\r\nX-MiXeD-Case: 1\r\n" in raw_backend[-1], 15,
+             "the header to keep its case")
