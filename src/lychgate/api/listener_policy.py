@@ -342,9 +342,14 @@ class ListenerPortConfig(Model):
     listener: ListenerConfig
 
 
-class ListenerPolicySpec(Model):
+class GatewayTargets(Model):
+    """`targetRefs` / `targetSelectors`: Gateways of the policy's namespace, optionally one listener."""
+
     target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
     target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list, max_length=16)
+
+
+class ListenerPolicySpec(GatewayTargets):
     default: ListenerDefaultConfig | None = None
     per_port: list[ListenerPortConfig] = Field(default_factory=list, max_length=64)
 
@@ -358,9 +363,8 @@ class ListenerPolicy(Resource):
     spec: ListenerPolicySpec = Field(default_factory=ListenerPolicySpec)
 
 
-class HTTPListenerPolicySpec(HTTPSettings):
-    target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
-    target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list, max_length=16)
+class HTTPListenerPolicySpec(GatewayTargets, HTTPSettings):
+    pass
 
 
 class HTTPListenerPolicy(Resource):

@@ -36,11 +36,10 @@ from lychgate.api.gateway import Gateway
 from lychgate.api.listener_policy import HTTPListenerPolicy, ListenerPolicy
 from lychgate.store import Store
 from lychgate.translate import tracing
-from lychgate.translate.conditions import CONTROLLER_NAME, condition
 from lychgate.translate.listener_settings import Compiled, compile_http, compile_port
 from lychgate.translate.policies.common import Invalid, Unresolved
+from lychgate.translate.policy_status import TargetResult, policy_status
 
-MAX_ANCESTORS = 16
 AnyListenerPolicy = ListenerPolicy | HTTPListenerPolicy
 KINDS: tuple[type[ListenerPolicy] | type[HTTPListenerPolicy], ...] = (ListenerPolicy, HTTPListenerPolicy)
 
@@ -264,35 +263,9 @@ class ListenerPolicyIndex:
             status[state.policy.key] = self._status(state)
 
     def _status(self, state: PolicyState) -> dict[str, Any]:
-        gen = state.policy.generation
-        if state.errors:
-            shown = "; ".join(state.errors[:5]) + (f"; and {len(state.errors) - 5} more" if len(state.errors) > 5 else "")
-            accepted = condition("Accepted", False, "Invalid", f"invalid field {shown}", gen)
-        else:
-            accepted = condition("Accepted", True, "Valid", "the policy is valid", gen)
-        ancestors, results = [], []
-        for att in sorted(state.attachments, key=lambda a: (a.target.name, a.target.section or "")):
-            ok, reason, message = self._applied(state, att)
-            results.append((ok, reason, message, att))
-            ancestors.append({"ancestorRef": att.target.ancestor_ref(), "controllerName": CONTROLLER_NAME,
-                              "conditions": [dict(accepted), condition("Applied", ok, reason, message, gen)]})
-        notes = "; ".join(state.notes)
-        if state.errors:
-            summary = condition("Applied", False, "Invalid", "not applied: the policy is invalid", gen)
-        elif not results:
-            summary = condition("Applied", False, "NoTargetMatched" if notes else "TargetNotFound",
-                                f"not applied: {notes or 'no target'}", gen)
-        else:
-            applied = [r for r in results if r[0]]
-            extra = f"; {notes}" if notes else ""
-            if applied:
-                where = ", ".join(str(r[3].target) for r in applied)
-                reason = "Applied" if len(applied) == len(results) else "PartiallyApplied"
-                summary = condition("Applied", True, reason,
-                                    f"applied to {len(applied)} of {len(results)} targets ({where}){extra}", gen)
-            else:
-                summary = condition("Applied", False, results[0][1], f"not applied: {results[0][2]}{extra}", gen)
-        return {"conditions": [accepted, summary], "ancestors": ancestors[:MAX_ANCESTORS]}
+        results = [TargetResult(*self._applied(state, att), str(att.target), att.target.ancestor_ref())
+                   for att in sorted(state.attachments, key=lambda a: (a.target.name, a.target.section or ""))]
+        return policy_status(state.errors, state.notes, results, state.policy.generation)
 
     def _applied(self, state: PolicyState, att: Attachment) -> tuple[bool, str, str]:
         if state.errors:
