@@ -85,3 +85,32 @@ def test_spans_reach_the_collector_with_service_name_tags_and_sampling(stack: St
 
     applied = condition(stack.status("ListenerPolicy", "tracing")["ancestors"][0]["conditions"], "Applied")
     assert (applied["status"], applied["message"]) == ("True", "applied: tracing")
+
+
+def test_request_id_carries_the_trace_decision_unless_asked_not_to(stack: Stack, otlp: OtlpReceiver) -> None:
+    uuid = "f47ac10b-58cc-4372-a567-0e02b2c3d479"
+
+    def policy(extra: str) -> None:  # `extra`: one more httpSettings field
+        stack.write("listener-policy.yaml", """
+            apiVersion: gateway.lychgate.dev/v1alpha1
+            kind: ListenerPolicy
+            metadata: {name: tracing}
+            spec:
+              targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]
+              default:
+                httpSettings:
+                  preserveExternalRequestId: true
+                  tracing:
+                    provider: {openTelemetry: {grpcService: {backendRef: {name: otel-collector, port: PORT}}}}
+                  EXTRA
+            """.replace("PORT", str(otlp.port)).replace("EXTRA", extra))
+
+    def seen_id() -> str:
+        resp = stack.get(HOST, "/id", headers={"x-request-id": uuid, "x-client-trace-id": "c"})
+        return str(body_of(resp)["headers"]["x-request-id"])
+
+    policy("generateRequestId: true")
+    # Envoy packs why a request is traced into the UUID (position 14: 'b' = asked by the client).
+    wait_for(lambda: seen_id() == uuid[:14] + "b" + uuid[15:], 15, "the trace reason in the request id")
+    policy("uuidRequestIdConfig: {packTraceReason: false}")
+    wait_for(lambda: seen_id() == uuid, 15, "the request id to be left as it came")
