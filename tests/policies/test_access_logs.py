@@ -228,3 +228,47 @@ def test_collector_missing_leaves_the_rest_applied(stack: Stack) -> None:
     assert cond["reason"] == "PartiallyApplied"
     assert cond["message"].startswith("applied: serverHeaderTransformation; accessLog not applied: ")
     assert "Service default/no-such-collector not found" in cond["message"]
+
+
+def test_a_log_file_envoy_cannot_open_is_reported_and_traffic_keeps_flowing(stack: Stack, tmp_path: Path) -> None:
+    good = tmp_path / "good.log"
+    listener_policy(stack, f"accessLog: [{{fileSink: {{path: {good}}}}}]")
+    first_logged(stack, good, "/before")
+    listener_policy(stack, f"accessLog: [{{fileSink: {{path: {tmp_path}/no/such/dir/access.log}}}}]")
+
+    def rejected() -> dict[str, Any] | None:
+        listener = stack.status("Gateway", "gw")["listeners"][0]
+        programmed = condition(listener["conditions"], "Programmed")
+        return programmed if programmed["status"] == "False" else None
+
+    programmed = wait_for(rejected, 15, "the Gateway listener to report that Envoy refused it")
+    assert "unable to open file" in programmed["message"] and "no/such/dir/access.log" in programmed["message"]
+    applied = wait_for(lambda: (c := condition(stack.status("ListenerPolicy", "observe")["ancestors"][0]["conditions"],
+                                               "Applied"))["status"] == "False" and c, 10, "the policy to say so")
+    assert applied["reason"] == "Rejected" and "unable to open file" in applied["message"]
+    # Envoy keeps serving with the listener it had: requests still pass and are still logged.
+    assert stack.get(HOST, "/during").status_code == 200
+    wait_for(lambda: any("/during" in line for line in lines(good)), 10, "the request in the old log")
+
+    listener_policy(stack, f"accessLog: [{{fileSink: {{path: {good}}}}}]")
+    wait_for(lambda: condition(stack.status("Gateway", "gw")["listeners"][0]["conditions"],
+                               "Programmed")["status"] == "True", 15, "the listener to be programmed again")
+
+
+def test_an_invalid_policy_changes_nothing_and_says_why(stack: Stack, tmp_path: Path) -> None:
+    log = tmp_path / "kept.log"
+    listener_policy(stack, f"accessLog: [{{fileSink: {{path: {log}}}}}]")
+    first_logged(stack, log, "/valid")
+    listener_policy(stack, f"""
+        accessLog: [{{fileSink: {{path: {log}}}, filter: {{responseFlagFilter: {{flags: [NOPE]}}}}}}]
+    """)
+
+    def invalid() -> dict[str, Any] | None:
+        accepted = condition(stack.status("ListenerPolicy", "observe").get("conditions", []), "Accepted")
+        return accepted if accepted["status"] == "False" else None
+
+    accepted = wait_for(invalid, 10, "the policy to be refused")
+    assert "spec.default.httpSettings.accessLog[0].filter.responseFlagFilter.flags: unknown response flags NOPE" \
+        in accepted["message"]
+    # Not applied, so the proxy has lychgate's defaults again: no access log, traffic as before.
+    assert stack.get(HOST, "/after-invalid").status_code == 200

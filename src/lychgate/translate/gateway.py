@@ -196,7 +196,7 @@ def _translate(
     if any(store.count(k.KIND) for k in listener_policy.KINDS):
         listeners = listener_policy.ListenerPolicyIndex(
             store, {k: c.gateway for k, c in ctxs.items()},
-            {k: {l.name: l.spec.port for l in c.own} for k, c in ctxs.items()})
+            {k: {l.name: l.spec.port for l in c.own} for k, c in ctxs.items()}, feedback.listener_errors)
         out.gateways = {ref: listeners.apply(g) for ref, g in out.gateways.items()}
         listeners.write_status(out.status)
     # Policy and pool status walk every Gateway's clusters or routes: only when there are any.

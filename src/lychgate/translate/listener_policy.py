@@ -95,7 +95,7 @@ class Attachment:
     state: PolicyState
     target: Target
     problem: str | None = None
-    served: bool = False
+    served: set[int] = field(default_factory=set)  # the ports it was considered for
     applied: dict[str, set[int]] = field(default_factory=dict)  # field -> ports
     lost: dict[str, dict[str, set[int]]] = field(default_factory=dict)  # field -> why -> ports
 
@@ -104,10 +104,12 @@ class ListenerPolicyIndex:
     """Built once per translation pass; `apply` fills in each Gateway's IR."""
 
     def __init__(self, store: Store, gateways: Mapping[tuple[str, str], Gateway],
-                 listeners: Mapping[tuple[str, str], Mapping[str, int]]) -> None:
+                 listeners: Mapping[tuple[str, str], Mapping[str, int]],
+                 rejected: Mapping[tuple[str, int], str] | None = None) -> None:
         self.store = store
         self.gateways = gateways
         self.listeners = listeners  # a Gateway's own listeners: name -> port
+        self.rejected = rejected or {}  # ("namespace/gateway", port) -> why the proxy refused that listener
         self.states: list[PolicyState] = []
         self.by_gateway: dict[tuple[str, str], list[Attachment]] = defaultdict(list)
         policies: list[AnyListenerPolicy] = [p for kind in KINDS for p in store.list(kind)]
@@ -241,7 +243,7 @@ class ListenerPolicyIndex:
         kwargs: dict[str, Any] = {}
         winners: dict[str, Attachment] = {}
         for att in candidates:
-            att.served = True
+            att.served.add(port)
             for name, values in att.state.config(table(att.state), port).items():
                 winner = winners.get(name)
                 if winner is None:
@@ -275,6 +277,10 @@ class ListenerPolicyIndex:
         if not att.served:
             return False, "NoListener", (f"{att.target} serves no listener yet (not programmed, or no port "
                                          "this policy configures)")
+        gateway = f"{att.target.namespace}/{att.target.name}"
+        refused = [self.rejected[(gateway, p)] for p in sorted(att.served) if (gateway, p) in self.rejected]
+        if refused:
+            return False, "Rejected", f"the proxy refused its listener: {refused[0]}"
         lost = bool(att.lost)
         parts = []
         if att.applied:
