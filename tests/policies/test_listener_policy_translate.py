@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from lychgate.api.registry import ManifestError, parse
 from lychgate.controlplane import builtin_class
 from lychgate.store import Store
 from lychgate.translate.gateway import Translation, translate
+from tests.certs import CA
 
 BASE = """
 apiVersion: gateway.networking.k8s.io/v1
@@ -181,3 +183,31 @@ def test_unreachable_collector_leaves_the_other_sinks() -> None:
     assert applied["reason"] == "PartiallyApplied"
     assert applied["message"] == ("applied: accessLog; accessLog not applied: spec.default.httpSettings.accessLog[1]"
                                   ".grpcService.backendRef: Service default/gone not found")
+
+
+def test_https_listeners_have_connection_managers_of_their_own() -> None:
+    cert, key = CA().issue("example.com", ["a.example.com", "b.example.com"])
+    secret = (f"---\napiVersion: v1\nkind: Secret\nmetadata: {{name: tls}}\ntype: kubernetes.io/tls\n"
+              f"data: {{tls.crt: {base64.b64encode(cert).decode()}, tls.key: {base64.b64encode(key).decode()}}}\n")
+    gateway = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  gatewayClassName: lychgate
+  listeners:
+    - {name: secure-a, protocol: HTTPS, port: 443, hostname: a.example.com, tls: {certificateRefs: [{name: tls}]}}
+    - {name: secure-b, protocol: HTTPS, port: 443, hostname: b.example.com, tls: {certificateRefs: [{name: tls}]}}
+"""
+    store = Store()
+    store.upsert(builtin_class())
+    docs = gateway + secret + lp("only-b", "  default:\n    httpSettings: {healthCheck: {path: /b-health}}",
+                                 targets="targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, "
+                                         "sectionName: secure-b}]")
+    for doc in yaml.safe_load_all(docs):
+        store.upsert(parse(doc))
+    t = translate(store, lambda gw: "127.0.1.1")
+    by_name = {l.name: l.settings for l in t.gateways["default/gw"].listeners}
+    assert by_name["https-443-secure-a"] is None
+    b = by_name["https-443-secure-b"]
+    assert b is not None and b.health_check_path == "/b-health"
