@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from lychgate.controlplane import builtin_class
 from lychgate.store import Store
 from lychgate.translate.gateway import Translation, translate
 from tests.certs import CA
+from tests.policies.test_translate import run as run_with
 
 BASE = """
 apiVersion: gateway.networking.k8s.io/v1
@@ -43,14 +43,7 @@ spec:
 
 
 def run(policies: str) -> Translation:
-    store = Store()
-    store.upsert(builtin_class())
-    for day, doc in enumerate(d for d in yaml.safe_load_all(BASE + "\n---\n" + policies) if d):
-        obj = parse(doc)
-        # A day apart, in the order written: age decides, never the clock.
-        stamp = datetime(2024, 1, 1 + day, tzinfo=UTC)
-        store.upsert(obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"creation_timestamp": stamp})}))
-    return translate(store, lambda gw: "127.0.1.1")
+    return run_with(policies, base=BASE)  # objects a day apart, in the order written: age decides
 
 
 def lp(name: str, spec: str, kind: str = "ListenerPolicy",

@@ -8,6 +8,7 @@ client sampling 100) are traced.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 
 import pytest
@@ -32,26 +33,28 @@ def otlp(stack: Stack) -> Iterator[OtlpReceiver]:
     stop()
 
 
+def tracing_policy(stack: Stack, otlp: OtlpReceiver, http_settings: str) -> None:
+    """The Gateway's ListenerPolicy `tracing` with these httpSettings (PORT: the collector's)."""
+    body = textwrap.indent(textwrap.dedent(http_settings).strip("\n"), " " * 6).replace("PORT", str(otlp.port))
+    stack.lg.write("listener-policy.yaml", (
+        "apiVersion: gateway.lychgate.dev/v1alpha1\nkind: ListenerPolicy\nmetadata: {name: tracing}\nspec:\n"
+        "  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n"
+        "  default:\n    httpSettings:\n") + body + "\n")
+
+
 def test_spans_reach_the_collector_with_service_name_tags_and_sampling(stack: Stack, otlp: OtlpReceiver) -> None:
-    stack.write("listener-policy.yaml", """
-        apiVersion: gateway.lychgate.dev/v1alpha1
-        kind: ListenerPolicy
-        metadata: {name: tracing}
-        spec:
-          targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]
-          default:
-            httpSettings:
-              tracing:
-                provider:
-                  openTelemetry:
-                    grpcService: {backendRef: {name: otel-collector, port: PORT}}
-                    serviceName: edge-gateway
-                randomSampling: 0
-                clientSampling: 100
-                attributes:
-                  - {name: env, literal: {value: prod}}
-                  - {name: tenant, requestHeader: {name: x-tenant, defaultValue: none}}
-        """.replace("PORT", str(otlp.port)))
+    tracing_policy(stack, otlp, """
+        tracing:
+          provider:
+            openTelemetry:
+              grpcService: {backendRef: {name: otel-collector, port: PORT}}
+              serviceName: edge-gateway
+          randomSampling: 0
+          clientSampling: 100
+          attributes:
+            - {name: env, literal: {value: prod}}
+            - {name: tenant, requestHeader: {name: x-tenant, defaultValue: none}}
+    """)
 
     def urls() -> list[str]:
         return [str(attributes(s.attributes).get("http.url", "")) for _, s in otlp.spans]
@@ -91,19 +94,12 @@ def test_request_id_carries_the_trace_decision_unless_asked_not_to(stack: Stack,
     uuid = "f47ac10b-58cc-4372-a567-0e02b2c3d479"
 
     def policy(extra: str) -> None:  # `extra`: one more httpSettings field
-        stack.write("listener-policy.yaml", """
-            apiVersion: gateway.lychgate.dev/v1alpha1
-            kind: ListenerPolicy
-            metadata: {name: tracing}
-            spec:
-              targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]
-              default:
-                httpSettings:
-                  preserveExternalRequestId: true
-                  tracing:
-                    provider: {openTelemetry: {grpcService: {backendRef: {name: otel-collector, port: PORT}}}}
-                  EXTRA
-            """.replace("PORT", str(otlp.port)).replace("EXTRA", extra))
+        tracing_policy(stack, otlp, f"""
+            preserveExternalRequestId: true
+            tracing:
+              provider: {{openTelemetry: {{grpcService: {{backendRef: {{name: otel-collector, port: PORT}}}}}}}}
+            {extra}
+        """)
 
     def seen_id() -> str:
         resp = stack.get(HOST, "/id", headers={"x-request-id": uuid, "x-client-trace-id": "c"})
