@@ -53,6 +53,8 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "GatewayExtension": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"},
                          _condition("Accepted"), AGE],
     "Backend": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"}, AGE],
+    "ListenerPolicy": [_condition("Accepted"), _condition("Applied"), AGE],
+    "HTTPListenerPolicy": [_condition("Accepted"), _condition("Applied"), AGE],
 }
 SHORT_NAMES: dict[str, list[str]] = {"GatewayParameters": ["gwp"]}
 

@@ -200,8 +200,14 @@ def logs(
     namespace: Annotated[str, typer.Option("-n", "--namespace")] = "default",
     follow: Annotated[bool, typer.Option("-f", "--follow")] = False,
     state_dir: Annotated[Path | None, typer.Option(envvar="LYCHGATE_STATE_DIR")] = None,
+    access: Annotated[bool, typer.Option("--access", help="The requests (file access logs a ListenerPolicy "
+                                                          "asks for) instead of Envoy's own log.")] = False,
+    admin_address: AdminOpt = "127.0.0.1:9095",
 ) -> None:
-    """Print the Envoy log of a Gateway's proxy (local mode)."""
+    """Print the Envoy log of a Gateway's proxy, or its access log (local mode)."""
+    if access:
+        _access_logs(admin_address, gateway, namespace, follow)
+        return
     settings = _settings(state_dir=state_dir)
     path = settings.state_dir / "proxies" / namespace / gateway / "envoy.log"
     if not path.exists():
@@ -217,6 +223,31 @@ def logs(
                 sys.stdout.flush()
             else:
                 time.sleep(0.2)
+
+
+def _access_logs(admin: str, gateway: str, namespace: str, follow: bool) -> None:
+    from lychgate import access_log_files
+
+    proxy = {p["gateway"]: p for p in _fetch(admin, "/api/v1/proxies")["items"]}.get(f"{namespace}/{gateway}")
+    if proxy is None or not proxy.get("admin"):
+        typer.echo(f"error: Gateway {namespace}/{gateway} has no running proxy; see `lychgate get gateways`", err=True)
+        raise typer.Exit(1)
+    try:
+        paths = access_log_files.proxy_paths(proxy["admin"])
+    except httpx.HTTPError as err:
+        typer.echo(f"error: cannot read the proxy's configuration at {proxy['admin']}: {err}", err=True)
+        raise typer.Exit(1) from None
+    if not paths:
+        typer.echo(f"error: Gateway {namespace}/{gateway} writes no access log file; attach a ListenerPolicy "
+                   "with httpSettings.accessLog[].fileSink (docs/observability.md)", err=True)
+        raise typer.Exit(1)
+    envoy_log = Path(proxy.get("log", ""))
+    for line in access_log_files.read(paths, envoy_log):
+        typer.echo(line)
+    if follow:
+        with contextlib.suppress(KeyboardInterrupt):
+            for line in access_log_files.follow(paths, envoy_log):
+                typer.echo(line)
 
 
 @app.command()

@@ -12,6 +12,7 @@ admin interface; `Report` turns them into findings a person can act on.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,12 @@ import httpx
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from google.protobuf import json_format
 
+from lychgate import access_log_files
 from lychgate.xds.cache import route_hash
 from lychgate.xds.translator.route_matcher import routes_of
 
 ROUTE_KINDS = ("HTTPRoute",)
-POLICY_KINDS = ("TrafficPolicy",)
+POLICY_KINDS = ("TrafficPolicy", "ListenerPolicy", "HTTPListenerPolicy")
 
 
 @dataclass
@@ -39,6 +41,7 @@ class Finding:
 class Report:
     findings: list[Finding] = field(default_factory=list)
     logs: dict[str, list[str]] = field(default_factory=dict)
+    requests: dict[str, list[str]] = field(default_factory=dict)  # proxy -> last access log lines
 
     @property
     def ok(self) -> bool:
@@ -50,7 +53,8 @@ class Report:
             self.findings.append(finding)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "findings": [asdict(f) for f in self.findings], "logs": self.logs}
+        return {"ok": self.ok, "findings": [asdict(f) for f in self.findings], "logs": self.logs,
+                "requests": self.requests}
 
 
 class AdminClient:
@@ -172,6 +176,10 @@ def run(admin: str, gateway: str | None = None, namespace: str = "default") -> R
         if not missing and not extra:
             report.add("config", True, f"proxy of {ref}", f"holds exactly the {len(intended)} translated routes")
         report.logs[f"proxy {ref}"] = _tail_errors(Path(proxy.get("log", "")))
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            paths, lines = access_log_files.recent(proxy["admin"], Path(proxy.get("log", "")))
+            if paths:
+                report.requests[f"proxy {ref} ({', '.join(paths)})"] = lines
     # 4. policies accepted but not applied
     for kind in POLICY_KINDS:
         try:
@@ -212,6 +220,11 @@ def render(report: Report) -> str:
     for source, entries in report.logs.items():
         lines.append(f"  {source}: {'none' if not entries else ''}")
         lines.extend(f"    {e}" for e in entries)
+    if report.requests:
+        lines.append("6. Recent requests (access log)")
+        for source, entries in report.requests.items():
+            lines.append(f"  {source}: {'none yet' if not entries else ''}")
+            lines.extend(f"    {e}" for e in entries)
     lines.append("")
     lines.append("everything looks right" if report.ok else
                  f"{sum(not f.ok for f in report.findings)} problem(s) found")

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lychgate import ir_listener
+
 PathType = Literal["Exact", "PathPrefix", "RegularExpression"]
 MatchType = Literal["Exact", "RegularExpression"]
 
@@ -330,6 +332,8 @@ class HTTPListener:
     # The endpoint pickers of the InferencePools its routes use: one ext_proc
     # filter each, off by default (translate/inference.py).
     pickers: tuple[EndpointPicker, ...] = ()
+    # What ListenerPolicies set on its connection manager (access logs, tracing, ...).
+    settings: ir_listener.HTTPSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -421,6 +425,8 @@ class GatewayIR:
     # Layer-4 filter chains; they share Envoy listeners with HTTPS by port.
     streams: tuple[TCPListener | UDPListener, ...] = ()
     waypoint: Waypoint | None = None
+    # ListenerPolicy settings of whole Envoy listeners (PROXY protocol, buffer limits), by port.
+    ports: tuple[ir_listener.PortSettings, ...] = ()
 
     @property
     def ref(self) -> str:

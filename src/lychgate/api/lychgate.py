@@ -8,6 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field
 
 from lychgate.api.base import Model, Resource
+from lychgate.api.stats import StatsConfig
 
 GROUP = "gateway.lychgate.dev"
 
@@ -125,6 +126,7 @@ class KubernetesProxyConfig(Model):
     pod_template: PodTemplate | None = None
     service: ProxyService | None = None
     service_account: ProxyServiceAccount | None = None
+    stats: StatsConfig | None = None
 
 
 class GatewayParametersSpec(Model):

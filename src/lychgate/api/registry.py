@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychgate.api import core, gateway, inference, lychgate, policy
+from lychgate.api import core, gateway, inference, listener_policy, lychgate, policy
 from lychgate.api.base import Resource
 
 KINDS: tuple[type[Resource], ...] = (
@@ -33,6 +33,8 @@ KINDS: tuple[type[Resource], ...] = (
     lychgate.GatewayParameters,
     policy.TrafficPolicy,
     policy.GatewayExtension,
+    listener_policy.ListenerPolicy,
+    listener_policy.HTTPListenerPolicy,
     inference.InferencePool,
 )
 

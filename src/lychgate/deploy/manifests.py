@@ -24,6 +24,7 @@ from typing import Any
 
 from lychgate.api.gateway import Gateway
 from lychgate.api.lychgate import GatewayParameters, Image, KubernetesProxyConfig
+from lychgate.deploy import stats
 from lychgate.deploy.bootstrap import XdsTarget, bootstrap
 
 MANAGED_BY = "lychgate"
@@ -334,11 +335,15 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
 def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
                   ctx: ProxyContext, udp_ports: tuple[int, ...] = ()) -> list[dict[str, Any]]:
     """Everything one Gateway's proxy consists of, in the order to create it."""
+    metrics = params.spec.kube.stats if params else None
     cm = config_map(gateway, ctx)
+    stats.add_to_config_map(cm, BOOTSTRAP_FILE, metrics, "lychgate_admin")
     digest = hashlib.sha256(json.dumps(cm["data"], sort_keys=True).encode()).hexdigest()[:16]
+    proxy = deployment(gateway, params, ports, ctx, digest, udp_ports)
+    stats.expose(proxy, metrics)
     return [
         service_account(gateway, params),
         cm,
         service(gateway, params, ports, udp_ports),
-        deployment(gateway, params, ports, ctx, digest, udp_ports),
+        proxy,
     ]

@@ -18,7 +18,7 @@ from lychgate.api.gateway import Gateway, GatewayClass, GRPCRoute, HTTPRoute, Pa
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Store
-from lychgate.translate import backendtls, hostnames, inference, mesh
+from lychgate.translate import backendtls, hostnames, inference, listener_policy, mesh
 from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, AnyRoute, Contribution, Entry
 from lychgate.translate.conditions import condition, resolved_refs
 from lychgate.translate.grpcroutes import compile_grpc_route
@@ -192,6 +192,12 @@ def _translate(
         _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
                         out, policies, streams, status_addresses)
     meshed.finish(out.gateways, out.status)
+    if any(store.count(k.KIND) for k in listener_policy.KINDS):
+        listeners = listener_policy.ListenerPolicyIndex(
+            store, {k: c.gateway for k, c in ctxs.items()},
+            {k: {l.name: l.spec.port for l in c.own} for k, c in ctxs.items()}, feedback.listener_errors)
+        out.gateways = {ref: listeners.apply(g) for ref, g in out.gateways.items()}
+        listeners.write_status(out.status)
     # Policy and pool status walk every Gateway's clusters or routes: only when there are any.
     if store.count("BackendTLSPolicy"):
         backendtls.write_status(store, backendtls.service_users(

@@ -50,13 +50,12 @@ from lychgate.translate.policies.extensions import (
 )
 from lychgate.translate.policies.fields import FIELDS, UNSUPPORTED, PolicyField
 from lychgate.translate.policies.merge import deep_merge_fields
+from lychgate.translate.policy_status import TargetResult, policy_status
 
 log = component_logger("translate")
 
-CONTROLLER_NAME = "gateway.lychgate.dev/lychgate"
 AFFECTED = "gateway.lychgate.dev/TrafficPolicyAffected"
 INVALID_POLICY_BODY = "a policy of this route is invalid; see the TrafficPolicy status\n"
-MAX_ANCESTORS = 16
 _NO_HEADERS = ir.HeaderOps()
 TARGET_KINDS = ("Gateway", "HTTPRoute")
 
@@ -454,13 +453,6 @@ class PolicyIndex:
             status[ext.key] = extension_status(self.store, ext)
         self._affected_conditions(status)
 
-    def _accepted(self, state: PolicyState) -> dict[str, Any]:
-        gen = state.policy.generation
-        if state.errors:
-            shown = "; ".join(state.errors[:5]) + (f"; and {len(state.errors) - 5} more" if len(state.errors) > 5 else "")
-            return condition("Accepted", False, "Invalid", f"invalid field {shown}", gen)
-        return condition("Accepted", True, "Valid", "the policy is valid", gen)
-
     def _applied(self, state: PolicyState, att: Attachment) -> tuple[bool, str, str]:
         if state.errors:
             out = state.outcomes.get(att.target)
@@ -477,38 +469,10 @@ class PolicyIndex:
         return _describe(out, str(att.target), self._described)
 
     def _policy_status(self, state: PolicyState) -> dict[str, Any]:
-        gen = state.policy.generation
-        accepted = self._accepted(state)
-        ancestors = []
-        results = []
-        for att in sorted(state.attachments, key=lambda a: (a.target.kind, a.target.name, a.target.section or "")):
-            ok, reason, message = self._applied(state, att)
-            results.append((ok, reason, message, att))
-            ancestors.append({
-                "ancestorRef": att.target.ancestor_ref(),
-                "controllerName": CONTROLLER_NAME,
-                "conditions": [dict(accepted), condition("Applied", ok, reason, message, gen)],
-            })
-        notes = "; ".join(state.notes)
-        if state.errors:
-            summary = condition("Applied", False, "Invalid", "not applied: the policy is invalid", gen)
-        elif not results:
-            unmatched = notes or "no target"
-            reason = "NoTargetMatched" if state.notes else "TargetNotFound"
-            summary = condition("Applied", False, reason, f"not applied: {unmatched}", gen)
-        else:
-            applied = [r for r in results if r[0]]
-            extra = f"; {notes}" if notes else ""
-            if applied:
-                where = ", ".join(str(r[3].target) for r in applied)
-                reason = "Applied" if len(applied) == len(results) else "PartiallyApplied"
-                summary = condition("Applied", True, reason,
-                                    f"applied to {len(applied)} of {len(results)} targets ({where}){extra}", gen)
-            else:
-                first = results[0]
-                summary = condition("Applied", False, first[1], f"not applied: {first[2]}{extra}", gen)
-        out: dict[str, Any] = {"conditions": [accepted, summary], "ancestors": ancestors[:MAX_ANCESTORS]}
-        return out
+        results = [TargetResult(*self._applied(state, att), str(att.target), att.target.ancestor_ref())
+                   for att in sorted(state.attachments,
+                                     key=lambda a: (a.target.kind, a.target.name, a.target.section or ""))]
+        return policy_status(state.errors, state.notes, results, state.policy.generation)
 
     def _affected_conditions(self, status: dict[ObjectKey, dict[str, Any]]) -> None:
         """GEP-713's <Kind>Affected condition on the HTTPRoutes and Gateways policies target."""

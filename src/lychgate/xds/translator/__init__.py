@@ -13,14 +13,17 @@ from lychgate.xds import types
 
 # Policy features register themselves on import (their `order` is the HTTP filter order).
 from lychgate.xds.translator import (  # noqa: F401
+    access_log,
     buffer,
     cors,
     ext_authz,
     ext_proc,
     inference,
+    listener_settings,
     local_ratelimit,
     route_policy,
     scoped,
+    tracing,
     transformation,
     waypoint,
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
@@ -28,6 +29,9 @@ class Feature:
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
         """Add HTTP filters or settings to a listener's connection manager."""
+
+    def patch_listener(self, gateway: ir.GatewayIR, port: int, listener: listener_pb2.Listener) -> None:
+        """Change the Envoy listener of a TCP port (all its filter chains)."""
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
         """Change one Envoy route built from `route`."""

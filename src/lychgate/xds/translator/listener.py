@@ -171,5 +171,7 @@ def envoy_listeners(gateway: ir.GatewayIR, scoped_tables: Set[str] = frozenset()
             listener.listener_filters.append(listener_components_pb2.ListenerFilter(
                 name="envoy.filters.listener.tls_inspector",
                 typed_config=_pack(tls_inspector_pb2.TlsInspector())))
+        for feature in FEATURES:
+            feature.patch_listener(gateway, port, listener)
         out.append(listener)
     return out

@@ -1,0 +1,377 @@
+"""ListenerPolicy and the deprecated HTTPListenerPolicy (gateway.lychgate.dev/v1alpha1).
+
+The shapes are kgateway's (`api/v1alpha1/kgateway/listener_policy_types.go` and
+`http_listener_policy_types.go`), so a kgateway manifest loads unchanged with the
+group renamed: a ListenerPolicy targets Gateways (optionally one listener by
+`sectionName`) and carries a `default` listener configuration and `perPort[]`
+overrides; its `httpSettings` configure the HTTP connection manager (access
+logs, tracing, client address, timeouts, ...). An HTTPListenerPolicy carries the
+same HTTP settings inline in its spec.
+
+Only the shape is checked here; what a value means (a duration, a reference, a
+format string) is checked by translation (translate/listener_policy.py), which
+reports it on the policy's status with the field path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from lychgate.api.base import Model, OpenModel, Resource
+from lychgate.api.gateway import BackendRef, HeaderMatch, HeaderModifier
+from lychgate.api.lychgate import GROUP
+from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
+
+# --- gRPC services (access log and trace collectors) -----------------------------------
+
+
+class HeaderValue(Model):
+    key: str = Field(min_length=1)
+    value: str | None = None
+
+
+class BackoffStrategy(Model):
+    base_interval: str
+    max_interval: str | None = None
+
+
+class RetryPolicy(Model):
+    retry_back_off: BackoffStrategy | None = None
+    num_retries: int | None = Field(None, ge=1)
+
+
+class CommonGrpcService(Model):
+    """A gRPC service Envoy calls itself (`envoy_grpc`): a Service by backendRef."""
+
+    backend_ref: BackendRef
+    authority: str | None = None
+    max_receive_message_length: int | None = Field(None, ge=1)
+    skip_envoy_headers: bool | None = None
+    timeout: str | None = None
+    initial_metadata: list[HeaderValue] = Field(default_factory=list)
+    retry_policy: RetryPolicy | None = None
+
+
+class CommonAccessLogGrpcService(CommonGrpcService):
+    log_name: str = Field(min_length=1)
+
+
+class AccessLogGrpcService(CommonAccessLogGrpcService):
+    """Envoy's gRPC access log service (envoy.service.accesslog.v3)."""
+
+    additional_request_headers_to_log: list[str] = Field(default_factory=list)
+    additional_response_headers_to_log: list[str] = Field(default_factory=list)
+    additional_response_trailers_to_log: list[str] = Field(default_factory=list)
+
+
+class AnyValue(Model):
+    """A string, or nested values kept as written (kgateway's schema stops at one level
+    too: the CRD cannot be recursive); translation checks the nested ones."""
+
+    string_value: str | None = None
+    array_value: list[dict[str, Any]] = Field(default_factory=list)
+    kv_list_value: dict[str, Any] | None = None
+
+
+class KeyAnyValue(Model):
+    key: str = Field(min_length=1)
+    value: AnyValue
+
+
+class KeyAnyValueList(Model):
+    values: list[KeyAnyValue] = Field(default_factory=list)
+
+
+class OpenTelemetryAccessLogService(Model):
+    """OTLP logs (opentelemetry.proto.collector.logs.v1) to a collector."""
+
+    grpc_service: CommonAccessLogGrpcService
+    body: str | None = None
+    disable_builtin_labels: bool | None = None
+    attributes: KeyAnyValueList | None = None
+    resource_attributes: KeyAnyValueList | None = None
+
+
+# --- access logs ------------------------------------------------------------------------
+
+
+class FileSink(Model):
+    """A file Envoy appends one line per request to: `stringFormat` or `jsonFormat`."""
+
+    path: str = Field(min_length=1)
+    string_format: str | None = None
+    # Format dictionary: keys to Envoy command operators (`%REQ(:PATH)%`), nested allowed.
+    json_format: dict[str, Any] | None = None
+
+
+ComparisonOp = Literal["EQ", "GE", "LE"]
+
+
+class ComparisonFilter(Model):
+    op: ComparisonOp
+    value: int = Field(ge=0, le=4294967295)
+
+
+class HeaderFilter(Model):
+    header: HeaderMatch
+
+
+class ResponseFlagFilter(Model):
+    flags: list[str] = Field(min_length=1)
+
+
+GrpcStatus = Literal[
+    "OK", "CANCELED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+    "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+]
+
+
+class GrpcStatusFilter(Model):
+    statuses: list[GrpcStatus] = Field(default_factory=list)
+    exclude: bool | None = None
+
+
+class CELFilter(Model):
+    match: str = Field(min_length=1)
+
+
+class FractionalPercent(Model):
+    numerator: int = Field(ge=0)
+    denominator: Literal["HUNDRED", "TEN_THOUSAND", "MILLION"] | None = None
+
+
+class RuntimeFilter(Model):
+    runtime_key: str = Field(min_length=1)
+    percent_sampled: FractionalPercent | None = None
+    use_independent_randomness: bool | None = None
+
+
+class FilterType(Model):
+    """Exactly one condition a request must meet to be logged."""
+
+    status_code_filter: ComparisonFilter | None = None
+    duration_filter: ComparisonFilter | None = None
+    not_health_check_filter: bool | None = None
+    traceable_filter: bool | None = None
+    header_filter: HeaderFilter | None = None
+    response_flag_filter: ResponseFlagFilter | None = None
+    grpc_status_filter: GrpcStatusFilter | None = None
+    cel_filter: CELFilter | None = Field(None, alias="celFilter")
+    runtime_filter: RuntimeFilter | None = None
+
+
+class AccessLogFilter(FilterType):
+    """One condition (inline), or `andFilter` / `orFilter` of several."""
+
+    and_filter: list[FilterType] = Field(default_factory=list)
+    or_filter: list[FilterType] = Field(default_factory=list)
+
+
+class AccessLog(Model):
+    file_sink: FileSink | None = None
+    grpc_service: AccessLogGrpcService | None = None
+    open_telemetry: OpenTelemetryAccessLogService | None = None
+    filter: AccessLogFilter | None = None
+
+
+# --- tracing ---------------------------------------------------------------------------
+
+
+class CustomAttributeLiteral(Model):
+    value: str
+
+
+class CustomAttributeEnvironment(Model):
+    name: str = Field(min_length=1)
+    default_value: str | None = None
+
+
+class CustomAttributeHeader(Model):
+    name: str = Field(min_length=1)
+    default_value: str | None = None
+
+
+class MetadataPathSegment(Model):
+    key: str = Field(min_length=1)
+
+
+class MetadataKey(Model):
+    key: str = Field(min_length=1)
+    path: list[MetadataPathSegment] = Field(min_length=1)
+
+
+class CustomAttributeMetadata(Model):
+    kind: Literal["Request", "Route", "Cluster", "Host"]
+    metadata_key: MetadataKey
+    default_value: str | None = None
+
+
+class CustomAttribute(Model):
+    name: str = Field(min_length=1)
+    literal: CustomAttributeLiteral | None = None
+    environment: CustomAttributeEnvironment | None = None
+    request_header: CustomAttributeHeader | None = None
+    metadata: CustomAttributeMetadata | None = None
+
+
+class EnvironmentResourceDetectorConfig(Model):
+    enable: bool = True
+
+
+class ResourceDetector(Model):
+    environment_resource_detector: EnvironmentResourceDetectorConfig | None = None
+
+
+class AlwaysOnConfig(Model):
+    pass
+
+
+class Sampler(Model):
+    always_on: AlwaysOnConfig | None = Field(None, alias="alwaysOnConfig")
+
+
+class OpenTelemetryTracingConfig(Model):
+    grpc_service: CommonGrpcService
+    service_name: str | None = None
+    resource_detectors: list[ResourceDetector] = Field(default_factory=list)
+    sampler: Sampler | None = None
+
+
+class TracingProvider(Model):
+    open_telemetry: OpenTelemetryTracingConfig | None = None
+
+
+class Tracing(Model):
+    provider: TracingProvider
+    client_sampling: int | None = Field(None, ge=0, le=100)
+    random_sampling: int | None = Field(None, ge=0, le=100)
+    overall_sampling: int | None = Field(None, ge=0, le=100)
+    verbose: bool | None = None
+    max_path_tag_length: int | None = Field(None, ge=1)
+    attributes: list[CustomAttribute] = Field(default_factory=list)
+    spawn_upstream_span: bool | None = None
+
+
+# --- HTTP settings -----------------------------------------------------------------------
+
+
+class UpgradeConfig(Model):
+    enabled_upgrades: list[str] = Field(default_factory=list)
+
+
+class EnvoyHealthCheck(Model):
+    path: str = Field(min_length=2, max_length=2048, pattern=r"^/[-a-zA-Z0-9@:%.+~#?&/=_]+$")
+
+
+class ListenerHTTP2ProtocolOptions(Model):
+    initial_stream_window_size: int | str | None = None
+    initial_connection_window_size: int | str | None = None
+    max_concurrent_streams: int | None = Field(None, ge=1, le=2147483647)
+
+
+class SetCurrentClientCertDetails(Model):
+    subject: bool | None = None
+    cert: bool | None = None
+    chain: bool | None = None
+    dns: bool | None = Field(None, alias="dns")
+    uri: bool | None = Field(None, alias="uri")
+
+
+class ForwardClientCertDetails(Model):
+    mode: Literal["Sanitize", "ForwardOnly", "AppendForward", "SanitizeSet", "AlwaysForwardOnly"] | None = None
+    details: SetCurrentClientCertDetails | None = None
+
+
+class UuidRequestIdConfig(Model):
+    pack_trace_reason: bool | None = None
+    use_request_id_for_trace_sampling: bool | None = None
+
+
+ServerHeaderTransformation = Literal["Overwrite", "AppendIfAbsent", "PassThrough"]
+
+
+class HTTPSettings(Model):
+    """What an HTTP listener's connection manager does besides routing."""
+
+    access_log: list[AccessLog] = Field(default_factory=list, max_length=16)
+    tracing: Tracing | None = None
+    upgrade_config: UpgradeConfig | None = None
+    use_remote_address: bool | None = None
+    preserve_external_request_id: bool | None = None
+    generate_request_id: bool | None = None
+    xff_num_trusted_hops: int | None = Field(None, ge=0)
+    xff_trusted_cidrs: list[str] = Field(default_factory=list, alias="xffTrustedCIDRs")
+    skip_xff_append: bool | None = Field(None, alias="skipXFFAppend")
+    server_header_transformation: ServerHeaderTransformation | None = None
+    stream_idle_timeout: str | None = None
+    idle_timeout: str | None = None
+    http2_protocol_options: ListenerHTTP2ProtocolOptions | None = None
+    health_check: EnvoyHealthCheck | None = None
+    preserve_http1_header_case: bool | None = None
+    accept_http10: bool | None = None
+    default_host_for_http10: str | None = Field(None, min_length=1)
+    early_request_header_modifier: HeaderModifier | None = None
+    forward_client_cert_details: ForwardClientCertDetails | None = None
+    max_request_headers_kb: int | None = Field(None, ge=1, le=8192)
+    uuid_request_id_config: UuidRequestIdConfig | None = None
+
+
+class ProxyProtocolConfig(Model):
+    """Present: connections start with a PROXY protocol (v1 or v2) header."""
+
+    allow_requests_without_proxy_protocol: bool | None = None
+
+
+class ListenerConfig(Model):
+    proxy_protocol: ProxyProtocolConfig | None = None
+    per_connection_buffer_limit_bytes: int | None = Field(None, ge=0)
+    http_settings: HTTPSettings | None = Field(None, alias="httpSettings")
+
+
+class ListenerDefaultConfig(ListenerConfig):
+    # kgateway's per-listener mTLS: carried so the status can say lychgate does not
+    # serve it (the Gateway's spec.tls.frontend does the same job).
+    client_certificate_validation: OpenModel | None = None
+
+
+class ListenerPortConfig(Model):
+    port: int = Field(ge=1, le=65535)
+    listener: ListenerConfig
+
+
+class GatewayTargets(Model):
+    """`targetRefs` / `targetSelectors`: Gateways of the policy's namespace, optionally one listener."""
+
+    target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
+    target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list, max_length=16)
+
+
+class ListenerPolicySpec(GatewayTargets):
+    default: ListenerDefaultConfig | None = None
+    per_port: list[ListenerPortConfig] = Field(default_factory=list, max_length=64)
+
+
+class ListenerPolicy(Resource):
+    """Listener settings of the Gateways it targets (kgateway's ListenerPolicy)."""
+
+    KIND: ClassVar[str] = "ListenerPolicy"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
+    spec: ListenerPolicySpec = Field(default_factory=ListenerPolicySpec)
+
+
+class HTTPListenerPolicySpec(GatewayTargets, HTTPSettings):
+    pass
+
+
+class HTTPListenerPolicy(Resource):
+    """Deprecated in kgateway for ListenerPolicy `httpSettings`; the same settings, inline."""
+
+    KIND: ClassVar[str] = "HTTPListenerPolicy"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
+    spec: HTTPListenerPolicySpec = Field(default_factory=HTTPListenerPolicySpec)
+
