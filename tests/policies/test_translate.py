@@ -238,10 +238,27 @@ spec:
 """, "ExtensionNotAccepted", "GatewayExtension default/missing is not accepted: "
      "spec.extAuth.grpcService.requestTimeout: 'forever' is not a duration like 10s or 500ms"),
 ])
-def test_unresolved_references_leave_the_policy_unapplied(extension: str, reason: str, message: str) -> None:
+def test_unresolved_auth_fails_the_targeted_routes_closed(extension: str, reason: str, message: str) -> None:
     t = run(extension + tp("p", "  extAuth:\n    extensionRef: {name: missing}"))
+    closed = f"{message}; the routes it targets answer 500 until it is resolved"
     assert applied(t, "p") == {**applied(t, "p"), "status": "False", "reason": reason,
-                               "message": f"not applied: {message}"}
+                               "message": f"not applied: {closed}"}
+    assert applied(t, "p", 0) == {**applied(t, "p", 0), "status": "False", "reason": reason, "message": closed}
+    rs = routes(t)
+    for name in ("r/one", "r/two"):  # authentication that cannot be applied: 500, never the backend
+        action = rs[name].action
+        assert isinstance(action, ir.DirectResponse) and action.status == 500
+        assert rs[name].replaced_because == f"TrafficPolicy default/p cannot be applied: {message}"
+    assert isinstance(rs["other/0"].action, ir.Forward)  # routes it does not target keep serving
+    route = t.status[ObjectKey("HTTPRoute", "default", "r")]["parents"][0]["conditions"]
+    affected = next(c for c in route if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected")
+    assert affected["message"] == (f"TrafficPolicy default/p: not applied: {message}; "
+                                   "the route rules it targets answer 500")
+
+
+def test_unresolved_non_security_field_leaves_the_policy_unapplied() -> None:
+    t = run(tp("p", "  extProc:\n    extensionRef: {name: missing}"))
+    assert applied(t, "p")["reason"] == "ExtensionNotFound"
     assert all(r.policy is None and isinstance(r.action, ir.Forward) for r in routes(t).values())
 
 
@@ -271,6 +288,7 @@ spec:
     without = run(ext + policy)
     assert applied(without, "p")["reason"] == "RefNotPermitted"
     assert routes(without)["r/one"].policy is None
+    assert isinstance(routes(without)["r/one"].action, ir.DirectResponse)
     with_grant = run(ext + grant + policy)
     route_policy = routes(with_grant)["r/one"].policy
     assert route_policy is not None and route_policy.ext_auth is not None

@@ -17,6 +17,9 @@ The rules, in the order they are applied to every route rule a Gateway serves:
 6. An invalid policy is not applied, and the routes it targets answer 500
    until it is fixed (standard validation, spec §7): a broken auth policy
    must not leave its routes open. Other routes are not affected.
+7. Likewise a policy whose security field (PolicyField.security: extAuth,
+   jwtAuth, ...) cannot be resolved: rule 5 would publish the route without
+   the authentication it asks for, so its routes answer 500 instead.
 
 Every outcome is recorded per (policy, target) while routes are resolved, so
 the status says what actually reached the proxy, and why not when it did not.
@@ -111,6 +114,7 @@ class PolicyState:
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     unresolved: Unresolved | None = None
+    closed_by: Unresolved | None = None  # an unresolved security field: its routes answer 500
     attachments: list[Attachment] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # selectors that matched nothing, ...
     outcomes: dict[Target, Outcome] = field(default_factory=dict)
@@ -224,6 +228,8 @@ class PolicyIndex:
                 state.errors.append(str(err))
             except Unresolved as err:
                 state.unresolved = state.unresolved or err
+                if f.security:
+                    state.closed_by = state.closed_by or err
         if not spec.target_refs and not spec.target_selectors:
             state.errors.append("spec: targetRefs or targetSelectors must be set")
 
@@ -339,7 +345,7 @@ class PolicyIndex:
                 route_out[a.state.key] = Outcome()
             route_out[a.state.key].routes += 1
 
-        invalid = [a for a in everything if a.state.errors]
+        invalid = [a for a in everything if a.state.errors or a.state.closed_by]
         if invalid:
             names = sorted({a.state.key for a in invalid})
             for a in everything:
@@ -348,6 +354,8 @@ class PolicyIndex:
                     o.failed_closed += 1
                     o.blocked_by.update(n for n in names if n != a.state.key)
             first = invalid[0].state
+            if first.closed_by is not None:
+                return _Resolved(None, f"TrafficPolicy {first.key} cannot be applied: {first.closed_by.message}", {})
             return _Resolved(None, f"TrafficPolicy {first.key} is invalid: {first.errors[0]}", {})
 
         # Priority order: most specific point first, oldest first within a point.
@@ -470,7 +478,7 @@ class PolicyIndex:
         if att.problem is not None:
             return False, att.problem[0], att.problem[1]
         if state.unresolved is not None:
-            return False, state.unresolved.reason, state.unresolved.message
+            return False, state.unresolved.reason, state.unresolved.message + _closed_tail(state, att)
         out = state.outcomes.get(att.target)
         if out is None or out.routes == 0:
             return False, "NoRoutes", _no_routes(att.target)
@@ -531,7 +539,8 @@ class PolicyIndex:
                     routes[route_key][state.key] = (f"invalid, so the route rules it targets answer 500 until it "
                                                     f"is fixed: {state.errors[0]}")
                 elif state.unresolved is not None:
-                    routes[route_key][state.key] = f"not applied: {state.unresolved.message}"
+                    tail = "; the route rules it targets answer 500" if state.closed_by else ""
+                    routes[route_key][state.key] = f"not applied: {state.unresolved.message}{tail}"
                 else:
                     ok, reason, message = _describe(out, f"HTTPRoute {route_key.ref}", self._described)
                     routes[route_key][state.key] = _short(ok, reason, message)
@@ -552,6 +561,11 @@ class PolicyIndex:
     def _generation(self, key: ObjectKey) -> int:
         obj = self.store.get_key(key)
         return obj.generation if obj is not None else 1
+
+
+def _closed_tail(state: PolicyState, att: Attachment) -> str:
+    out = state.outcomes.get(att.target)
+    return "; the routes it targets answer 500 until it is resolved" if state.closed_by and out and out.failed_closed else ""
 
 
 def _no_routes(target: Target) -> str:
@@ -582,8 +596,8 @@ def _describe(out: Outcome, where: str, memo: Described) -> tuple[bool, str, str
 def _describe_uncached(out: Outcome, where: str) -> tuple[bool, str, str]:
     if out.failed_closed and out.failed_closed == out.routes:
         blockers = ", ".join(sorted(out.blocked_by)) or "another policy"
-        return False, "Invalid", (f"not applied: TrafficPolicy {blockers} is invalid, so the routes of "
-                                  f"{where} answer 500 until it is fixed")
+        return False, "Invalid", (f"not applied: TrafficPolicy {blockers} is invalid or cannot be applied, "
+                                  f"so the routes of {where} answer 500 until it is fixed")
     applied = sorted(out.applied)
     merged = sorted(out.merged_into)
     lost = {f: _join(whys) for f, whys in out.lost.items() if f not in out.applied and f not in out.merged_into}
@@ -608,7 +622,7 @@ def _describe_uncached(out: Outcome, where: str) -> tuple[bool, str, str]:
         parts.append("on some routes " + "; ".join(f"{f} {why}" for f, why in sorted(partial.items())))
     if out.failed_closed:
         parts.append(f"{out.failed_closed} of {out.routes} route rules answer 500 because "
-                     f"TrafficPolicy {', '.join(sorted(out.blocked_by))} is invalid")
+                     f"TrafficPolicy {', '.join(sorted(out.blocked_by))} is invalid or cannot be applied")
     message = "; ".join(parts) or "applied"
     if not applied and not merged:
         reason = "Overridden" if lost else "Applied"

@@ -40,6 +40,9 @@ class PolicyField:
     name = ""  # the spec field, camelCase as users write it ("extAuth")
     attr = ""  # the model attribute ("ext_auth")
     deep_mergeable = False  # policyMerge.trafficPolicy.<name>: DeepMerge is allowed
+    # Authentication / authorization: when its references cannot be resolved the
+    # routes the policy targets answer 500 instead of serving unprotected.
+    security = False
 
     def value(self, policy: TrafficPolicy) -> dict[str, Any] | None:
         """The field as the user wrote it (plain data), with references made absolute."""
