@@ -246,7 +246,7 @@ def _columns(kind: str, obj: dict[str, Any], proxies: dict[str, dict[str, Any]])
         return {"ACCEPTED": _cond(status, "Accepted"), "APPLIED": _cond(status, "Applied"),
                 "TARGETS": " ".join(targets)}
     if kind == "GatewayExtension":
-        kinds = [k for k in ("extAuth", "extProc", "rateLimit", "jwtProviders") if spec.get(k)]
+        kinds = [k for k in ("extAuth", "extProc", "rateLimit", "jwt", "oauth2") if spec.get(k)]
         return {"TYPE": spec.get("type") or ",".join(kinds), "ACCEPTED": _cond(status, "Accepted"),
                 "RESOLVED": _cond(status, "ResolvedRefs")}
     return {}

@@ -132,6 +132,15 @@ class BodyBuffer:
 
 
 @dataclass(frozen=True)
+class ServiceRetry:
+    """Retries of the calls a filter makes to its extension's service."""
+
+    attempts: int
+    base_interval_ms: int | None = None
+    max_interval_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class ExtAuthService:
     """One GatewayExtension of type ExtAuth: one ext_authz filter in the chain."""
 
@@ -146,11 +155,14 @@ class ExtAuthService:
     headers_to_forward: tuple[str, ...] = ()
     with_request_body: BodyBuffer | None = None
     stat_prefix: str | None = None
+    percentage_enabled: int | None = None  # None: every request is checked
+    retry: ServiceRetry | None = None
     # HTTP authorization services only
     path_prefix: str | None = None
     headers_to_add: tuple[tuple[str, str], ...] = ()
     allowed_upstream_headers: tuple[str, ...] = ()
     allowed_client_headers: tuple[str, ...] = ()
+    allowed_client_headers_on_success: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,7 +197,12 @@ class ExtProcService:
     message_timeout_ms: int | None = None
     max_message_timeout_ms: int | None = None
     stat_prefix: str | None = None
-    route_cache_action: str = "Default"
+    route_cache_action: str = "FromResponse"
+    retry: ServiceRetry | None = None
+    allow_mode_override: bool = False
+    allowed_override_modes: tuple[ProcessingMode, ...] = ()
+    forward_typed_metadata: tuple[str, ...] = ()
+    forward_untyped_metadata: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ KINDS: tuple[type[Resource], ...] = (
     lychgate.GatewayParameters,
     policy.TrafficPolicy,
     policy.GatewayExtension,
+    lychgate.Backend,
     inference.InferencePool,
 )
 

@@ -77,6 +77,6 @@ def register(field: PolicyField) -> PolicyField:
 UNSUPPORTED = {
     "ai": "ai", "csrf": "csrf", "auto_host_rewrite": "autoHostRewrite", "rbac": "rbac",
     "jwt_auth": "jwtAuth", "basic_auth": "basicAuth",
-    "api_key_authentication": "apiKeyAuthentication", "oauth2": "oauth2",
+    "api_key_auth": "apiKeyAuth", "oauth2": "oauth2", "acl": "acl",
     "url_rewrite": "urlRewrite", "compression": "compression", "direct_response": "directResponse",
 }
