@@ -211,6 +211,41 @@ class ExtProcRoute:
     processing_mode: ProcessingMode | None = None
 
 
+@dataclass(frozen=True)
+class JwtProvider:
+    """One provider of a JWT GatewayExtension (kgateway `jwt.providers[]`)."""
+
+    name: str  # "<extension namespace>/<extension name>/<provider>": unique in a listener
+    issuer: str = ""
+    audiences: tuple[str, ...] = ()
+    header: str | None = None  # where the token is; neither: Authorization: Bearer
+    prefix: str | None = None
+    query: str | None = None
+    claims_to_headers: tuple[tuple[str, str], ...] = ()  # (claim, header)
+    forward: bool = False
+    local_jwks: str | None = None  # inline JWKS (or PEM)
+    remote_url: str | None = None
+    remote_cluster: str | None = None
+    cache_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class JwtService:
+    """One GatewayExtension of type JWT: its providers (OR-ed) and validation mode."""
+
+    name: str  # "namespace/name" of the GatewayExtension
+    providers: tuple[JwtProvider, ...]
+    allow_missing: bool = False
+
+
+@dataclass(frozen=True)
+class JwtAuthRoute:
+    service: JwtService
+
+
+ExtensionService = ExtAuthService | ExtProcService | JwtService
+
+
 # A template is text with placeholders, compiled to parts:
 # ("text", s), ("header", name), ("request_header", name), ("path", ""),
 # ("method", ""), ("query", name), ("body", ""), ("field", "a.b.0").
@@ -265,6 +300,7 @@ class RoutePolicy:
 
     ext_auth: ExtAuthRoute | None = None
     ext_proc: ExtProcRoute | None = None
+    jwt_auth: JwtAuthRoute | None = None
     transformation: Transformation | None = None
     rate_limit: TokenBucket | None = None
     cors: Cors | None = None
@@ -339,7 +375,7 @@ class HTTPListener:
     # Every usable ext auth / ext proc GatewayExtension: each gets a filter in the
     # chain (off by default) whether or not a route uses it yet, so attaching a
     # policy changes only routes and never drains the listener's connections.
-    extensions: tuple[ExtAuthService | ExtProcService, ...] = ()
+    extensions: tuple[ExtensionService, ...] = ()
     # The route-configured policy filters (rate limit, buffer, transformation)
     # are installed, off by default, once any TrafficPolicy exists: from then on
     # policies never change the listener.

@@ -7,6 +7,7 @@
 - ProcServer: Envoy's `envoy.service.ext_proc.v3.ExternalProcessor`: adds headers
   to requests and responses, can rewrite a buffered request body and can stop a
   request outright.
+- JwksServer: a JSON Web Key Set over HTTP, as an identity provider serves it.
 - BodyEcho: a backend that echoes method, path, headers and the request body,
   and can fail or delay on request.
 
@@ -178,6 +179,25 @@ class HttpAuthServer:
 
 
 @dataclass
+class JwksServer:
+    """Serves `keys` (a JWKS) at any path; counts the fetches."""
+
+    keys: dict[str, Any] = field(default_factory=lambda: {"keys": []})
+    port: int = 0
+    fetches: int = 0
+    runner: Any = None
+
+    def app(self) -> web.Application:
+        async def handle(request: web.Request) -> web.Response:
+            self.fetches += 1
+            return web.json_response(self.keys)
+
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", handle)
+        return app
+
+
+@dataclass
 class BodyEcho:
     """A backend answering with JSON: method, path, headers and the request body.
 
@@ -246,7 +266,7 @@ class Servers:
         self.grpc(server)
         return server
 
-    def http(self, target: HttpAuthServer | BodyEcho) -> int:
+    def http(self, target: HttpAuthServer | BodyEcho | JwksServer) -> int:
         port = free_port()
 
         async def go() -> web.AppRunner:
@@ -262,6 +282,11 @@ class Servers:
 
     def http_auth(self) -> HttpAuthServer:
         server = HttpAuthServer()
+        self.http(server)
+        return server
+
+    def jwks(self, keys: dict[str, Any]) -> JwksServer:
+        server = JwksServer(keys)
         self.http(server)
         return server
 

@@ -7,6 +7,7 @@ quickstart someone is running; everything else is the example as shipped.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 import shutil
@@ -26,7 +27,8 @@ from lychgate.translate.gateway import translate
 from tests.harness import EchoBackends, Lychgate, free_port, wait_for
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
-CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None)}
+CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None),
+         "jwt-auth": (None, None)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -57,7 +59,7 @@ class Example:
         script, port = CASES[name]
         self.server: subprocess.Popen[bytes] | None = None
         replacements = {"3000": str(echo), "127.0.2.1": self.address, "127.0.2.2": self.address,
-                        "127.0.2.3": self.address}
+                        "127.0.2.3": self.address, "127.0.2.4": self.address}
         if script and port:
             server_port = free_port()
             replacements[str(port)] = str(server_port)
@@ -143,3 +145,21 @@ def test_transformation_example(example: Example) -> None:
     assert seen["X-User"] == ["ada"] and seen["X-Order"] == ["POST /orders page 2"]
     assert seen["X-Client"][0].startswith("agent=python-httpx")
     assert "X-Debug" not in seen
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("example", ["jwt-auth"], indirect=True)
+def test_jwt_auth_example(example: Example) -> None:
+    spec = importlib.util.spec_from_file_location("mint", EXAMPLES / "jwt-auth" / "mint.py")
+    assert spec is not None and spec.loader is not None
+    mint = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mint)
+    host = "jwt.example.com"
+    missing = wait_for(lambda: (r := example.curl(host, "/api/orders")).status_code == 401 and r, 10, "jwtAuth")
+    assert missing.text == "Jwt is missing"
+    ok = example.curl(host, "/api/orders", headers={"authorization": f"Bearer {mint.mint('ada')}"})
+    assert ok.status_code == 200 and headers_seen(ok)["X-User"] == ["ada"]
+    assert "Authorization" not in headers_seen(ok)
+    other = example.curl(host, "/api/orders", headers={"authorization": f"Bearer {mint.mint('ada', 'other')}"})
+    assert (other.status_code, other.text) == (403, "Audiences in Jwt are not allowed")
+    assert example.curl(host, "/").status_code == 200

@@ -18,6 +18,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from lychgate.api.auth import JWTAuth, JWTProviders, NamespacedObjectReference, PolicyDisable
 from lychgate.api.base import Model, OpenModel, Resource
 from lychgate.api.gateway import BackendRef, HeaderModifier
 from lychgate.api.lychgate import GROUP
@@ -41,15 +42,6 @@ class LocalPolicyTargetSelector(Model):
     kind: str
     match_labels: dict[str, str] = Field(default_factory=dict)
     section_name: str | None = None
-
-
-class NamespacedObjectReference(Model):
-    name: str = Field(min_length=1)
-    namespace: str | None = None
-
-
-class PolicyDisable(Model):
-    """`disable: {}` turns a feature off where it would otherwise be inherited."""
 
 
 # --- extAuth / extProc (TrafficPolicy side) -------------------------------------------
@@ -179,12 +171,12 @@ class TrafficPolicySpec(Model):
     buffer: Buffer | None = None
     timeouts: Timeouts | None = None
     retry: Retry | None = None
+    jwt_auth: JWTAuth | None = None
     # kgateway fields lychgate does not implement yet: reported as unsupported.
     ai: OpenModel | None = None
     csrf: OpenModel | None = None
     auto_host_rewrite: bool | None = None
     rbac: OpenModel | None = None
-    jwt_auth: OpenModel | None = None
     basic_auth: OpenModel | None = None
     api_key_auth: OpenModel | None = None
     acl: OpenModel | None = None
@@ -282,7 +274,7 @@ class GatewayExtensionSpec(Model):
     ext_auth: ExtAuthProvider | None = None
     ext_proc: ExtProcProvider | None = None
     rate_limit: OpenModel | None = None
-    jwt: OpenModel | None = None
+    jwt: JWTProviders | None = None
     oauth2: OpenModel | None = None
 
 

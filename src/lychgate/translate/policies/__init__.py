@@ -13,6 +13,7 @@ from lychgate.translate.policies import (  # noqa: F401  (imported to register t
     ext_auth,
     ext_proc,
     header_modifiers,
+    jwt_auth,
     rate_limit,
     timeouts,
     transformation,

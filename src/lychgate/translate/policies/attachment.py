@@ -43,14 +43,8 @@ from lychgate.log import component_logger
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
-from lychgate.translate.policies.extensions import (
-    EXT_AUTH,
-    EXT_PROC,
-    ext_auth_service,
-    ext_proc_service,
-    extension_status,
-    extension_type,
-)
+from lychgate.translate.policies.extensions import SERVICES as EXTENSION_SERVICES
+from lychgate.translate.policies.extensions import extension_status, extension_type
 from lychgate.translate.policies.fields import FIELDS, UNSUPPORTED, PolicyField
 from lychgate.translate.policies.merge import deep_merge_fields
 
@@ -173,7 +167,7 @@ class PolicyIndex:
         # HTTPRoute key -> policy key -> Outcome on that route's rules
         self._route_outcomes: dict[ObjectKey, dict[str, Outcome]] = defaultdict(dict)
         # Every usable extension gets a filter on every listener (see ir.HTTPListener.extensions).
-        self.extensions: tuple[ir.ExtAuthService | ir.ExtProcService, ...] = ()
+        self.extensions: tuple[ir.ExtensionService, ...] = ()
         self._extension_clusters: dict[str, ir.Cluster] = {}
         self._index_extensions()
         policies = sorted(store.list(TrafficPolicy), key=lambda p: (p.created, p.namespace, p.name))
@@ -188,21 +182,17 @@ class PolicyIndex:
         self.active = bool(self.states)
 
     def _index_extensions(self) -> None:
-        found: list[ir.ExtAuthService | ir.ExtProcService] = []
+        found: list[ir.ExtensionService] = []
         for ext in sorted(self.store.list(GatewayExtension), key=lambda e: (e.namespace, e.name)):
-            kind = extension_type(ext)
+            build = EXTENSION_SERVICES.get(extension_type(ext) or "")
+            if build is None:
+                continue
             try:
-                if kind == EXT_AUTH:
-                    auth, cluster = ext_auth_service(self.store, ext.namespace, ext.name)
-                    found.append(auth)
-                elif kind == EXT_PROC:
-                    proc, cluster = ext_proc_service(self.store, ext.namespace, ext.name)
-                    found.append(proc)
-                else:
-                    continue
+                service, clusters = build(self.store, ext.namespace, ext.name)
             except (Invalid, Unresolved):
                 continue  # its status says why; policies using it are not applied
-            self._extension_clusters[cluster.name] = cluster
+            found.append(service)
+            self._extension_clusters.update((c.name, c) for c in clusters)
         self.extensions = tuple(found)
 
     def clusters_for(self, gateway_ref: str) -> dict[str, ir.Cluster]:

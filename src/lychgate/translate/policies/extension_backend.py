@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 
 from lychgate import ir
-from lychgate.api.gateway import BackendRef
+from lychgate.api.gateway import BackendObjectReference
 from lychgate.api.lychgate import GROUP, Backend
 from lychgate.store import Store
 from lychgate.translate.grants import grant_allows
@@ -23,7 +23,7 @@ def is_backend(group: str, kind: str) -> bool:
     return group == GROUP and kind == "Backend"
 
 
-def resolve(store: Store, from_kind: str, from_namespace: str, ref: BackendRef) -> Resolution:
+def resolve(store: Store, from_kind: str, from_namespace: str, ref: BackendObjectReference) -> Resolution:
     namespace = ref.namespace or from_namespace
     if not is_backend(ref.group, ref.kind):
         return resolve_service(store, from_group=GROUP, from_kind=from_kind, from_namespace=from_namespace,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lychgate import ir
-from lychgate.api.gateway import BackendRef
+from lychgate.api.gateway import BackendObjectReference
 from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import (
     ExtAuthBufferSettings,
@@ -37,6 +37,9 @@ _ATTRS = {"extAuth": "ext_auth", "extProc": "ext_proc", "rateLimit": "rate_limit
 # Extension types implemented by their own feature modules (jwt_auth, oauth2):
 # type -> a function raising Invalid for the first field that cannot be served.
 VALIDATORS: dict[str, Callable[[GatewayExtension], None]] = {}
+# type -> (namespace, name) -> the service every listener gets a filter for, and its
+# clusters; raises Unresolved. ExtAuth and ExtProc are registered at the bottom.
+SERVICES: dict[str, Callable[[Store, str, str], tuple[ir.ExtensionService, list[ir.Cluster]]]] = {}
 
 
 def cluster_name(ext: GatewayExtension) -> str:
@@ -113,7 +116,7 @@ def _retry(retry: ExtSvcRetryPolicy | None, path: str) -> ir.ServiceRetry | None
     return ir.ServiceRetry(retry.attempts, base, top)
 
 
-def check_backend(ref: BackendRef, path: str) -> None:
+def check_backend(ref: BackendObjectReference, path: str) -> None:
     if extension_backend.is_backend(ref.group, ref.kind):
         return
     if ref.group not in ("", "core") or ref.kind != "Service":
@@ -248,8 +251,15 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
             condition("Accepted", False, "Invalid", f"invalid field {err}", gen),
             condition("ResolvedRefs", False, "Invalid", "not resolved: the extension is invalid", gen),
         ]}
-    conds = [condition("Accepted", True, "Valid", f"{extension_type(ext)} extension is valid", gen)]
+    kind = extension_type(ext)
+    conds = [condition("Accepted", True, "Valid", f"{kind} extension is valid", gen)]
     try:
+        if kind in VALIDATORS:  # a feature module's type: resolved when its service resolves
+            _service, clusters = SERVICES[kind](store, ext.namespace, ext.name)
+            ready = sum(len(c.endpoints) for c in clusters)
+            conds.append(condition("ResolvedRefs", True, "ResolvedRefs",
+                                   f"every reference resolved; {ready} ready endpoint(s)", gen))
+            return {"conditions": conds}
         if ext.spec.ext_auth is not None:
             svc: ExtGrpcService | ExtHttpService | None = ext.spec.ext_auth.grpc_service or ext.spec.ext_auth.http_service
         else:
@@ -265,3 +275,17 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
     except Unresolved as err:
         conds.append(condition("ResolvedRefs", False, err.reason, err.message, gen))
     return {"conditions": conds}
+
+
+def _ext_auth(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionService, list[ir.Cluster]]:
+    service, cluster = ext_auth_service(store, namespace, name)
+    return service, [cluster]
+
+
+def _ext_proc(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionService, list[ir.Cluster]]:
+    service, cluster = ext_proc_service(store, namespace, name)
+    return service, [cluster]
+
+
+SERVICES[EXT_AUTH] = _ext_auth
+SERVICES[EXT_PROC] = _ext_proc

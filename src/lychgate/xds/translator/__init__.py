@@ -18,6 +18,7 @@ from lychgate.xds.translator import (  # noqa: F401
     ext_authz,
     ext_proc,
     inference,
+    jwt_authn,
     local_ratelimit,
     route_policy,
     scoped,

@@ -26,7 +26,7 @@ from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from lychgate import ir
 
-S = TypeVar("S", ir.ExtAuthService, ir.ExtProcService)
+S = TypeVar("S", ir.ExtAuthService, ir.ExtProcService, ir.JwtService)
 
 
 def pack(message: object) -> any_pb2.Any:

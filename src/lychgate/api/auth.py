@@ -1,0 +1,88 @@
+"""Authentication and authorization fields of TrafficPolicy and GatewayExtension.
+
+Shapes and names are kgateway's (api/v1alpha1/kgateway/jwt_types.go,
+basic_auth_types.go, oauth2.go, shared/*): the TrafficPolicy side names a
+GatewayExtension or turns the feature off; the GatewayExtension side says how
+to authenticate. What a value means is checked by translation
+(translate/policies/*), which reports problems on the status.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from lychgate.api.base import Model
+from lychgate.api.gateway import BackendObjectReference
+
+
+class NamespacedObjectReference(Model):
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class LocalObjectReference(Model):
+    name: str = Field(min_length=1)
+
+
+class PolicyDisable(Model):
+    """`disable: {}` turns a feature off where it would otherwise be inherited."""
+
+
+# --- jwtAuth ---------------------------------------------------------------------------
+
+
+class JWTAuth(Model):
+    """TrafficPolicy `jwtAuth`: the JWT GatewayExtension whose providers check requests."""
+
+    extension_ref: NamespacedObjectReference | None = None
+    disable: PolicyDisable | None = None
+
+
+class HeaderSource(Model):
+    header: str = Field(min_length=1, max_length=2048)
+    prefix: str | None = Field(None, min_length=1, max_length=2048)
+
+
+class JWTTokenSource(Model):
+    header: HeaderSource | None = None
+    query_parameter: str | None = None
+
+
+class JWTClaimToHeader(Model):
+    name: str = Field(min_length=1, max_length=2048)
+    header: str = Field(min_length=1, max_length=2048)
+
+
+class LocalJWKS(Model):
+    inline: str | None = Field(None, min_length=1, max_length=16384)
+    config_map_ref: LocalObjectReference | None = None  # data key `jwks`
+
+
+class RemoteJWKS(Model):
+    url: str = Field(min_length=1, max_length=2048)
+    backend_ref: BackendObjectReference
+    cache_duration: str | None = None
+
+
+class JWKS(Model):
+    local: LocalJWKS | None = None
+    remote: RemoteJWKS | None = None
+
+
+class NamedJWTProvider(Model):
+    name: str = Field(min_length=1, max_length=253)
+    issuer: str = Field("", max_length=2048)
+    audiences: list[str] = Field(default_factory=list, max_length=32)
+    token_source: JWTTokenSource | None = None
+    claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, max_length=32)
+    jwks: JWKS
+    forward_token: bool | None = None
+
+
+class JWTProviders(Model):
+    """GatewayExtension `jwt` (type JWT)."""
+
+    validation_mode: Literal["Strict", "AllowMissing"] | None = None
+    providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32)
