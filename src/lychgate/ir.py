@@ -246,6 +246,26 @@ class JwtAuthRoute:
 ExtensionService = ExtAuthService | ExtProcService | JwtService
 
 
+@dataclass(frozen=True)
+class BasicAuth:
+    htpasswd: str  # "user:{SHA}base64" lines
+
+
+@dataclass(frozen=True)
+class ApiKeySource:
+    header: str | None = None
+    query: str | None = None
+    cookie: str | None = None
+
+
+@dataclass(frozen=True)
+class ApiKeyAuth:
+    credentials: tuple[tuple[str, str], ...]  # (key, client id)
+    sources: tuple[ApiKeySource, ...]
+    client_id_header: str | None = None
+    forward_credential: bool = False
+
+
 # A template is text with placeholders, compiled to parts:
 # ("text", s), ("header", name), ("request_header", name), ("path", ""),
 # ("method", ""), ("query", name), ("body", ""), ("field", "a.b.0").
@@ -301,6 +321,8 @@ class RoutePolicy:
     ext_auth: ExtAuthRoute | None = None
     ext_proc: ExtProcRoute | None = None
     jwt_auth: JwtAuthRoute | None = None
+    basic_auth: BasicAuth | None = None
+    api_key_auth: ApiKeyAuth | None = None
     transformation: Transformation | None = None
     rate_limit: TokenBucket | None = None
     cors: Cors | None = None

@@ -7,6 +7,7 @@ quickstart someone is running; everything else is the example as shipped.
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import random
@@ -28,7 +29,7 @@ from tests.harness import EchoBackends, Lychgate, free_port, wait_for
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None),
-         "jwt-auth": (None, None)}
+         "jwt-auth": (None, None), "basic-auth": (None, None), "api-key-auth": (None, None)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -58,8 +59,7 @@ class Example:
         self.address = f"127.0.{random.randint(100, 250)}.{random.randint(2, 250)}"
         script, port = CASES[name]
         self.server: subprocess.Popen[bytes] | None = None
-        replacements = {"3000": str(echo), "127.0.2.1": self.address, "127.0.2.2": self.address,
-                        "127.0.2.3": self.address, "127.0.2.4": self.address}
+        replacements = {"3000": str(echo), **{f"127.0.2.{n}": self.address for n in range(1, 10)}}
         if script and port:
             server_port = free_port()
             replacements[str(port)] = str(server_port)
@@ -163,3 +163,29 @@ def test_jwt_auth_example(example: Example) -> None:
     other = example.curl(host, "/api/orders", headers={"authorization": f"Bearer {mint.mint('ada', 'other')}"})
     assert (other.status_code, other.text) == (403, "Audiences in Jwt are not allowed")
     assert example.curl(host, "/").status_code == 200
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("example", ["basic-auth"], indirect=True)
+def test_basic_auth_example(example: Example) -> None:
+    host = "basic.example.com"
+    wait_for(lambda: example.curl(host, "/api").status_code == 401, 10, "basic auth to apply")
+    alice = {"authorization": "Basic " + base64.b64encode(b"alice:wonderland").decode()}
+    ok = example.curl(host, "/api", headers=alice)
+    assert ok.status_code == 200 and headers_seen(ok)["X-Envoy-Basic-Auth-User"] == ["alice"]
+    guess = {"authorization": "Basic " + base64.b64encode(b"alice:guess").decode()}
+    assert example.curl(host, "/api", headers=guess).status_code == 401
+    assert example.curl(host, "/").status_code == 200
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("example", ["api-key-auth"], indirect=True)
+def test_api_key_auth_example(example: Example) -> None:
+    host = "keys.example.com"
+    missing = wait_for(lambda: (r := example.curl(host, "/api")).status_code == 401 and r, 10, "API keys")
+    assert missing.text == "Client authentication failed."
+    ok = example.curl(host, "/api", headers={"x-api-key": "key-frontend-1234"})
+    assert ok.status_code == 200 and headers_seen(ok)["X-Client-Id"] == ["web-frontend"]
+    assert "X-Api-Key" not in headers_seen(ok)
+    by_query = example.curl(host, "/api?api_key=key-batch-5678")
+    assert by_query.status_code == 200 and headers_seen(by_query)["X-Client-Id"] == ["batch-jobs"]

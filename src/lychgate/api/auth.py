@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from lychgate.api.base import Model
-from lychgate.api.gateway import BackendObjectReference
+from lychgate.api.gateway import BackendObjectReference, SecretObjectReference
 
 
 class NamespacedObjectReference(Model):
@@ -86,3 +86,44 @@ class JWTProviders(Model):
 
     validation_mode: Literal["Strict", "AllowMissing"] | None = None
     providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32)
+
+
+# --- basicAuth -------------------------------------------------------------------------
+
+
+class SecretReference(Model):
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+    key: str | None = Field(None, min_length=1)  # default .htpasswd
+
+
+class BasicAuthPolicy(Model):
+    """TrafficPolicy `basicAuth`: htpasswd SHA-1 users, inline or from a Secret."""
+
+    users: list[str] = Field(default_factory=list, max_length=256)
+    secret_ref: SecretReference | None = None
+    disable: PolicyDisable | None = None
+
+
+# --- apiKeyAuth ------------------------------------------------------------------------
+
+
+class APIKeySource(Model):
+    header: str | None = Field(None, min_length=1, max_length=256)
+    query: str | None = Field(None, min_length=1, max_length=256)
+    cookie: str | None = Field(None, min_length=1, max_length=256)
+
+
+class LabelSelector(Model):
+    match_labels: dict[str, str]
+
+
+class APIKeyAuth(Model):
+    """TrafficPolicy `apiKeyAuth`: keys from Secrets (each entry: client id -> key)."""
+
+    key_sources: list[APIKeySource] = Field(default_factory=list, max_length=16)
+    forward_credential: bool | None = None
+    client_id_header: str | None = None
+    secret_ref: SecretObjectReference | None = None
+    secret_selector: LabelSelector | None = None
+    disable: PolicyDisable | None = None

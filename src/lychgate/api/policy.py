@@ -18,7 +18,14 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from lychgate.api.auth import JWTAuth, JWTProviders, NamespacedObjectReference, PolicyDisable
+from lychgate.api.auth import (
+    APIKeyAuth,
+    BasicAuthPolicy,
+    JWTAuth,
+    JWTProviders,
+    NamespacedObjectReference,
+    PolicyDisable,
+)
 from lychgate.api.base import Model, OpenModel, Resource
 from lychgate.api.gateway import BackendRef, HeaderModifier
 from lychgate.api.lychgate import GROUP
@@ -172,13 +179,13 @@ class TrafficPolicySpec(Model):
     timeouts: Timeouts | None = None
     retry: Retry | None = None
     jwt_auth: JWTAuth | None = None
+    basic_auth: BasicAuthPolicy | None = None
+    api_key_auth: APIKeyAuth | None = None
     # kgateway fields lychgate does not implement yet: reported as unsupported.
     ai: OpenModel | None = None
     csrf: OpenModel | None = None
     auto_host_rewrite: bool | None = None
     rbac: OpenModel | None = None
-    basic_auth: OpenModel | None = None
-    api_key_auth: OpenModel | None = None
     acl: OpenModel | None = None
     oauth2: OpenModel | None = None
     url_rewrite: OpenModel | None = None

@@ -76,7 +76,6 @@ def register(field: PolicyField) -> PolicyField:
 # one is not Accepted: silently ignoring it is the failure this code exists to prevent.
 UNSUPPORTED = {
     "ai": "ai", "csrf": "csrf", "auto_host_rewrite": "autoHostRewrite", "rbac": "rbac",
-"basic_auth": "basicAuth",
-    "api_key_auth": "apiKeyAuth", "oauth2": "oauth2", "acl": "acl",
+    "oauth2": "oauth2", "acl": "acl",
     "url_rewrite": "urlRewrite", "compression": "compression", "direct_response": "directResponse",
 }

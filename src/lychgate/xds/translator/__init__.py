@@ -13,6 +13,8 @@ from lychgate.xds import types
 
 # Policy features register themselves on import (their `order` is the HTTP filter order).
 from lychgate.xds.translator import (  # noqa: F401
+    api_key_auth,
+    basic_auth,
     buffer,
     cors,
     ext_authz,
