@@ -266,6 +266,17 @@ class ApiKeyAuth:
     forward_credential: bool = False
 
 
+@dataclass(frozen=True)
+class Rbac:
+    """Allow (or deny) requests that match any expression, within allowed CIDRs;
+    blocked CIDRs are denied first."""
+
+    action: Literal["Allow", "Deny"]
+    expressions: tuple[str, ...] = ()  # CEL, as the user wrote them
+    allowed_cidrs: tuple[str, ...] = ()
+    blocked_cidrs: tuple[str, ...] = ()
+
+
 # A template is text with placeholders, compiled to parts:
 # ("text", s), ("header", name), ("request_header", name), ("path", ""),
 # ("method", ""), ("query", name), ("body", ""), ("field", "a.b.0").
@@ -323,6 +334,7 @@ class RoutePolicy:
     jwt_auth: JwtAuthRoute | None = None
     basic_auth: BasicAuth | None = None
     api_key_auth: ApiKeyAuth | None = None
+    rbac: Rbac | None = None
     transformation: Transformation | None = None
     rate_limit: TokenBucket | None = None
     cors: Cors | None = None

@@ -29,7 +29,8 @@ from tests.harness import EchoBackends, Lychgate, free_port, wait_for
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None),
-         "jwt-auth": (None, None), "basic-auth": (None, None), "api-key-auth": (None, None)}
+         "jwt-auth": (None, None), "basic-auth": (None, None), "api-key-auth": (None, None),
+         "rbac": (None, None)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -189,3 +190,14 @@ def test_api_key_auth_example(example: Example) -> None:
     assert "X-Api-Key" not in headers_seen(ok)
     by_query = example.curl(host, "/api?api_key=key-batch-5678")
     assert by_query.status_code == 200 and headers_seen(by_query)["X-Client-Id"] == ["batch-jobs"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("example", ["rbac"], indirect=True)
+def test_rbac_example(example: Example) -> None:
+    host = "rbac.example.com"
+    denied = wait_for(lambda: (r := example.curl(host, "/api")).status_code == 403 and r, 10, "rbac to apply")
+    assert denied.text == "RBAC: access denied"
+    assert example.curl(host, "/api", headers={"x-role": "admin"}).status_code == 200
+    assert example.curl(host, "/page", method="DELETE").status_code == 403
+    assert example.curl(host, "/page").status_code == 200

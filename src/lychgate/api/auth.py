@@ -127,3 +127,21 @@ class APIKeyAuth(Model):
     secret_ref: SecretObjectReference | None = None
     secret_selector: LabelSelector | None = None
     disable: PolicyDisable | None = None
+
+
+# --- rbac ------------------------------------------------------------------------------
+
+
+class AuthorizationPolicy(Model):
+    """Matches when any CEL expression is true, and (if set) the client is in allowedCIDRs."""
+
+    match_expressions: list[str] = Field(default_factory=list, max_length=256)
+    allowed_cidrs: list[str] = Field(default_factory=list, max_length=256, alias="allowedCIDRs")
+    blocked_cidrs: list[str] = Field(default_factory=list, max_length=256, alias="blockedCIDRs")
+
+
+class Authorization(Model):
+    """TrafficPolicy `rbac` (kgateway shared.Authorization)."""
+
+    policy: AuthorizationPolicy
+    action: Literal["Allow", "Deny"] = "Allow"

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from lychgate.api.auth import (
     APIKeyAuth,
+    Authorization,
     BasicAuthPolicy,
     JWTAuth,
     JWTProviders,
@@ -181,11 +182,11 @@ class TrafficPolicySpec(Model):
     jwt_auth: JWTAuth | None = None
     basic_auth: BasicAuthPolicy | None = None
     api_key_auth: APIKeyAuth | None = None
+    rbac: Authorization | None = None
     # kgateway fields lychgate does not implement yet: reported as unsupported.
     ai: OpenModel | None = None
     csrf: OpenModel | None = None
     auto_host_rewrite: bool | None = None
-    rbac: OpenModel | None = None
     acl: OpenModel | None = None
     oauth2: OpenModel | None = None
     url_rewrite: OpenModel | None = None

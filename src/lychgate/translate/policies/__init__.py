@@ -17,6 +17,7 @@ from lychgate.translate.policies import (  # noqa: F401  (imported to register t
     header_modifiers,
     jwt_auth,
     rate_limit,
+    rbac,
     timeouts,
     transformation,
 )

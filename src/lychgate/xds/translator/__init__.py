@@ -22,6 +22,7 @@ from lychgate.xds.translator import (  # noqa: F401
     inference,
     jwt_authn,
     local_ratelimit,
+    rbac,
     route_policy,
     scoped,
     transformation,
