@@ -277,6 +277,20 @@ class Rbac:
     blocked_cidrs: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class OriginMatch:
+    kind: Literal["exact", "prefix", "suffix", "contains", "safe_regex"]
+    value: str
+    ignore_case: bool = False
+
+
+@dataclass(frozen=True)
+class Csrf:
+    enabled_percent: int  # requests whose origin is enforced
+    shadow_percent: int  # requests whose origin is only checked and counted
+    additional_origins: tuple[OriginMatch, ...] = ()
+
+
 # A template is text with placeholders, compiled to parts:
 # ("text", s), ("header", name), ("request_header", name), ("path", ""),
 # ("method", ""), ("query", name), ("body", ""), ("field", "a.b.0").
@@ -335,6 +349,7 @@ class RoutePolicy:
     basic_auth: BasicAuth | None = None
     api_key_auth: ApiKeyAuth | None = None
     rbac: Rbac | None = None
+    csrf: Csrf | None = None
     transformation: Transformation | None = None
     rate_limit: TokenBucket | None = None
     cors: Cors | None = None

@@ -30,7 +30,7 @@ from tests.harness import EchoBackends, Lychgate, free_port, wait_for
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None),
          "jwt-auth": (None, None), "basic-auth": (None, None), "api-key-auth": (None, None),
-         "rbac": (None, None)}
+         "rbac": (None, None), "csrf": (None, None)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -201,3 +201,17 @@ def test_rbac_example(example: Example) -> None:
     assert example.curl(host, "/api", headers={"x-role": "admin"}).status_code == 200
     assert example.curl(host, "/page", method="DELETE").status_code == 403
     assert example.curl(host, "/page").status_code == 200
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("example", ["csrf"], indirect=True)
+def test_csrf_example(example: Example) -> None:
+    host = "csrf.example.com"
+
+    def post(origin: str) -> httpx.Response:
+        return example.curl(host, "/api", method="POST", content=b"x=1", headers={"origin": origin})
+
+    refused = wait_for(lambda: (r := post("https://evil.test")).status_code == 403 and r, 10, "csrf to apply")
+    assert refused.text == "Invalid origin"
+    assert post("https://shop.example.com").status_code == 200
+    assert example.curl(host, "/api", headers={"origin": "https://evil.test"}).status_code == 200

@@ -145,3 +145,25 @@ class Authorization(Model):
 
     policy: AuthorizationPolicy
     action: Literal["Allow", "Deny"] = "Allow"
+
+
+# --- csrf ------------------------------------------------------------------------------
+
+
+class StringMatcher(Model):
+    """kgateway shared.StringMatcher: exactly one of exact, prefix, suffix, contains, safeRegex."""
+
+    exact: str | None = None
+    prefix: str | None = Field(None, min_length=1)
+    suffix: str | None = Field(None, min_length=1)
+    contains: str | None = None
+    safe_regex: str | None = None
+    ignore_case: bool | None = None
+
+
+class CSRFPolicy(Model):
+    """TrafficPolicy `csrf`: origin checks on state-changing requests (Envoy csrf)."""
+
+    percentage_enabled: int | None = Field(None, ge=0, le=100)
+    percentage_shadowed: int | None = Field(None, ge=0, le=100)
+    additional_origins: list[StringMatcher] = Field(default_factory=list, max_length=16)

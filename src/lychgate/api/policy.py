@@ -22,6 +22,7 @@ from lychgate.api.auth import (
     APIKeyAuth,
     Authorization,
     BasicAuthPolicy,
+    CSRFPolicy,
     JWTAuth,
     JWTProviders,
     NamespacedObjectReference,
@@ -183,9 +184,9 @@ class TrafficPolicySpec(Model):
     basic_auth: BasicAuthPolicy | None = None
     api_key_auth: APIKeyAuth | None = None
     rbac: Authorization | None = None
+    csrf: CSRFPolicy | None = None
     # kgateway fields lychgate does not implement yet: reported as unsupported.
     ai: OpenModel | None = None
-    csrf: OpenModel | None = None
     auto_host_rewrite: bool | None = None
     acl: OpenModel | None = None
     oauth2: OpenModel | None = None

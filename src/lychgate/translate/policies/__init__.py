@@ -12,6 +12,7 @@ from lychgate.translate.policies import (  # noqa: F401  (imported to register t
     basic_auth,
     buffer,
     cors,
+    csrf,
     ext_auth,
     ext_proc,
     header_modifiers,

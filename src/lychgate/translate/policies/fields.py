@@ -75,7 +75,7 @@ def register(field: PolicyField) -> PolicyField:
 # kgateway TrafficPolicy fields lychgate does not implement yet. A policy using
 # one is not Accepted: silently ignoring it is the failure this code exists to prevent.
 UNSUPPORTED = {
-    "ai": "ai", "csrf": "csrf", "auto_host_rewrite": "autoHostRewrite",
+    "ai": "ai", "auto_host_rewrite": "autoHostRewrite",
     "oauth2": "oauth2", "acl": "acl",
     "url_rewrite": "urlRewrite", "compression": "compression", "direct_response": "directResponse",
 }

@@ -17,6 +17,7 @@ from lychgate.xds.translator import (  # noqa: F401
     basic_auth,
     buffer,
     cors,
+    csrf,
     ext_authz,
     ext_proc,
     inference,
