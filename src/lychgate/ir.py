@@ -278,6 +278,14 @@ class Rbac:
 
 
 @dataclass(frozen=True)
+class Acl:
+    """Client address rules, most specific prefix first (the first match decides)."""
+
+    rules: tuple[tuple[str, bool, str], ...]  # (cidr, allow?, rule name)
+    default_allow: bool
+
+
+@dataclass(frozen=True)
 class OriginMatch:
     kind: Literal["exact", "prefix", "suffix", "contains", "safe_regex"]
     value: str
@@ -349,6 +357,7 @@ class RoutePolicy:
     basic_auth: BasicAuth | None = None
     api_key_auth: ApiKeyAuth | None = None
     rbac: Rbac | None = None
+    acl: Acl | None = None
     csrf: Csrf | None = None
     transformation: Transformation | None = None
     rate_limit: TokenBucket | None = None

@@ -30,7 +30,8 @@ from tests.harness import EchoBackends, Lychgate, free_port, wait_for
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None),
          "jwt-auth": (None, None), "basic-auth": (None, None), "api-key-auth": (None, None),
-         "rbac": (None, None), "csrf": (None, None)}
+         "rbac": (None, None), "csrf": (None, None),
+         "acl": (None, None)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -215,3 +216,16 @@ def test_csrf_example(example: Example) -> None:
     assert refused.text == "Invalid origin"
     assert post("https://shop.example.com").status_code == 200
     assert example.curl(host, "/api", headers={"origin": "https://evil.test"}).status_code == 200
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("example", ["acl"], indirect=True)
+def test_acl_example(example: Example) -> None:
+    host = "acl.example.com"
+    wait_for(lambda: example.curl(host, "/api").status_code == 200, 10, "the route to serve loopback clients")
+    url = f"http://{example.address}:8080/api"
+    # 127.0.0.66: denied by the more specific rule (curl --interface 127.0.0.66)
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.66"), timeout=5) as client:
+        denied = wait_for(lambda: (r := client.get(url, headers={"host": host})).status_code == 403 and r, 10,
+                          "the quarantined address to be denied")
+    assert denied.text == "RBAC: access denied"

@@ -167,3 +167,31 @@ class CSRFPolicy(Model):
     percentage_enabled: int | None = Field(None, ge=0, le=100)
     percentage_shadowed: int | None = Field(None, ge=0, le=100)
     additional_origins: list[StringMatcher] = Field(default_factory=list, max_length=16)
+
+
+# --- acl -------------------------------------------------------------------------------
+
+
+class ACLRule(Model):
+    name: str | None = Field(None, max_length=256)
+    cidrs: list[str] = Field(min_length=1, max_length=256)
+    action: Literal["allow", "deny"]
+
+
+class ACLResponseHeader(Model):
+    name: str = Field(min_length=1, max_length=256)
+    value: str = Field(max_length=4096)
+
+
+class ACLDenyResponse(Model):
+    status_code: int | None = Field(None, ge=100, le=599)
+    headers: list[ACLResponseHeader] = Field(default_factory=list, max_length=16)
+    add_blocked_by_header: str | None = Field(None, min_length=1, max_length=256)
+
+
+class ACLPolicy(Model):
+    """TrafficPolicy `acl` (kgateway shared.ACLPolicy): client address rules, longest prefix wins."""
+
+    default_action: Literal["allow", "deny"]
+    rules: list[ACLRule] = Field(default_factory=list, max_length=256)
+    deny_response: ACLDenyResponse | None = None

@@ -19,6 +19,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from lychgate.api.auth import (
+    ACLPolicy,
     APIKeyAuth,
     Authorization,
     BasicAuthPolicy,
@@ -185,10 +186,10 @@ class TrafficPolicySpec(Model):
     api_key_auth: APIKeyAuth | None = None
     rbac: Authorization | None = None
     csrf: CSRFPolicy | None = None
+    acl: ACLPolicy | None = None
     # kgateway fields lychgate does not implement yet: reported as unsupported.
     ai: OpenModel | None = None
     auto_host_rewrite: bool | None = None
-    acl: OpenModel | None = None
     oauth2: OpenModel | None = None
     url_rewrite: OpenModel | None = None
     compression: OpenModel | None = None

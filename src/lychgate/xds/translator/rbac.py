@@ -44,12 +44,12 @@ def _extension(name: str, message: object) -> extension_pb2.TypedExtensionConfig
     return extension_pb2.TypedExtensionConfig(name=name, typed_config=pack(message))
 
 
-def _action(name: str, allow: bool) -> m.Matcher.OnMatch:
+def action(name: str, allow: bool) -> m.Matcher.OnMatch:
     action = rbac_config.Action(name=name, action=rbac_config.RBAC.ALLOW if allow else rbac_config.RBAC.DENY)
     return m.Matcher.OnMatch(action=_extension("envoy.filters.rbac.action", action))
 
 
-def _source_in(cidrs: tuple[str, ...]) -> Predicate:
+def source_in(cidrs: tuple[str, ...]) -> Predicate:
     ranges = []
     for c in cidrs:
         prefix, _, length = c.partition("/")
@@ -80,18 +80,18 @@ def matcher(policy: ir.Rbac) -> m.Matcher:
     rules: list[FieldMatcher] = []
     if policy.blocked_cidrs:
         rules.append(FieldMatcher(
-            predicate=_source_in(policy.blocked_cidrs), on_match=_action("blocked-cidrs", False)))
+            predicate=source_in(policy.blocked_cidrs), on_match=action("blocked-cidrs", False)))
     parts = []
     if policy.allowed_cidrs:
-        parts.append(_source_in(policy.allowed_cidrs))
+        parts.append(source_in(policy.allowed_cidrs))
     if policy.expressions:
         parts.append(_any([_cel(e) for e in policy.expressions]))
     if parts:
-        rules.append(FieldMatcher(predicate=_all(parts), on_match=_action("policy", allow)))
+        rules.append(FieldMatcher(predicate=_all(parts), on_match=action("policy", allow)))
     # Only blockedCIDRs and Allow: everything not blocked passes.
     no_match_allows = (not allow) or not parts
     return m.Matcher(matcher_list=m.Matcher.MatcherList(matchers=rules),
-                     on_no_match=_action("default", no_match_allows))
+                     on_no_match=action("default", no_match_allows))
 
 
 class Rbac(Feature):
