@@ -243,7 +243,39 @@ class JwtAuthRoute:
     service: JwtService
 
 
-ExtensionService = ExtAuthService | ExtProcService | JwtService
+@dataclass(frozen=True)
+class OAuth2Service:
+    """One GatewayExtension of type OAuth2: one oauth2 filter in the chain."""
+
+    name: str  # "namespace/name" of the GatewayExtension
+    cluster: str  # where the token endpoint is
+    token_endpoint: str
+    authorization_endpoint: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    hmac_secret: str = field(repr=False)  # signs the cookies; derived from the client secret
+    redirect_uri: str = "%REQ(x-forwarded-proto)%://%REQ(:authority)%/oauth2/redirect"
+    redirect_path: str = "/oauth2/redirect"
+    logout_path: str = "/logout"
+    end_session_endpoint: str | None = None
+    scopes: tuple[str, ...] = ("user",)
+    forward_access_token: bool = False
+    cookie_domain: str | None = None
+    access_token_cookie: str | None = None
+    id_token_cookie: str | None = None
+    same_site: str = "Lax"
+    disable_access_token_cookie: bool = False
+    disable_id_token_cookie: bool = False
+    disable_refresh_token_cookie: bool = False
+    deny_redirect_headers: tuple[tuple[str, str, str], ...] = ()  # (name, Exact|RegularExpression, value)
+
+
+@dataclass(frozen=True)
+class OAuth2Route:
+    service: OAuth2Service
+
+
+ExtensionService = ExtAuthService | ExtProcService | JwtService | OAuth2Service
 
 
 @dataclass(frozen=True)
@@ -354,6 +386,7 @@ class RoutePolicy:
     ext_auth: ExtAuthRoute | None = None
     ext_proc: ExtProcRoute | None = None
     jwt_auth: JwtAuthRoute | None = None
+    oauth2: OAuth2Route | None = None
     basic_auth: BasicAuth | None = None
     api_key_auth: ApiKeyAuth | None = None
     rbac: Rbac | None = None

@@ -14,7 +14,12 @@ from typing import Literal
 from pydantic import Field
 
 from lychgate.api.base import Model
-from lychgate.api.gateway import BackendObjectReference, SecretObjectReference
+from lychgate.api.gateway import (
+    BackendObjectReference,
+    BackendRef,
+    HeaderMatch,
+    SecretObjectReference,
+)
 
 
 class NamespacedObjectReference(Model):
@@ -195,3 +200,65 @@ class ACLPolicy(Model):
     default_action: Literal["allow", "deny"]
     rules: list[ACLRule] = Field(default_factory=list, max_length=256)
     deny_response: ACLDenyResponse | None = None
+
+
+# --- oauth2 ----------------------------------------------------------------------------
+
+
+class OAuth2Policy(Model):
+    """TrafficPolicy `oauth2`: the OAuth2 GatewayExtension that logs users in."""
+
+    extension_ref: NamespacedObjectReference
+
+
+class OAuth2Credentials(Model):
+    client_id: str = Field(min_length=1, alias="clientID")
+    client_secret_ref: LocalObjectReference  # data key `client-secret`
+
+
+class OAuth2CookieNames(Model):
+    access_token: str | None = Field(None, min_length=1)
+    id_token: str | None = Field(None, min_length=1, alias="idToken")
+
+
+class OAuth2CookieConfig(Model):
+    domain: str | None = Field(None, min_length=1, max_length=253)
+    names: OAuth2CookieNames | None = None
+    same_site: Literal["Lax", "Strict", "None"] | None = None
+    disable_access_token_set_cookie: bool | None = None
+    disable_id_token_set_cookie: bool | None = Field(None, alias="disableIDTokenSetCookie")
+    disable_refresh_token_set_cookie: bool | None = None
+
+
+class OAuth2JWTProcessingConfig(Model):
+    audiences: list[str] = Field(default_factory=list, max_length=32)
+    claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, max_length=32)
+
+
+class OAuth2JWTConfig(Model):
+    jwks_uri: str | None = Field(None, alias="jwksURI")
+    jwks_backend_ref: BackendObjectReference | None = None
+    access_token: OAuth2JWTProcessingConfig | None = None
+    id_token: OAuth2JWTProcessingConfig | None = Field(None, alias="idToken")
+
+
+class OAuth2DenyRedirectMatcher(Model):
+    headers: list[HeaderMatch] = Field(default_factory=list, max_length=16)
+
+
+class OAuth2Provider(Model):
+    """GatewayExtension `oauth2` (type OAuth2): an OpenID Connect / OAuth2 authorization-code login."""
+
+    backend_ref: BackendRef
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    redirect_uri: str | None = Field(None, alias="redirectURI")
+    logout_path: str = Field("/logout", min_length=1)
+    forward_access_token: bool | None = None
+    scopes: list[str] = Field(default_factory=list)
+    credentials: OAuth2Credentials
+    issuer_uri: str | None = Field(None, alias="issuerURI")
+    end_session_endpoint: str | None = None
+    cookies: OAuth2CookieConfig | None = None
+    jwt: OAuth2JWTConfig | None = None
+    deny_redirect: OAuth2DenyRedirectMatcher | None = None

@@ -27,6 +27,8 @@ from lychgate.api.auth import (
     JWTAuth,
     JWTProviders,
     NamespacedObjectReference,
+    OAuth2Policy,
+    OAuth2Provider,
     PolicyDisable,
 )
 from lychgate.api.base import Model, OpenModel, Resource
@@ -187,10 +189,10 @@ class TrafficPolicySpec(Model):
     rbac: Authorization | None = None
     csrf: CSRFPolicy | None = None
     acl: ACLPolicy | None = None
+    oauth2: OAuth2Policy | None = None
     # kgateway fields lychgate does not implement yet: reported as unsupported.
     ai: OpenModel | None = None
     auto_host_rewrite: bool | None = None
-    oauth2: OpenModel | None = None
     url_rewrite: OpenModel | None = None
     compression: OpenModel | None = None
     direct_response: OpenModel | None = None
@@ -285,7 +287,7 @@ class GatewayExtensionSpec(Model):
     ext_proc: ExtProcProvider | None = None
     rate_limit: OpenModel | None = None
     jwt: JWTProviders | None = None
-    oauth2: OpenModel | None = None
+    oauth2: OAuth2Provider | None = None
 
 
 class GatewayExtension(Resource):

@@ -18,6 +18,7 @@ from lychgate.translate.policies import (  # noqa: F401  (imported to register t
     ext_proc,
     header_modifiers,
     jwt_auth,
+    oauth2,
     rate_limit,
     rbac,
     timeouts,

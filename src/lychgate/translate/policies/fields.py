@@ -76,6 +76,5 @@ def register(field: PolicyField) -> PolicyField:
 # one is not Accepted: silently ignoring it is the failure this code exists to prevent.
 UNSUPPORTED = {
     "ai": "ai", "auto_host_rewrite": "autoHostRewrite",
-    "oauth2": "oauth2",
     "url_rewrite": "urlRewrite", "compression": "compression", "direct_response": "directResponse",
 }

@@ -24,6 +24,7 @@ from lychgate.xds.translator import (  # noqa: F401
     inference,
     jwt_authn,
     local_ratelimit,
+    oauth2,
     rbac,
     route_policy,
     scoped,

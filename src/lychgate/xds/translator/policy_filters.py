@@ -26,7 +26,7 @@ from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from lychgate import ir
 
-S = TypeVar("S", ir.ExtAuthService, ir.ExtProcService, ir.JwtService)
+S = TypeVar("S", ir.ExtAuthService, ir.ExtProcService, ir.JwtService, ir.OAuth2Service)
 
 
 def pack(message: object) -> any_pb2.Any:
@@ -69,6 +69,10 @@ def enable_on_route(out: route_pb.Route, name: str, config: object | None) -> No
     fc = route_pb.FilterConfig()
     if config is not None:
         fc.config.CopyFrom(pack(config))
+    else:
+        # A filter without per-route settings (oauth2): an empty `config` is how Envoy
+        # is told "enabled here"; no `config` at all is refused.
+        fc.config.SetInParent()
     out.typed_per_filter_config[name].CopyFrom(pack(fc))
 
 

@@ -1,0 +1,156 @@
+"""oauth2 end to end: a real HTTP client (following redirects, keeping cookies) logs
+in through real Envoy and an OpenID provider stand-in speaking the authorization-code
+flow (discovery, /authorize redirect, /token with the client secret and PKCE), then
+logs out.
+
+Over HTTPS, as a browser would: Envoy marks its session cookies Secure, so a client
+on plain HTTP never sends them back (and goes round the login loop forever)."""
+
+from __future__ import annotations
+
+import base64
+import ssl
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.certs import CA
+from tests.harness import gateway_yaml
+from tests.policies.conftest import Stack, condition
+from tests.policies.servers import OidcProvider, body_of
+from tests.policies.test_attachment import policy, ref
+from tests.policies.test_fail_closed import assert_closed, own_backend
+
+pytestmark = pytest.mark.e2e
+
+
+HTTPS_PORT = 8443
+
+
+class ToGateway(httpx.HTTPTransport):
+    """Sends requests for *.example.com to the gateway's HTTPS listener (keeping their Host
+    and SNI), others as addressed: the client sees the provider and the gateway as a
+    browser would."""
+
+    def __init__(self, address: str, ca: CA) -> None:
+        context = ssl.create_default_context()
+        context.load_verify_locations(cadata=ca.pem.decode())
+        super().__init__(verify=context)
+        self.address = address
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.host.endswith(".example.com"):
+            # A copy: the client files cookies under the request it sent (the name, not the address).
+            request = httpx.Request(request.method, request.url.copy_with(host=self.address, port=HTTPS_PORT),
+                                    headers=request.headers, stream=request.stream,
+                                    extensions={**request.extensions, "sni_hostname": request.url.host})
+        return super().handle_request(request)
+
+
+@pytest.fixture(scope="module")
+def ca(stack: Stack) -> Iterator[CA]:
+    """The stack's Gateway gets an HTTPS listener with a certificate for *.example.com."""
+    authority = CA()
+    cert, key = authority.issue("*.example.com", ["*.example.com"])
+    https = ("\n    - name: https\n      protocol: HTTPS\n      port: 8443\n"
+             "      tls: {certificateRefs: [{name: serving}]}")
+    stack.lg.write("00-gateway.yaml", gateway_yaml(extra_listeners=https).rstrip("\n")
+                   + f"\n  addresses: [{{type: IPAddress, value: {stack.addr}}}]\n")
+    stack.write("serving.yaml", f"""
+apiVersion: v1
+kind: Secret
+metadata: {{name: serving}}
+type: kubernetes.io/tls
+data:
+  tls.crt: {base64.b64encode(cert).decode()}
+  tls.key: {base64.b64encode(key).decode()}
+""")
+    yield authority
+
+
+def extension(name: str, idp: OidcProvider, service: str, secret: str, extra: str = "") -> str:
+    """An OAuth2 GatewayExtension whose endpoints come from the provider's discovery document."""
+    found = httpx.get(f"{idp.base}/.well-known/openid-configuration", timeout=5).json()
+    return f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {{name: {name}}}
+spec:
+  type: OAuth2
+  oauth2:
+    backendRef: {{name: {service}, port: {idp.port}}}
+    authorizationEndpoint: {found["authorization_endpoint"]}
+    tokenEndpoint: {found["token_endpoint"]}
+    endSessionEndpoint: {found["end_session_endpoint"]}
+    scopes: [openid, email]
+    forwardAccessToken: true
+    credentials:
+      clientID: {idp.client_id}
+      clientSecretRef: {{name: {secret}}}
+{extra}"""
+
+
+def client_secret(name: str, value: str) -> str:
+    return f"""
+apiVersion: v1
+kind: Secret
+metadata: {{name: {name}}}
+data: {{client-secret: {base64.b64encode(value.encode()).decode()}}}
+"""
+
+
+def browser(stack: Stack, ca: CA) -> httpx.Client:
+    return httpx.Client(transport=ToGateway(stack.addr, ca), follow_redirects=True, timeout=10)
+
+
+def test_login_with_the_authorization_code_flow_and_logout(stack: Stack, ca: CA) -> None:
+    idp = stack.servers.oidc("shop-client", "s3cret-value")
+    stack.service("oidc", idp.port)
+    stack.write("oauth2.yaml",
+                client_secret("shop-oidc", idp.client_secret),
+                extension("shop-login", idp, "oidc", "shop-oidc"),
+                stack.route("oauth2", "oauth.example.com"),
+                policy("oauth2", ref("oauth2"), "  oauth2:\n    extensionRef: {name: shop-login}"))
+    stack.wait("oauth.example.com", lambda r: r.status_code == 302, what="oauth2 to redirect to the provider")
+    with browser(stack, ca) as b:
+        first = b.get("https://oauth.example.com/orders?page=2", follow_redirects=False)
+        location = httpx.URL(first.headers["location"])
+        assert str(location).startswith(f"{idp.base}/authorize?")
+        assert location.params["client_id"] == "shop-client"
+        assert location.params["redirect_uri"] == "https://oauth.example.com/oauth2/redirect"
+        assert location.params["scope"] == "openid email"
+
+        page = b.get("https://oauth.example.com/orders?page=2")
+        assert page.status_code == 200, page.text
+        assert [r.status_code for r in page.history] == [302, 302, 302]  # to the provider, back, to the page
+        assert body_of(page)["path"] == "/orders?page=2"  # where the user was going
+        assert idp.logins == 1
+        token = idp.tokens[-1]
+        assert body_of(page)["headers"]["authorization"] == f"Bearer {token}"  # forwardAccessToken
+        assert idp.token_requests[-1]["code_verifier"]  # PKCE
+        # Logged in: the cookies carry the session, no more trips to the provider.
+        again = b.get("https://oauth.example.com/other")
+        assert again.status_code == 200 and again.history == [] and idp.logins == 1
+
+        out = b.get("https://oauth.example.com/logout")
+        assert out.text == "logged out at the provider\n" and idp.logouts == 1  # end-session endpoint
+        after = b.get("https://oauth.example.com/orders", follow_redirects=False)
+        assert after.status_code == 302 and after.headers["location"].startswith(f"{idp.base}/authorize?")
+    assert stack.applied("oauth2")["status"] == "True"
+    ext = stack.status("GatewayExtension", "shop-login")
+    assert all(c["status"] == "True" for c in ext["conditions"])
+
+
+def test_missing_client_secret_fails_closed(stack: Stack) -> None:
+    idp = stack.servers.oidc("closed-client", "x")
+    stack.service("oidc-closed", idp.port)
+    backend, rules = own_backend(stack, "oauth2-closed-app")
+    stack.write("oauth2-closed.yaml",
+                extension("closed-login", idp, "oidc-closed", "no-such-secret"),
+                stack.route("oauth2-closed", "oauth-closed.example.com", rules),
+                policy("oauth2-closed", ref("oauth2-closed"), "  oauth2:\n    extensionRef: {name: closed-login}"))
+    assert_closed(stack, "oauth2-closed", "oauth-closed.example.com", backend, "SecretNotFound",
+                  "Secret default/no-such-secret not found")
+    ext = stack.status("GatewayExtension", "closed-login")
+    assert condition(ext["conditions"], "ResolvedRefs")["reason"] == "SecretNotFound"
