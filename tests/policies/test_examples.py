@@ -31,7 +31,7 @@ EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None),
          "jwt-auth": (None, None), "basic-auth": (None, None), "api-key-auth": (None, None),
          "rbac": (None, None), "csrf": (None, None),
-         "acl": (None, None)}
+         "acl": (None, None), "oauth2": ("provider.py", 9003)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -61,7 +61,8 @@ class Example:
         self.address = f"127.0.{random.randint(100, 250)}.{random.randint(2, 250)}"
         script, port = CASES[name]
         self.server: subprocess.Popen[bytes] | None = None
-        replacements = {"3000": str(echo), **{f"127.0.2.{n}": self.address for n in range(1, 10)}}
+        # 127.0.2.10 before 127.0.2.1: the longer address first.
+        replacements = {"3000": str(echo), **{f"127.0.2.{n}": self.address for n in range(19, 0, -1)}}
         if script and port:
             server_port = free_port()
             replacements[str(port)] = str(server_port)
@@ -229,3 +230,25 @@ def test_acl_example(example: Example) -> None:
         denied = wait_for(lambda: (r := client.get(url, headers={"host": host})).status_code == 403 and r, 10,
                           "the quarantined address to be denied")
     assert denied.text == "RBAC: access denied"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("example", ["oauth2"], indirect=True)
+def test_oauth2_example(example: Example) -> None:
+    class ToGateway(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if request.url.host == "shop.example.com":
+                request = httpx.Request(request.method, request.url.copy_with(host=example.address),
+                                        headers=request.headers, stream=request.stream,
+                                        extensions={**request.extensions, "sni_hostname": "shop.example.com"})
+            return super().handle_request(request)
+
+    # curl -k: the example's certificate is self-signed
+    with httpx.Client(transport=ToGateway(verify=False), follow_redirects=True, timeout=10) as browser:
+        page = wait_for(lambda: (r := browser.get("https://shop.example.com:8443/orders")).status_code == 200
+                        and r, 15, "the login to complete")
+        assert [r.status_code for r in page.history] == [302, 302, 302]
+        assert headers_seen(page)["Authorization"][0].startswith("Bearer access-for-ada-")
+        assert browser.get("https://shop.example.com:8443/other").history == []  # the session cookie
+        out = browser.get("https://shop.example.com:8443/logout")
+        assert out.text == "ada is signed out of the provider\n"
