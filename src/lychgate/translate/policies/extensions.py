@@ -27,7 +27,13 @@ from lychgate.api.policy import (
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.policies import extension_backend
-from lychgate.translate.policies.common import Invalid, Unresolved, duration_ms, header_name
+from lychgate.translate.policies.common import (
+    CompileContext,
+    Invalid,
+    Unresolved,
+    duration_ms,
+    header_name,
+)
 
 EXT_AUTH, EXT_PROC = "ExtAuth", "ExtProc"
 # spec field -> extension type, in kgateway's order (exactly one is set)
@@ -75,7 +81,7 @@ def validate(ext: GatewayExtension) -> None:
         if (auth.grpc_service is None) == (auth.http_service is None):
             raise Invalid("spec.extAuth", "exactly one of grpcService or httpService must be set")
         if auth.grpc_service is not None:
-            check_grpc(auth.grpc_service, "spec.extAuth.grpcService")
+            _check_grpc(auth.grpc_service, "spec.extAuth.grpcService")
         if auth.http_service is not None:
             http = auth.http_service
             check_backend(http.backend_ref, "spec.extAuth.httpService.backendRef")
@@ -91,14 +97,14 @@ def validate(ext: GatewayExtension) -> None:
             header_name(name, f"spec.extAuth.headersToForward[{i}]", pseudo=True)
     if spec.ext_proc is not None:
         proc = spec.ext_proc
-        check_grpc(proc.grpc_service, "spec.extProc.grpcService")
+        _check_grpc(proc.grpc_service, "spec.extProc.grpcService")
         for attr, label in (("message_timeout", "messageTimeout"), ("max_message_timeout", "maxMessageTimeout")):
             value = getattr(proc, attr)
             if value is not None:
                 duration_ms(value, f"spec.extProc.{label}", 1)
 
 
-def check_grpc(svc: ExtGrpcService, path: str) -> None:
+def _check_grpc(svc: ExtGrpcService, path: str) -> None:
     check_backend(svc.backend_ref, f"{path}.backendRef")
     if svc.request_timeout is not None:
         duration_ms(svc.request_timeout, f"{path}.requestTimeout", 1)
@@ -257,8 +263,8 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
         if kind in VALIDATORS:  # a feature module's type: resolved when its service resolves
             _service, clusters = SERVICES[kind](store, ext.namespace, ext.name)
             ready = sum(len(c.endpoints) for c in clusters)
-            conds.append(condition("ResolvedRefs", True, "ResolvedRefs",
-                                   f"every reference resolved; {ready} ready endpoint(s)", gen))
+            where = f"; {ready} ready endpoint(s)" if clusters else ""
+            conds.append(condition("ResolvedRefs", True, "ResolvedRefs", f"every reference resolved{where}", gen))
             return {"conditions": conds}
         if ext.spec.ext_auth is not None:
             svc: ExtGrpcService | ExtHttpService | None = ext.spec.ext_auth.grpc_service or ext.spec.ext_auth.http_service
@@ -275,6 +281,14 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
     except Unresolved as err:
         conds.append(condition("ResolvedRefs", False, err.reason, err.message, gen))
     return {"conditions": conds}
+
+
+def use_service(ctx: CompileContext, kind: str, ref: dict[str, str]) -> ir.ExtensionService:
+    """The service of the extension a policy names, its clusters added to the context;
+    raises Unresolved when it cannot be used."""
+    service, clusters = SERVICES[kind](ctx.store, ref["namespace"], ref["name"])
+    ctx.clusters.update((c.name, c) for c in clusters)
+    return service
 
 
 def _ext_auth(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionService, list[ir.Cluster]]:

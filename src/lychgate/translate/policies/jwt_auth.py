@@ -34,6 +34,7 @@ from lychgate.translate.policies.extensions import (
     check_backend,
     cluster_name,
     lookup,
+    use_service,
 )
 from lychgate.translate.policies.fields import register
 
@@ -154,10 +155,8 @@ class JwtAuthField(ExtensionField):
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         if check_switch(value, path):
             return {"jwt_auth": None}
-        ref = value["extensionRef"]
-        service, clusters = jwt_service(ctx.store, ref["namespace"], ref["name"])
+        service = use_service(ctx, JWT, value["extensionRef"])
         assert isinstance(service, ir.JwtService)
-        ctx.clusters.update((c.name, c) for c in clusters)
         return {"jwt_auth": ir.JwtAuthRoute(service)}
 
 

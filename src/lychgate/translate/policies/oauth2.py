@@ -34,6 +34,7 @@ from lychgate.translate.policies.extensions import (
     check_backend,
     cluster_name,
     lookup,
+    use_service,
 )
 from lychgate.translate.policies.fields import PolicyField, register
 from lychgate.translate.policies.secret_refs import entries, secret
@@ -131,9 +132,8 @@ class OAuth2Field(PolicyField):
         ref = value.get("extensionRef")
         if ref is None:
             raise Invalid(path, "extensionRef must be set")
-        service, clusters = oauth2_service(ctx.store, ref["namespace"], ref["name"])
+        service = use_service(ctx, OAUTH2, ref)
         assert isinstance(service, ir.OAuth2Service)
-        ctx.clusters.update((c.name, c) for c in clusters)
         return {"oauth2": ir.OAuth2Route(service)}
 
 
