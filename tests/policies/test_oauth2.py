@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.certs import CA
-from tests.harness import gateway_yaml
+from tests.harness import free_port, gateway_yaml, wait_for
 from tests.policies.conftest import Stack, condition
 from tests.policies.servers import OidcProvider, body_of
 from tests.policies.test_attachment import policy, ref
@@ -154,3 +154,53 @@ def test_missing_client_secret_fails_closed(stack: Stack) -> None:
                   "Secret default/no-such-secret not found")
     ext = stack.status("GatewayExtension", "closed-login")
     assert condition(ext["conditions"], "ResolvedRefs")["reason"] == "SecretNotFound"
+
+
+def issuer_extension(name: str, issuer: str, service: str, port: int, secret: str) -> str:
+    """An OAuth2 GatewayExtension naming only the issuer: lychgate discovers the endpoints."""
+    return f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {{name: {name}}}
+spec:
+  type: OAuth2
+  oauth2:
+    backendRef: {{name: {service}, port: {port}}}
+    issuerURI: {issuer}
+    scopes: [openid]
+    credentials:
+      clientID: discovered-client
+      clientSecretRef: {{name: {secret}}}
+"""
+
+
+def test_endpoints_discovered_from_the_issuer(stack: Stack, ca: CA) -> None:
+    idp = stack.servers.oidc("discovered-client", "d1scovered")
+    stack.service("oidc-discovered", idp.port)
+    stack.write("oauth2-discovered.yaml",
+                client_secret("discovered-oidc", idp.client_secret),
+                issuer_extension("discovered-login", idp.base, "oidc-discovered", idp.port, "discovered-oidc"),
+                stack.route("oauth2-discovered", "discovered.example.com"),
+                policy("oauth2-discovered", ref("oauth2-discovered"),
+                       "  oauth2:\n    extensionRef: {name: discovered-login}"))
+    stack.wait("discovered.example.com", lambda r: r.status_code == 302, what="discovery to complete")
+    with browser(stack, ca) as b:
+        page = b.get("https://discovered.example.com/home")
+        assert page.status_code == 200 and body_of(page)["path"] == "/home"
+        assert str(page.history[0].headers["location"]).startswith(f"{idp.base}/authorize?")  # discovered
+        assert b.get("https://discovered.example.com/logout").text == "logged out at the provider\n"
+
+
+def test_issuer_that_cannot_be_discovered_fails_closed(stack: Stack) -> None:
+    dead = free_port()  # nothing answers the discovery request
+    stack.service("oidc-dead", dead)
+    backend, rules = own_backend(stack, "oauth2-dead-app")
+    stack.write("oauth2-dead.yaml",
+                client_secret("dead-oidc", "x"),
+                issuer_extension("dead-login", f"http://127.0.0.1:{dead}", "oidc-dead", dead, "dead-oidc"),
+                stack.route("oauth2-dead", "oauth-dead.example.com", rules),
+                policy("oauth2-dead", ref("oauth2-dead"), "  oauth2:\n    extensionRef: {name: dead-login}"))
+    # DiscoveryPending while the first fetch runs, DiscoveryFailed once it has failed
+    wait_for(lambda: stack.applied("oauth2-dead")["reason"] == "DiscoveryFailed", 10, "discovery to fail")
+    assert_closed(stack, "oauth2-dead", "oauth-dead.example.com", backend, "DiscoveryFailed",
+                  f"discovering the endpoints of issuer http://127.0.0.1:{dead} failed")

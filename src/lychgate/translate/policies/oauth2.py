@@ -10,9 +10,10 @@ exchanges at the token endpoint (reached through `backendRef`) for tokens it
 keeps in signed cookies. The logout path clears them (and goes on to the
 provider's end-session endpoint when one is set).
 
-Not implemented yet, reported on the extension (so policies using it fail
-closed): discovery from `issuerURI` alone (set `authorizationEndpoint` and
-`tokenEndpoint`), and `jwt` (verifying the retrieved tokens).
+With `issuerURI`, endpoints not set explicitly come from the provider's
+discovery document (oidc_discovery); until it is known the routes fail
+closed. Not implemented yet, reported on the extension (so policies using it
+fail closed): `jwt` (verifying the retrieved tokens).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 from lychgate import ir
 from lychgate.api.policy import GatewayExtension
 from lychgate.store import Store
-from lychgate.translate.policies import extension_backend
+from lychgate.translate.policies import extension_backend, oidc_discovery
 from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
 from lychgate.translate.policies.ext_auth import normalize_ref
 from lychgate.translate.policies.extensions import (
@@ -54,13 +55,12 @@ def _url(value: str, path: str) -> str:
 def validate(ext: GatewayExtension) -> None:
     spec = ext.spec.oauth2
     assert spec is not None
-    if spec.authorization_endpoint is None or spec.token_endpoint is None:
-        raise Invalid("spec.oauth2", "authorizationEndpoint and tokenEndpoint must both be set: discovering them "
-                                     "from issuerURI is not supported by lychgate yet")
-    _url(spec.authorization_endpoint, "spec.oauth2.authorizationEndpoint")
-    _url(spec.token_endpoint, "spec.oauth2.tokenEndpoint")
-    if spec.end_session_endpoint is not None:
-        _url(spec.end_session_endpoint, "spec.oauth2.endSessionEndpoint")
+    if spec.issuer_uri is None and (spec.authorization_endpoint is None or spec.token_endpoint is None):
+        raise Invalid("spec.oauth2", "either issuerURI, or both authorizationEndpoint and tokenEndpoint must be set")
+    for value, label in ((spec.issuer_uri, "issuerURI"), (spec.authorization_endpoint, "authorizationEndpoint"),
+                         (spec.token_endpoint, "tokenEndpoint"), (spec.end_session_endpoint, "endSessionEndpoint")):
+        if value is not None:
+            _url(value, f"spec.oauth2.{label}")
     if spec.jwt is not None:
         raise Invalid("spec.oauth2.jwt", "verifying the retrieved tokens is not supported by lychgate yet")
     check_backend(spec.backend_ref, "spec.oauth2.backendRef")
@@ -73,8 +73,15 @@ def validate(ext: GatewayExtension) -> None:
 def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionService, list[ir.Cluster]]:
     ext = lookup(store, namespace, name, OAUTH2)
     spec = ext.spec.oauth2
-    assert spec is not None and spec.token_endpoint and spec.authorization_endpoint
+    assert spec is not None
     where = f"GatewayExtension {namespace}/{name} spec.oauth2"
+    authorize, token, end_session = spec.authorization_endpoint, spec.token_endpoint, spec.end_session_endpoint
+    if authorize is None or token is None:
+        assert spec.issuer_uri is not None
+        doc = oidc_discovery.lookup(store, spec.issuer_uri, ext.key)
+        authorize = authorize or _discovered(doc, "authorization_endpoint", spec.issuer_uri)
+        token = token or _discovered(doc, "token_endpoint", spec.issuer_uri)
+        end_session = end_session or doc.get("end_session_endpoint")
     ref = spec.credentials.client_secret_ref
     found = secret(store, namespace, namespace, ref.name, f"{where}.credentials.clientSecretRef")
     client_secret = entries(found).get(SECRET_KEY)
@@ -84,7 +91,7 @@ def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.Extensio
     res = extension_backend.resolve(store, "GatewayExtension", namespace, spec.backend_ref)
     if res.cluster is None:
         raise Unresolved(res.reason, f"{where}.backendRef: {res.message}")
-    token_url = urlsplit(spec.token_endpoint)
+    token_url = urlsplit(token)
     tls = res.cluster.tls
     if token_url.scheme == "https" and tls is None:
         host = token_url.hostname or ""
@@ -97,11 +104,11 @@ def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.Extensio
     # and change when the client secret does.
     hmac_key = hmac.new(client_secret.encode(), f"lychgate-oauth2/{namespace}/{name}".encode(), hashlib.sha256)
     return ir.OAuth2Service(
-        name=f"{namespace}/{name}", cluster=cluster.name, token_endpoint=spec.token_endpoint,
-        authorization_endpoint=spec.authorization_endpoint, client_id=spec.credentials.client_id,
+        name=f"{namespace}/{name}", cluster=cluster.name, token_endpoint=token,
+        authorization_endpoint=authorize, client_id=spec.credentials.client_id,
         client_secret=client_secret, hmac_secret=hmac_key.hexdigest(),
         redirect_uri=redirect, redirect_path=redirect_path(redirect),
-        logout_path=spec.logout_path, end_session_endpoint=spec.end_session_endpoint,
+        logout_path=spec.logout_path, end_session_endpoint=end_session,
         scopes=tuple(spec.scopes) or ("user",), forward_access_token=bool(spec.forward_access_token),
         cookie_domain=cookies.domain if cookies else None,
         access_token_cookie=names.access_token if names else None, id_token_cookie=names.id_token if names else None,
@@ -112,6 +119,13 @@ def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.Extensio
         deny_redirect_headers=tuple((h.name, h.type, h.value) for h in (spec.deny_redirect.headers
                                                                           if spec.deny_redirect else [])),
     ), [cluster]
+
+
+def _discovered(doc: dict[str, Any], key: str, issuer: str) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str) or not value:
+        raise Unresolved("DiscoveryFailed", f"the discovery document of issuer {issuer} has no {key}")
+    return value
 
 
 def redirect_path(uri: str) -> str:
