@@ -388,3 +388,51 @@ spec:
     assert shallow is not None and shallow.ext_proc is not None and deep is not None and deep.ext_proc is not None
     assert shallow.ext_proc.processing_mode == ir.ProcessingMode(request_body="BUFFERED")
     assert deep.ext_proc.processing_mode == ir.ProcessingMode(request_body="BUFFERED", response_header="SEND")
+
+
+GRPC = """
+---
+apiVersion: v1
+kind: Service
+metadata: {name: grpc-app}
+spec: {ports: [{port: 9090, appProtocol: kubernetes.io/h2c}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: g}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [grpc.example.com]
+  rules:
+    - name: orders
+      matches: [{method: {service: shop.Orders}}]
+      backendRefs: [{name: grpc-app, port: 9090}]
+    - name: health
+      matches: [{method: {service: grpc.health.v1.Health}}]
+      backendRefs: [{name: grpc-app, port: 9090}]
+"""
+
+
+def test_grpc_routes_and_their_rules_are_targets() -> None:
+    t = run(GRPC
+            + tp("grpc-rbac", "  rbac:\n    policy: {matchExpressions: [\"request.headers['x-role'] == 'admin'\"]}",
+                 targets="targetRefs: [{group: gateway.networking.k8s.io, kind: GRPCRoute, name: g}]")
+            + tp("grpc-health", "  rbac:\n    policy: {allowedCIDRs: [10.0.0.0/8]}",
+                 targets="targetRefs: [{group: gateway.networking.k8s.io, kind: GRPCRoute, name: g, "
+                         "sectionName: health}]")
+            + tp("grpc-missing", "  csrf: {}",
+                 targets="targetRefs: [{group: gateway.networking.k8s.io, kind: GRPCRoute, name: g, "
+                         "sectionName: nope}]"))
+    rs = routes(t)
+    orders, health = rs["g/orders"].policy, rs["g/health"].policy
+    assert orders is not None and orders.rbac is not None and orders.rbac.expressions
+    assert health is not None and health.rbac is not None and health.rbac.allowed_cidrs == ("10.0.0.0/8",)
+    assert rs["r/one"].policy is None  # HTTPRoutes are not targeted
+    assert applied(t, "grpc-rbac", 0)["message"] == ("applied: rbac; on some routes rbac overridden by policy "
+                                                     "default/grpc-health on the more specific GRPCRoute default/g "
+                                                     "rule health")
+    assert applied(t, "grpc-missing", 0)["message"] == (
+        "GRPCRoute default/g has no rule named nope (rules: orders, health)")
+    route = t.status[ObjectKey("GRPCRoute", "default", "g")]["parents"][0]["conditions"]
+    affected = next(c for c in route if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected")
+    assert "TrafficPolicy default/grpc-health: applied: rbac" in affected["message"]

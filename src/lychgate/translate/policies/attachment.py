@@ -55,7 +55,8 @@ AFFECTED = "gateway.lychgate.dev/TrafficPolicyAffected"
 INVALID_POLICY_BODY = "a policy of this route is invalid; see the TrafficPolicy status\n"
 MAX_ANCESTORS = 16
 _NO_HEADERS = ir.HeaderOps()
-TARGET_KINDS = ("Gateway", "HTTPRoute")
+ROUTE_KINDS: dict[str, type[HTTPRoute] | type[GRPCRoute]] = {"HTTPRoute": HTTPRoute, "GRPCRoute": GRPCRoute}
+TARGET_KINDS = ("Gateway", *ROUTE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class Target:
 
     @property
     def level(self) -> int:
-        """0 Gateway, 1 listener, 2 HTTPRoute, 3 rule: higher is more specific."""
+        """0 Gateway, 1 listener, 2 HTTPRoute / GRPCRoute, 3 rule: higher is more specific."""
         return (0 if self.kind == "Gateway" else 2) + (1 if self.section else 0)
 
     def ancestor_ref(self) -> dict[str, Any]:
@@ -78,7 +79,7 @@ class Target:
         return ref
 
     def __str__(self) -> str:
-        part = {"Gateway": "listener", "HTTPRoute": "rule"}[self.kind]
+        part = "listener" if self.kind == "Gateway" else "rule"
         where = f"{self.kind} {self.namespace}/{self.name}"
         return f"{where} {part} {self.section}" if self.section else where
 
@@ -252,8 +253,8 @@ class PolicyIndex:
                 state.errors.append(f"{path}.matchLabels: at least one label is required")
                 continue
             wanted = list(sel.match_labels.items())
-            candidates: list[Gateway] | list[HTTPRoute] = (
-                self.store.list(Gateway, ns) if sel.kind == "Gateway" else self.store.list(HTTPRoute, ns))
+            candidates: list[Gateway] | list[HTTPRoute | GRPCRoute] = (
+                self.store.list(Gateway, ns) if sel.kind == "Gateway" else self.store.list(ROUTE_KINDS[sel.kind], ns))
             matched = sorted(
                 (o for o in candidates if all(o.metadata.labels.get(k) == v for k, v in wanted)),
                 key=lambda o: o.name,
@@ -269,18 +270,20 @@ class PolicyIndex:
     def _kind_ok(self, state: PolicyState, group: str, kind: str, path: str) -> bool:
         if group != GATEWAY_GROUP or kind not in TARGET_KINDS:
             state.errors.append(f"{path}: {group}/{kind} cannot be targeted; use "
-                                f"{GATEWAY_GROUP} Gateway or HTTPRoute")
+                                f"{GATEWAY_GROUP} Gateway, HTTPRoute or GRPCRoute")
             return False
         return True
 
-    def _target_problem(self, target: Target, obj: Gateway | HTTPRoute | None = None) -> tuple[str, str] | None:
-        if target.kind == "HTTPRoute":
-            route = obj if isinstance(obj, HTTPRoute) else self.store.get(HTTPRoute, target.namespace, target.name)
+    def _target_problem(self, target: Target, obj: Gateway | HTTPRoute | GRPCRoute | None = None
+                        ) -> tuple[str, str] | None:
+        if target.kind in ROUTE_KINDS:
+            cls = ROUTE_KINDS[target.kind]
+            route = obj if isinstance(obj, cls) else self.store.get(cls, target.namespace, target.name)
             if route is None:
-                return ("TargetNotFound", f"HTTPRoute {target.namespace}/{target.name} not found")
+                return ("TargetNotFound", f"{target.kind} {target.namespace}/{target.name} not found")
             if target.section and not any(r.name == target.section for r in route.spec.rules):
                 names = ", ".join(r.name for r in route.spec.rules if r.name) or "none has a name"
-                return ("TargetNotFound", f"HTTPRoute {target.namespace}/{target.name} has no rule named "
+                return ("TargetNotFound", f"{target.kind} {target.namespace}/{target.name} has no rule named "
                                           f"{target.section} (rules: {names})")
             return None
         gw = obj if isinstance(obj, Gateway) else self.store.get(Gateway, target.namespace, target.name)
@@ -509,16 +512,15 @@ class PolicyIndex:
         return out
 
     def _affected_conditions(self, status: dict[ObjectKey, dict[str, Any]]) -> None:
-        """GEP-713's <Kind>Affected condition on the HTTPRoutes and Gateways policies target."""
+        """GEP-713's <Kind>Affected condition on the routes and Gateways policies target."""
         routes: dict[ObjectKey, dict[str, str]] = defaultdict(dict)
         gateways: dict[ObjectKey, dict[str, str]] = defaultdict(dict)
         for state in self.states:
             for att in state.attachments:
-                cls = HTTPRoute if att.target.kind == "HTTPRoute" else Gateway
-                key = ObjectKey(cls.KIND, att.target.namespace, att.target.name)
-                bucket = routes if cls is HTTPRoute else gateways
+                key = ObjectKey(att.target.kind, att.target.namespace, att.target.name)
+                bucket = gateways if att.target.kind == "Gateway" else routes
                 ok, reason, message = self._applied(state, att)
-                if cls is HTTPRoute and key in self._route_outcomes and state.key in self._route_outcomes[key]:
+                if bucket is routes and key in self._route_outcomes and state.key in self._route_outcomes[key]:
                     continue  # described from what happened on the route's own rules below
                 bucket[key][state.key] = _short(ok, reason, message)
         states = {state.key: state for state in self.states}
@@ -532,7 +534,7 @@ class PolicyIndex:
                     tail = "; the route rules it targets answer 500" if state.closed_by else ""
                     routes[route_key][state.key] = f"not applied: {state.unresolved.message}{tail}"
                 else:
-                    ok, reason, message = _describe(out, f"HTTPRoute {route_key.ref}", self._described)
+                    ok, reason, message = _describe(out, f"{route_key.kind} {route_key.ref}", self._described)
                     routes[route_key][state.key] = _short(ok, reason, message)
         for key, entries in routes.items():
             st = status.get(key)
@@ -559,7 +561,7 @@ def _closed_tail(state: PolicyState, att: Attachment) -> str:
 
 
 def _no_routes(target: Target) -> str:
-    if target.kind == "HTTPRoute":
+    if target.kind in ROUTE_KINDS:
         what = "is not attached to any lychgate Gateway listener"
         return f"{target} {what}, so there is nothing to apply the policy to"
     return f"{target} has no attached routes yet, so there is nothing to apply the policy to"
