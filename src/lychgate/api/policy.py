@@ -196,6 +196,10 @@ class TrafficPolicySpec(Model):
     url_rewrite: OpenModel | None = None
     compression: OpenModel | None = None
     direct_response: OpenModel | None = None
+    internal_redirect: OpenModel | None = None
+    tracing: OpenModel | None = None
+    fault_injection: OpenModel | None = None
+    stat_prefix: str | None = None
 
 
 class TrafficPolicy(Resource):

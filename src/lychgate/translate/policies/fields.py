@@ -77,4 +77,6 @@ def register(field: PolicyField) -> PolicyField:
 UNSUPPORTED = {
     "ai": "ai", "auto_host_rewrite": "autoHostRewrite",
     "url_rewrite": "urlRewrite", "compression": "compression", "direct_response": "directResponse",
+    "internal_redirect": "internalRedirect", "tracing": "tracing", "fault_injection": "faultInjection",
+    "stat_prefix": "statPrefix",
 }
