@@ -26,6 +26,7 @@ from lychgate.sources.files import FileSource
 from lychgate.store import Store
 from lychgate.translate.gateway import translate
 from tests.harness import EchoBackends, Lychgate, free_port, wait_for
+from tests.policies.test_oauth2 import ToGateway
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None),
@@ -238,16 +239,9 @@ def test_acl_example(example: Example) -> None:
 @pytest.mark.e2e
 @pytest.mark.parametrize("example", ["oauth2"], indirect=True)
 def test_oauth2_example(example: Example) -> None:
-    class ToGateway(httpx.HTTPTransport):
-        def handle_request(self, request: httpx.Request) -> httpx.Response:
-            if request.url.host == "shop.example.com":
-                request = httpx.Request(request.method, request.url.copy_with(host=example.address),
-                                        headers=request.headers, stream=request.stream,
-                                        extensions={**request.extensions, "sni_hostname": "shop.example.com"})
-            return super().handle_request(request)
-
     # curl -k: the example's certificate is self-signed
-    with httpx.Client(transport=ToGateway(verify=False), follow_redirects=True, timeout=10) as browser:
+    transport = ToGateway(example.address, verify=False)
+    with httpx.Client(transport=transport, follow_redirects=True, timeout=10) as browser:
         page = wait_for(lambda: (r := browser.get("https://shop.example.com:8443/orders")).status_code == 200
                         and r, 15, "the login to complete")
         assert [r.status_code for r in page.history] == [302, 302, 302]

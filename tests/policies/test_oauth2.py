@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import ssl
+import textwrap
 from collections.abc import Iterator
 
 import httpx
@@ -33,10 +34,8 @@ class ToGateway(httpx.HTTPTransport):
     and SNI), others as addressed: the client sees the provider and the gateway as a
     browser would."""
 
-    def __init__(self, address: str, ca: CA) -> None:
-        context = ssl.create_default_context()
-        context.load_verify_locations(cadata=ca.pem.decode())
-        super().__init__(verify=context)
+    def __init__(self, address: str, verify: ssl.SSLContext | bool) -> None:
+        super().__init__(verify=verify)
         self.address = address
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -69,9 +68,8 @@ data:
     yield authority
 
 
-def extension(name: str, idp: OidcProvider, service: str, secret: str, extra: str = "") -> str:
-    """An OAuth2 GatewayExtension whose endpoints come from the provider's discovery document."""
-    found = httpx.get(f"{idp.base}/.well-known/openid-configuration", timeout=5).json()
+def oauth2_extension(name: str, service: str, port: int, secret: str, client_id: str, where: str) -> str:
+    """An OAuth2 GatewayExtension; `where` says where the provider's endpoints are."""
     return f"""
 apiVersion: gateway.lychgate.dev/v1alpha1
 kind: GatewayExtension
@@ -79,16 +77,28 @@ metadata: {{name: {name}}}
 spec:
   type: OAuth2
   oauth2:
-    backendRef: {{name: {service}, port: {idp.port}}}
-    authorizationEndpoint: {found["authorization_endpoint"]}
-    tokenEndpoint: {found["token_endpoint"]}
-    endSessionEndpoint: {found["end_session_endpoint"]}
+    backendRef: {{name: {service}, port: {port}}}
+{textwrap.indent(where, "    ")}
     scopes: [openid, email]
     forwardAccessToken: true
     credentials:
-      clientID: {idp.client_id}
+      clientID: {client_id}
       clientSecretRef: {{name: {secret}}}
-{extra}"""
+"""
+
+
+def extension(name: str, idp: OidcProvider, service: str, secret: str) -> str:
+    """Endpoints set explicitly, as the provider's discovery document lists them."""
+    found = httpx.get(f"{idp.base}/.well-known/openid-configuration", timeout=5).json()
+    where = "\n".join(f"{field}: {found[key]}" for field, key in (
+        ("authorizationEndpoint", "authorization_endpoint"), ("tokenEndpoint", "token_endpoint"),
+        ("endSessionEndpoint", "end_session_endpoint")))
+    return oauth2_extension(name, service, idp.port, secret, idp.client_id, where)
+
+
+def issuer_extension(name: str, issuer: str, service: str, port: int, secret: str) -> str:
+    """Only the issuer: lychgate discovers the endpoints."""
+    return oauth2_extension(name, service, port, secret, "discovered-client", f"issuerURI: {issuer}")
 
 
 def client_secret(name: str, value: str) -> str:
@@ -101,7 +111,9 @@ data: {{client-secret: {base64.b64encode(value.encode()).decode()}}}
 
 
 def browser(stack: Stack, ca: CA) -> httpx.Client:
-    return httpx.Client(transport=ToGateway(stack.addr, ca), follow_redirects=True, timeout=10)
+    context = ssl.create_default_context()
+    context.load_verify_locations(cadata=ca.pem.decode())
+    return httpx.Client(transport=ToGateway(stack.addr, context), follow_redirects=True, timeout=10)
 
 
 def test_login_with_the_authorization_code_flow_and_logout(stack: Stack, ca: CA) -> None:
@@ -155,23 +167,6 @@ def test_missing_client_secret_fails_closed(stack: Stack) -> None:
     ext = stack.status("GatewayExtension", "closed-login")
     assert condition(ext["conditions"], "ResolvedRefs")["reason"] == "SecretNotFound"
 
-
-def issuer_extension(name: str, issuer: str, service: str, port: int, secret: str) -> str:
-    """An OAuth2 GatewayExtension naming only the issuer: lychgate discovers the endpoints."""
-    return f"""
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: GatewayExtension
-metadata: {{name: {name}}}
-spec:
-  type: OAuth2
-  oauth2:
-    backendRef: {{name: {service}, port: {port}}}
-    issuerURI: {issuer}
-    scopes: [openid]
-    credentials:
-      clientID: discovered-client
-      clientSecretRef: {{name: {secret}}}
-"""
 
 
 def test_endpoints_discovered_from_the_issuer(stack: Stack, ca: CA) -> None:
