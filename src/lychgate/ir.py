@@ -134,6 +134,15 @@ class BodyBuffer:
 
 
 @dataclass(frozen=True)
+class ServiceRetry:
+    """Retries of the calls a filter makes to its extension's service."""
+
+    attempts: int
+    base_interval_ms: int | None = None
+    max_interval_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class ExtAuthService:
     """One GatewayExtension of type ExtAuth: one ext_authz filter in the chain."""
 
@@ -148,11 +157,14 @@ class ExtAuthService:
     headers_to_forward: tuple[str, ...] = ()
     with_request_body: BodyBuffer | None = None
     stat_prefix: str | None = None
+    percentage_enabled: int | None = None  # None: every request is checked
+    retry: ServiceRetry | None = None
     # HTTP authorization services only
     path_prefix: str | None = None
     headers_to_add: tuple[tuple[str, str], ...] = ()
     allowed_upstream_headers: tuple[str, ...] = ()
     allowed_client_headers: tuple[str, ...] = ()
+    allowed_client_headers_on_success: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,13 +199,138 @@ class ExtProcService:
     message_timeout_ms: int | None = None
     max_message_timeout_ms: int | None = None
     stat_prefix: str | None = None
-    route_cache_action: str = "Default"
+    route_cache_action: str = "FromResponse"
+    retry: ServiceRetry | None = None
+    allow_mode_override: bool = False
+    allowed_override_modes: tuple[ProcessingMode, ...] = ()
+    forward_typed_metadata: tuple[str, ...] = ()
+    forward_untyped_metadata: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class ExtProcRoute:
     service: ExtProcService
     processing_mode: ProcessingMode | None = None
+
+
+@dataclass(frozen=True)
+class JwtProvider:
+    """One provider of a JWT GatewayExtension (kgateway `jwt.providers[]`)."""
+
+    name: str  # "<extension namespace>/<extension name>/<provider>": unique in a listener
+    issuer: str = ""
+    audiences: tuple[str, ...] = ()
+    header: str | None = None  # where the token is; neither: Authorization: Bearer
+    prefix: str | None = None
+    query: str | None = None
+    claims_to_headers: tuple[tuple[str, str], ...] = ()  # (claim, header)
+    forward: bool = False
+    local_jwks: str | None = None  # inline JWKS (or PEM)
+    remote_url: str | None = None
+    remote_cluster: str | None = None
+    cache_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class JwtService:
+    """One GatewayExtension of type JWT: its providers (OR-ed) and validation mode."""
+
+    name: str  # "namespace/name" of the GatewayExtension
+    providers: tuple[JwtProvider, ...]
+    allow_missing: bool = False
+
+
+@dataclass(frozen=True)
+class JwtAuthRoute:
+    service: JwtService
+
+
+@dataclass(frozen=True)
+class OAuth2Service:
+    """One GatewayExtension of type OAuth2: one oauth2 filter in the chain."""
+
+    name: str  # "namespace/name" of the GatewayExtension
+    cluster: str  # where the token endpoint is
+    token_endpoint: str
+    authorization_endpoint: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    hmac_secret: str = field(repr=False)  # signs the cookies; derived from the client secret
+    redirect_uri: str = "%REQ(x-forwarded-proto)%://%REQ(:authority)%/oauth2/redirect"
+    redirect_path: str = "/oauth2/redirect"
+    logout_path: str = "/logout"
+    end_session_endpoint: str | None = None
+    scopes: tuple[str, ...] = ("user",)
+    forward_access_token: bool = False
+    cookie_domain: str | None = None
+    access_token_cookie: str | None = None
+    id_token_cookie: str | None = None
+    same_site: str = "Lax"
+    disable_access_token_cookie: bool = False
+    disable_id_token_cookie: bool = False
+    disable_refresh_token_cookie: bool = False
+    deny_redirect_headers: tuple[tuple[str, str, str], ...] = ()  # (name, Exact|RegularExpression, value)
+
+
+@dataclass(frozen=True)
+class OAuth2Route:
+    service: OAuth2Service
+
+
+ExtensionService = ExtAuthService | ExtProcService | JwtService | OAuth2Service
+
+
+@dataclass(frozen=True)
+class BasicAuth:
+    htpasswd: str  # "user:{SHA}base64" lines
+
+
+@dataclass(frozen=True)
+class ApiKeySource:
+    header: str | None = None
+    query: str | None = None
+    cookie: str | None = None
+
+
+@dataclass(frozen=True)
+class ApiKeyAuth:
+    credentials: tuple[tuple[str, str], ...]  # (key, client id)
+    sources: tuple[ApiKeySource, ...]
+    client_id_header: str | None = None
+    forward_credential: bool = False
+
+
+@dataclass(frozen=True)
+class Rbac:
+    """Allow (or deny) requests that match any expression, within allowed CIDRs;
+    blocked CIDRs are denied first."""
+
+    action: Literal["Allow", "Deny"]
+    expressions: tuple[str, ...] = ()  # CEL, as the user wrote them
+    allowed_cidrs: tuple[str, ...] = ()
+    blocked_cidrs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Acl:
+    """Client address rules, most specific prefix first (the first match decides)."""
+
+    rules: tuple[tuple[str, bool, str], ...]  # (cidr, allow?, rule name)
+    default_allow: bool
+
+
+@dataclass(frozen=True)
+class OriginMatch:
+    kind: Literal["exact", "prefix", "suffix", "contains", "safe_regex"]
+    value: str
+    ignore_case: bool = False
+
+
+@dataclass(frozen=True)
+class Csrf:
+    enabled_percent: int  # requests whose origin is enforced
+    shadow_percent: int  # requests whose origin is only checked and counted
+    additional_origins: tuple[OriginMatch, ...] = ()
 
 
 # A template is text with placeholders, compiled to parts:
@@ -250,6 +387,13 @@ class RoutePolicy:
 
     ext_auth: ExtAuthRoute | None = None
     ext_proc: ExtProcRoute | None = None
+    jwt_auth: JwtAuthRoute | None = None
+    oauth2: OAuth2Route | None = None
+    basic_auth: BasicAuth | None = None
+    api_key_auth: ApiKeyAuth | None = None
+    rbac: Rbac | None = None
+    acl: Acl | None = None
+    csrf: Csrf | None = None
     transformation: Transformation | None = None
     rate_limit: TokenBucket | None = None
     cors: Cors | None = None
@@ -324,7 +468,7 @@ class HTTPListener:
     # Every usable ext auth / ext proc GatewayExtension: each gets a filter in the
     # chain (off by default) whether or not a route uses it yet, so attaching a
     # policy changes only routes and never drains the listener's connections.
-    extensions: tuple[ExtAuthService | ExtProcService, ...] = ()
+    extensions: tuple[ExtensionService, ...] = ()
     # The route-configured policy filters (rate limit, buffer, transformation)
     # are installed, off by default, once any TrafficPolicy exists: from then on
     # policies never change the listener.

@@ -112,3 +112,17 @@ def test_private_key_scalar_and_pem_anywhere() -> None:
 def test_plain_data_unchanged() -> None:
     data = {"a": [1, 2, {"b": None, "c": "LS0tLS1CRUdJTi"}], "d": True}
     assert redact(data) == data
+
+
+def test_api_keys_and_htpasswd_users() -> None:
+    """What apiKeyAuth and basicAuth put in a route (Envoy's per-route config) and in the IR."""
+    route = {"typedPerFilterConfig": {
+        "envoy.filters.http.api_key_auth": {"config": {
+            "credentials": [{"key": "k-123", "client": "web"}], "keySources": [{"header": "x-api-key"}]}},
+        "envoy.filters.http.basic_auth": {"config": {"users": {"inlineString": "alice:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g="}}},
+    }}
+    ir_policy = {"basic_auth": {"htpasswd": "alice:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g="},
+                 "api_key_auth": {"credentials": [["k-123", "web"]], "client_id_header": "x-client-id"}}
+    text = json.dumps(redact([route, ir_policy]))
+    assert "k-123" not in text and "W6ph5Mm5" not in text
+    assert "x-api-key" in text and "x-client-id" in text  # where the keys are looked for stays visible

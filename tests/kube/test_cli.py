@@ -54,7 +54,10 @@ async def test_controller_process_configured_by_environment(kube: KubeFake, tmp_
     try:
         await eventually(lambda: gateway_condition(kube, "Accepted", ns="edge"), timeout=20,
                          what="status written by the controller process")
-        parents = kube.get("httproutes", "route", namespace="edge")["status"]["parents"]  # type: ignore[index]
+        # Statuses are written one object at a time: the route's may come after the Gateway's.
+        route_status = await eventually(lambda: (kube.get("httproutes", "route", namespace="edge") or {}).get("status"),
+                                        what="the route's status")
+        parents = route_status["parents"]
         assert condition(parents[0], "Accepted")["status"] == "True"  # type: ignore[index]
         await eventually(lambda: kube.get("deployments", "gw", namespace="edge"), what="the proxy Deployment")
         lease = kube.get("leases", "lychgate", namespace="lychgate-system")

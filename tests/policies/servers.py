@@ -7,6 +7,11 @@
 - ProcServer: Envoy's `envoy.service.ext_proc.v3.ExternalProcessor`: adds headers
   to requests and responses, can rewrite a buffered request body and can stop a
   request outright.
+- JwksServer: a JSON Web Key Set over HTTP, as an identity provider serves it.
+- OidcProvider: an OpenID provider's authorization-code flow: discovery,
+  /authorize (logs the user in at once and redirects back with a code),
+  /token (checks the client secret, the code, its redirect URI and the PKCE
+  verifier) and /logout.
 - BodyEcho: a backend that echoes method, path, headers and the request body,
   and can fail or delay on request.
 
@@ -17,11 +22,15 @@ with what context, not only what the client got back.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
+import secrets
 import threading
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import unquote_plus, urlencode
 
 import grpc
 from aiohttp import web
@@ -181,6 +190,97 @@ class HttpAuthServer:
 
 
 @dataclass
+class JwksServer:
+    """Serves `keys` (a JWKS) at any path; counts the fetches."""
+
+    keys: dict[str, Any] = field(default_factory=lambda: {"keys": []})
+    port: int = 0
+    fetches: int = 0
+    runner: Any = None
+
+    def app(self) -> web.Application:
+        async def handle(request: web.Request) -> web.Response:
+            self.fetches += 1
+            return web.json_response(self.keys)
+
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", handle)
+        return app
+
+
+@dataclass
+class OidcProvider:
+    client_id: str
+    client_secret: str
+    user: str = "ada"
+    port: int = 0
+    runner: Any = None
+    codes: dict[str, dict[str, str]] = field(default_factory=dict)  # code -> the /authorize query
+    tokens: list[str] = field(default_factory=list)  # access tokens issued
+    logins: int = 0
+    logouts: int = 0
+    token_requests: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def app(self) -> web.Application:
+        async def discovery(request: web.Request) -> web.Response:
+            return web.json_response({
+                "issuer": self.base, "authorization_endpoint": f"{self.base}/authorize",
+                "token_endpoint": f"{self.base}/token", "end_session_endpoint": f"{self.base}/logout",
+                "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
+            })
+
+        async def authorize(request: web.Request) -> web.Response:
+            q = dict(request.query)
+            if q.get("client_id") != self.client_id or q.get("response_type") != "code" or "redirect_uri" not in q:
+                return web.Response(status=400, text=f"bad authorization request {q}\n")
+            self.logins += 1
+            code = secrets.token_urlsafe(16)
+            self.codes[code] = q
+            target = q["redirect_uri"] + "?" + urlencode({"code": code, "state": q.get("state", "")})
+            raise web.HTTPFound(target)
+
+        async def token(request: web.Request) -> web.Response:
+            form = dict(await request.post())
+            self.token_requests.append(form)
+            client_id, client_secret = form.get("client_id"), form.get("client_secret")
+            auth = request.headers.get("authorization", "")
+            if auth.startswith("Basic "):
+                client_id, _, client_secret = base64.b64decode(auth[6:]).decode().partition(":")
+                client_id, client_secret = unquote_plus(client_id), unquote_plus(client_secret)
+            if (client_id, client_secret) != (self.client_id, self.client_secret):
+                return web.json_response({"error": "invalid_client"}, status=401)
+            asked = self.codes.pop(str(form.get("code")), None)
+            if asked is None or form.get("grant_type") != "authorization_code" \
+                    or form.get("redirect_uri") != asked["redirect_uri"]:
+                return web.json_response({"error": "invalid_grant"}, status=400)
+            challenge = asked.get("code_challenge")
+            if challenge:
+                verifier = str(form.get("code_verifier", ""))
+                digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+                if digest != challenge:
+                    return web.json_response({"error": "invalid_grant", "detail": "PKCE"}, status=400)
+            access = "at-" + secrets.token_urlsafe(12)
+            self.tokens.append(access)
+            return web.json_response({"access_token": access, "token_type": "Bearer", "expires_in": 3600,
+                                      "id_token": "id-" + self.user, "refresh_token": "rt-" + self.user})
+
+        async def logout(request: web.Request) -> web.Response:
+            self.logouts += 1
+            return web.Response(text="logged out at the provider\n")
+
+        app = web.Application()
+        app.router.add_get("/.well-known/openid-configuration", discovery)
+        app.router.add_get("/authorize", authorize)
+        app.router.add_post("/token", token)
+        app.router.add_get("/logout", logout)
+        return app
+
+
+@dataclass
 class BodyEcho:
     """A backend answering with JSON: method, path, headers and the request body.
 
@@ -249,11 +349,12 @@ class Servers:
         self.grpc(server)
         return server
 
-    def http(self, target: HttpAuthServer | BodyEcho) -> int:
+    def http(self, target: HttpAuthServer | BodyEcho | JwksServer | OidcProvider) -> int:
         port = free_port()
 
         async def go() -> web.AppRunner:
-            runner = web.AppRunner(target.app(), access_log=None)
+            # Long request lines are legal (an OAuth2 state can be several kB).
+            runner = web.AppRunner(target.app(), access_log=None, max_line_size=65536, max_field_size=65536)
             await runner.setup()
             await web.TCPSite(runner, "127.0.0.1", port).start()
             return runner
@@ -265,6 +366,16 @@ class Servers:
 
     def http_auth(self) -> HttpAuthServer:
         server = HttpAuthServer()
+        self.http(server)
+        return server
+
+    def oidc(self, client_id: str, client_secret: str) -> OidcProvider:
+        server = OidcProvider(client_id, client_secret)
+        self.http(server)
+        return server
+
+    def jwks(self, keys: dict[str, Any]) -> JwksServer:
+        server = JwksServer(keys)
         self.http(server)
         return server
 

@@ -156,38 +156,6 @@ def test_unmatched_selector_says_so_until_a_route_matches(stack: Stack) -> None:
     assert stack.applied("unmatched")["status"] == "True"
 
 
-def test_reference_grant_decides_whether_the_policy_applies(stack: Stack) -> None:
-    auth = stack.servers.auth("granted")
-    stack.service("granted-auth", auth.port, namespace="auth-system")
-    stack.write(
-        "granted.yaml",
-        auth_ext("granted", "granted-auth", auth.port, namespace="auth-system"),
-        stack.route("granted", "granted.example.com"),
-        policy("granted", ref("granted"), "  extAuth:\n    extensionRef: {name: granted}"),
-    )
-    applied = stack.applied("granted")
-    assert applied["status"] == "False" and applied["reason"] == "RefNotPermitted"
-    assert applied["message"].startswith(
-        "not applied: ReferenceGrant missing for Service auth-system/granted-auth: GatewayExtension default/granted")
-    ext = stack.status("GatewayExtension", "granted")
-    assert condition(ext["conditions"], "ResolvedRefs")["reason"] == "RefNotPermitted"
-    # Not applied: requests pass without credentials and the auth server is never asked.
-    assert stack.get("granted.example.com").status_code == 200
-    assert auth.checks == []
-
-    stack.write("granted-grant.yaml", """
-apiVersion: gateway.networking.k8s.io/v1beta1
-kind: ReferenceGrant
-metadata: {name: allow-extensions, namespace: auth-system}
-spec:
-  from: [{group: gateway.lychgate.dev, kind: GatewayExtension, namespace: default}]
-  to: [{group: "", kind: Service}]
-""")
-    stack.wait("granted.example.com", lambda r: r.status_code == 403, what="the grant to let the policy apply")
-    assert stack.get("granted.example.com", headers={"authorization": "Bearer good"}).status_code == 200
-    assert stack.applied("granted")["status"] == "True"
-
-
 def test_invalid_policy_fails_its_routes_closed_and_nothing_else(stack: Stack) -> None:
     stack.write(
         "invalid.yaml",

@@ -125,8 +125,8 @@ spec:
       backendRef: {{name: auth-http, port: {http.port}}}
       pathPrefix: /verify
       authorizationResponse:
-        allowedUpstreamHeaders: [x-user]
-        allowedClientHeaders: [www-authenticate]
+        headersToBackend: [x-user]
+        headersToClient: [www-authenticate]
 """,
         ext("dead-closed", "auth-dead", dead, "    statusOnError: 503\n"),
         ext("dead-open", "auth-dead", dead, "    failOpen: true\n"),

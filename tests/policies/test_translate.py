@@ -238,10 +238,27 @@ spec:
 """, "ExtensionNotAccepted", "GatewayExtension default/missing is not accepted: "
      "spec.extAuth.grpcService.requestTimeout: 'forever' is not a duration like 10s or 500ms"),
 ])
-def test_unresolved_references_leave_the_policy_unapplied(extension: str, reason: str, message: str) -> None:
+def test_unresolved_auth_fails_the_targeted_routes_closed(extension: str, reason: str, message: str) -> None:
     t = run(extension + tp("p", "  extAuth:\n    extensionRef: {name: missing}"))
+    closed = f"{message}; the routes it targets answer 500 until it is resolved"
     assert applied(t, "p") == {**applied(t, "p"), "status": "False", "reason": reason,
-                               "message": f"not applied: {message}"}
+                               "message": f"not applied: {closed}"}
+    assert applied(t, "p", 0) == {**applied(t, "p", 0), "status": "False", "reason": reason, "message": closed}
+    rs = routes(t)
+    for name in ("r/one", "r/two"):  # authentication that cannot be applied: 500, never the backend
+        action = rs[name].action
+        assert isinstance(action, ir.DirectResponse) and action.status == 500
+        assert rs[name].replaced_because == f"TrafficPolicy default/p cannot be applied: {message}"
+    assert isinstance(rs["other/0"].action, ir.Forward)  # routes it does not target keep serving
+    route = t.status[ObjectKey("HTTPRoute", "default", "r")]["parents"][0]["conditions"]
+    affected = next(c for c in route if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected")
+    assert affected["message"] == (f"TrafficPolicy default/p: not applied: {message}; "
+                                   "the route rules it targets answer 500")
+
+
+def test_unresolved_non_security_field_leaves_the_policy_unapplied() -> None:
+    t = run(tp("p", "  extProc:\n    extensionRef: {name: missing}"))
+    assert applied(t, "p")["reason"] == "ExtensionNotFound"
     assert all(r.policy is None and isinstance(r.action, ir.Forward) for r in routes(t).values())
 
 
@@ -271,6 +288,7 @@ spec:
     without = run(ext + policy)
     assert applied(without, "p")["reason"] == "RefNotPermitted"
     assert routes(without)["r/one"].policy is None
+    assert isinstance(routes(without)["r/one"].action, ir.DirectResponse)
     with_grant = run(ext + grant + policy)
     route_policy = routes(with_grant)["r/one"].policy
     assert route_policy is not None and route_policy.ext_auth is not None
@@ -370,3 +388,51 @@ spec:
     assert shallow is not None and shallow.ext_proc is not None and deep is not None and deep.ext_proc is not None
     assert shallow.ext_proc.processing_mode == ir.ProcessingMode(request_body="BUFFERED")
     assert deep.ext_proc.processing_mode == ir.ProcessingMode(request_body="BUFFERED", response_header="SEND")
+
+
+GRPC = """
+---
+apiVersion: v1
+kind: Service
+metadata: {name: grpc-app}
+spec: {ports: [{port: 9090, appProtocol: kubernetes.io/h2c}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: g}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [grpc.example.com]
+  rules:
+    - name: orders
+      matches: [{method: {service: shop.Orders}}]
+      backendRefs: [{name: grpc-app, port: 9090}]
+    - name: health
+      matches: [{method: {service: grpc.health.v1.Health}}]
+      backendRefs: [{name: grpc-app, port: 9090}]
+"""
+
+
+def test_grpc_routes_and_their_rules_are_targets() -> None:
+    t = run(GRPC
+            + tp("grpc-rbac", "  rbac:\n    policy: {matchExpressions: [\"request.headers['x-role'] == 'admin'\"]}",
+                 targets="targetRefs: [{group: gateway.networking.k8s.io, kind: GRPCRoute, name: g}]")
+            + tp("grpc-health", "  rbac:\n    policy: {allowedCIDRs: [10.0.0.0/8]}",
+                 targets="targetRefs: [{group: gateway.networking.k8s.io, kind: GRPCRoute, name: g, "
+                         "sectionName: health}]")
+            + tp("grpc-missing", "  csrf: {}",
+                 targets="targetRefs: [{group: gateway.networking.k8s.io, kind: GRPCRoute, name: g, "
+                         "sectionName: nope}]"))
+    rs = routes(t)
+    orders, health = rs["g/orders"].policy, rs["g/health"].policy
+    assert orders is not None and orders.rbac is not None and orders.rbac.expressions
+    assert health is not None and health.rbac is not None and health.rbac.allowed_cidrs == ("10.0.0.0/8",)
+    assert rs["r/one"].policy is None  # HTTPRoutes are not targeted
+    assert applied(t, "grpc-rbac", 0)["message"] == ("applied: rbac; on some routes rbac overridden by policy "
+                                                     "default/grpc-health on the more specific GRPCRoute default/g "
+                                                     "rule health")
+    assert applied(t, "grpc-missing", 0)["message"] == (
+        "GRPCRoute default/g has no rule named nope (rules: orders, health)")
+    route = t.status[ObjectKey("GRPCRoute", "default", "g")]["parents"][0]["conditions"]
+    affected = next(c for c in route if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected")
+    assert "TrafficPolicy default/grpc-health: applied: rbac" in affected["message"]

@@ -46,6 +46,10 @@ SECRET_FIELDS = frozenset(
         "clientSecret",
         "token_secret",
         "tokenSecret",
+        # apiKeyAuth keys and basicAuth users, in Envoy's config and in the IR
+        "credentials",
+        "users",
+        "htpasswd",
     }
 )
 

@@ -18,8 +18,21 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from lychgate.api.auth import (
+    ACLPolicy,
+    APIKeyAuth,
+    Authorization,
+    BasicAuthPolicy,
+    CSRFPolicy,
+    JWTAuth,
+    JWTProviders,
+    NamespacedObjectReference,
+    OAuth2Policy,
+    OAuth2Provider,
+    PolicyDisable,
+)
 from lychgate.api.base import Model, OpenModel, Resource
-from lychgate.api.gateway import BackendRef, HeaderModifier, HTTPHeader
+from lychgate.api.gateway import BackendRef, HeaderModifier
 from lychgate.api.lychgate import GROUP
 
 # --- targets -------------------------------------------------------------------
@@ -41,15 +54,6 @@ class LocalPolicyTargetSelector(Model):
     kind: str
     match_labels: dict[str, str] = Field(default_factory=dict)
     section_name: str | None = None
-
-
-class NamespacedObjectReference(Model):
-    name: str = Field(min_length=1)
-    namespace: str | None = None
-
-
-class PolicyDisable(Model):
-    """`disable: {}` turns a feature off where it would otherwise be inherited."""
 
 
 # --- extAuth / extProc (TrafficPolicy side) -------------------------------------------
@@ -179,18 +183,23 @@ class TrafficPolicySpec(Model):
     buffer: Buffer | None = None
     timeouts: Timeouts | None = None
     retry: Retry | None = None
+    jwt_auth: JWTAuth | None = None
+    basic_auth: BasicAuthPolicy | None = None
+    api_key_auth: APIKeyAuth | None = None
+    rbac: Authorization | None = None
+    csrf: CSRFPolicy | None = None
+    acl: ACLPolicy | None = None
+    oauth2: OAuth2Policy | None = None
     # kgateway fields lychgate does not implement yet: reported as unsupported.
     ai: OpenModel | None = None
-    csrf: OpenModel | None = None
     auto_host_rewrite: bool | None = None
-    rbac: OpenModel | None = None
-    jwt_auth: OpenModel | None = None
-    basic_auth: OpenModel | None = None
-    api_key_authentication: OpenModel | None = None
-    oauth2: OpenModel | None = None
     url_rewrite: OpenModel | None = None
     compression: OpenModel | None = None
     direct_response: OpenModel | None = None
+    internal_redirect: OpenModel | None = None
+    tracing: OpenModel | None = None
+    fault_injection: OpenModel | None = None
+    stat_prefix: str | None = None
 
 
 class TrafficPolicy(Resource):
@@ -203,22 +212,34 @@ class TrafficPolicy(Resource):
 # --- GatewayExtension ----------------------------------------------------------------
 
 
+class RetryBackoff(Model):
+    base_interval: str
+    max_interval: str | None = None
+
+
+class ExtSvcRetryPolicy(Model):
+    """Retries of the calls to an extension's service (kgateway `ExtSvcRetryPolicy`)."""
+
+    attempts: int = Field(1, ge=0)
+    backoff: RetryBackoff | None = None
+
+
 class ExtGrpcService(Model):
     backend_ref: BackendRef
     authority: str | None = None
     request_timeout: str | None = None
-    retry: OpenModel | None = None
+    retry: ExtSvcRetryPolicy | None = None
 
 
 class AuthorizationRequest(Model):
-    allowed_headers: list[str] = Field(default_factory=list)
-    headers_to_add: list[HTTPHeader] = Field(default_factory=list)
+    # header name -> value (Envoy format specifiers allowed), sent to the auth service
+    headers_to_add: dict[str, str] = Field(default_factory=dict)
 
 
 class AuthorizationResponse(Model):
-    allowed_upstream_headers: list[str] = Field(default_factory=list)
-    allowed_client_headers: list[str] = Field(default_factory=list)
-    dynamic_metadata_from_headers: list[str] = Field(default_factory=list)
+    headers_to_backend: list[str] = Field(default_factory=list)
+    headers_to_client: list[str] = Field(default_factory=list)  # on denial
+    headers_to_client_on_success: list[str] = Field(default_factory=list)
 
 
 class ExtHttpService(Model):
@@ -227,7 +248,7 @@ class ExtHttpService(Model):
     request_timeout: str | None = None
     authorization_request: AuthorizationRequest | None = None
     authorization_response: AuthorizationResponse | None = None
-    retry: OpenModel | None = None
+    retry: ExtSvcRetryPolicy | None = None
 
 
 class ExtAuthProvider(Model):
@@ -239,25 +260,38 @@ class ExtAuthProvider(Model):
     with_request_body: ExtAuthBufferSettings | None = None
     status_on_error: int = Field(403, ge=100, le=511)
     stat_prefix: str | None = Field(None, min_length=1)
+    percentage_enabled: int | None = Field(None, ge=0, le=100)
+
+
+class MetadataNamespaces(Model):
+    typed: list[str] = Field(default_factory=list)
+    untyped: list[str] = Field(default_factory=list)
+
+
+class MetadataOptions(Model):
+    forwarding: MetadataNamespaces | None = None
 
 
 class ExtProcProvider(Model):
     grpc_service: ExtGrpcService
     fail_open: bool = True
     processing_mode: ProcessingMode | None = None
+    allow_processing_mode_override: bool = False
+    allowed_processing_mode_overrides: list[ProcessingMode] = Field(default_factory=list)
     message_timeout: str | None = None
     max_message_timeout: str | None = None
     stat_prefix: str | None = Field(None, min_length=1)
-    route_cache_action: Literal["Default", "Clear", "Retain"] = "Default"
-    metadata_options: OpenModel | None = None
+    route_cache_action: Literal["FromResponse", "Clear", "Retain"] = "FromResponse"
+    metadata_options: MetadataOptions | None = None
 
 
 class GatewayExtensionSpec(Model):
-    type: Literal["ExtAuth", "ExtProc", "RateLimit", "JWTProviders"] | None = None
+    type: Literal["ExtAuth", "ExtProc", "RateLimit", "JWT", "OAuth2"] | None = None
     ext_auth: ExtAuthProvider | None = None
     ext_proc: ExtProcProvider | None = None
     rate_limit: OpenModel | None = None
-    jwt_providers: list[OpenModel] = Field(default_factory=list)
+    jwt: JWTProviders | None = None
+    oauth2: OAuth2Provider | None = None
 
 
 class GatewayExtension(Resource):

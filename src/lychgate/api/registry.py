@@ -35,6 +35,7 @@ KINDS: tuple[type[Resource], ...] = (
     policy.GatewayExtension,
     listener_policy.ListenerPolicy,
     listener_policy.HTTPListenerPolicy,
+    lychgate.Backend,
     inference.InferencePool,
 )
 

@@ -77,6 +77,12 @@ class Store:
         self._touch(key)
         return old
 
+    def poke(self, key: ObjectKey) -> None:
+        """Record a change of `key` without changing the object: for what translation
+        derives from it outside the store (an OAuth2 extension's discovered endpoints),
+        so the next pass recomputes whatever read it."""
+        self._touch(key)
+
     def _unindex_slice(self, old: EndpointSlice) -> None:
         if old.service_name:
             self._log.append((self._revision + 1, ("slices", (old.namespace, old.service_name))))

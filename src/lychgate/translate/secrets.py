@@ -69,7 +69,7 @@ def resolve_certificates(store: Store, from_kind: str, from_namespace: str,
     return CertificateResolution(tuple(certs))
 
 
-def _field(secret: Secret, key: str) -> bytes | None:
+def secret_field(secret: Secret, key: str) -> bytes | None:
     if key in secret.string_data:
         return secret.string_data[key].encode()
     if key in secret.data:
@@ -81,7 +81,7 @@ def _field(secret: Secret, key: str) -> bytes | None:
 
 
 def _certificate(secret: Secret) -> tuple[ir.Certificate | None, str]:
-    chain, key = _field(secret, "tls.crt"), _field(secret, "tls.key")
+    chain, key = secret_field(secret, "tls.crt"), secret_field(secret, "tls.key")
     if not chain or not key:
         return None, "the Secret needs base64 PEM data under tls.crt and tls.key"
     problem = _pem_problem(chain, key)
@@ -140,7 +140,7 @@ def _ca_pem(store: Store, kind: str, namespace: str, name: str) -> str | None:
         text = cm.data.get("ca.crt") if cm else None
     else:
         secret = store.get(Secret, namespace, name)
-        raw = _field(secret, "ca.crt") if secret else None
+        raw = secret_field(secret, "ca.crt") if secret else None
         text = raw.decode(errors="replace") if raw else None
     if not text or _pem_problem(text.encode()):
         return None

@@ -17,6 +17,9 @@ The rules, in the order they are applied to every route rule a Gateway serves:
 6. An invalid policy is not applied, and the routes it targets answer 500
    until it is fixed (standard validation, spec §7): a broken auth policy
    must not leave its routes open. Other routes are not affected.
+7. Likewise a policy whose security field (PolicyField.security: extAuth,
+   jwtAuth, ...) cannot be resolved: rule 5 would publish the route without
+   the authentication it asks for, so its routes answer 500 instead.
 
 Every outcome is recorded per (policy, target) while routes are resolved, so
 the status says what actually reached the proxy, and why not when it did not.
@@ -40,14 +43,8 @@ from lychgate.log import component_logger
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
-from lychgate.translate.policies.extensions import (
-    EXT_AUTH,
-    EXT_PROC,
-    ext_auth_service,
-    ext_proc_service,
-    extension_status,
-    extension_type,
-)
+from lychgate.translate.policies.extensions import SERVICES as EXTENSION_SERVICES
+from lychgate.translate.policies.extensions import extension_status, extension_type
 from lychgate.translate.policies.fields import FIELDS, UNSUPPORTED, PolicyField
 from lychgate.translate.policies.merge import deep_merge_fields
 from lychgate.translate.policy_status import TargetResult, policy_status
@@ -57,7 +54,8 @@ log = component_logger("translate")
 AFFECTED = "gateway.lychgate.dev/TrafficPolicyAffected"
 INVALID_POLICY_BODY = "a policy of this route is invalid; see the TrafficPolicy status\n"
 _NO_HEADERS = ir.HeaderOps()
-TARGET_KINDS = ("Gateway", "HTTPRoute")
+ROUTE_KINDS: dict[str, type[HTTPRoute] | type[GRPCRoute]] = {"HTTPRoute": HTTPRoute, "GRPCRoute": GRPCRoute}
+TARGET_KINDS = ("Gateway", *ROUTE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ class Target:
 
     @property
     def level(self) -> int:
-        """0 Gateway, 1 listener, 2 HTTPRoute, 3 rule: higher is more specific."""
+        """0 Gateway, 1 listener, 2 HTTPRoute / GRPCRoute, 3 rule: higher is more specific."""
         return (0 if self.kind == "Gateway" else 2) + (1 if self.section else 0)
 
     def ancestor_ref(self) -> dict[str, Any]:
@@ -80,7 +78,7 @@ class Target:
         return ref
 
     def __str__(self) -> str:
-        part = {"Gateway": "listener", "HTTPRoute": "rule"}[self.kind]
+        part = "listener" if self.kind == "Gateway" else "rule"
         where = f"{self.kind} {self.namespace}/{self.name}"
         return f"{where} {part} {self.section}" if self.section else where
 
@@ -110,6 +108,7 @@ class PolicyState:
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     unresolved: Unresolved | None = None
+    closed_by: Unresolved | None = None  # an unresolved security field: its routes answer 500
     attachments: list[Attachment] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # selectors that matched nothing, ...
     outcomes: dict[Target, Outcome] = field(default_factory=dict)
@@ -168,7 +167,7 @@ class PolicyIndex:
         # HTTPRoute key -> policy key -> Outcome on that route's rules
         self._route_outcomes: dict[ObjectKey, dict[str, Outcome]] = defaultdict(dict)
         # Every usable extension gets a filter on every listener (see ir.HTTPListener.extensions).
-        self.extensions: tuple[ir.ExtAuthService | ir.ExtProcService, ...] = ()
+        self.extensions: tuple[ir.ExtensionService, ...] = ()
         self._extension_clusters: dict[str, ir.Cluster] = {}
         self._index_extensions()
         policies = sorted(store.list(TrafficPolicy), key=lambda p: (p.created, p.namespace, p.name))
@@ -183,21 +182,17 @@ class PolicyIndex:
         self.active = bool(self.states)
 
     def _index_extensions(self) -> None:
-        found: list[ir.ExtAuthService | ir.ExtProcService] = []
+        found: list[ir.ExtensionService] = []
         for ext in sorted(self.store.list(GatewayExtension), key=lambda e: (e.namespace, e.name)):
-            kind = extension_type(ext)
+            build = EXTENSION_SERVICES.get(extension_type(ext) or "")
+            if build is None:
+                continue
             try:
-                if kind == EXT_AUTH:
-                    auth, cluster = ext_auth_service(self.store, ext.namespace, ext.name)
-                    found.append(auth)
-                elif kind == EXT_PROC:
-                    proc, cluster = ext_proc_service(self.store, ext.namespace, ext.name)
-                    found.append(proc)
-                else:
-                    continue
+                service, clusters = build(self.store, ext.namespace, ext.name)
             except (Invalid, Unresolved):
                 continue  # its status says why; policies using it are not applied
-            self._extension_clusters[cluster.name] = cluster
+            found.append(service)
+            self._extension_clusters.update((c.name, c) for c in clusters)
         self.extensions = tuple(found)
 
     def clusters_for(self, gateway_ref: str) -> dict[str, ir.Cluster]:
@@ -223,6 +218,8 @@ class PolicyIndex:
                 state.errors.append(str(err))
             except Unresolved as err:
                 state.unresolved = state.unresolved or err
+                if f.security:
+                    state.closed_by = state.closed_by or err
         if not spec.target_refs and not spec.target_selectors:
             state.errors.append("spec: targetRefs or targetSelectors must be set")
 
@@ -255,8 +252,8 @@ class PolicyIndex:
                 state.errors.append(f"{path}.matchLabels: at least one label is required")
                 continue
             wanted = list(sel.match_labels.items())
-            candidates: list[Gateway] | list[HTTPRoute] = (
-                self.store.list(Gateway, ns) if sel.kind == "Gateway" else self.store.list(HTTPRoute, ns))
+            candidates: list[Gateway] | list[HTTPRoute | GRPCRoute] = (
+                self.store.list(Gateway, ns) if sel.kind == "Gateway" else self.store.list(ROUTE_KINDS[sel.kind], ns))
             matched = sorted(
                 (o for o in candidates if all(o.metadata.labels.get(k) == v for k, v in wanted)),
                 key=lambda o: o.name,
@@ -272,18 +269,20 @@ class PolicyIndex:
     def _kind_ok(self, state: PolicyState, group: str, kind: str, path: str) -> bool:
         if group != GATEWAY_GROUP or kind not in TARGET_KINDS:
             state.errors.append(f"{path}: {group}/{kind} cannot be targeted; use "
-                                f"{GATEWAY_GROUP} Gateway or HTTPRoute")
+                                f"{GATEWAY_GROUP} Gateway, HTTPRoute or GRPCRoute")
             return False
         return True
 
-    def _target_problem(self, target: Target, obj: Gateway | HTTPRoute | None = None) -> tuple[str, str] | None:
-        if target.kind == "HTTPRoute":
-            route = obj if isinstance(obj, HTTPRoute) else self.store.get(HTTPRoute, target.namespace, target.name)
+    def _target_problem(self, target: Target, obj: Gateway | HTTPRoute | GRPCRoute | None = None
+                        ) -> tuple[str, str] | None:
+        if target.kind in ROUTE_KINDS:
+            cls = ROUTE_KINDS[target.kind]
+            route = obj if isinstance(obj, cls) else self.store.get(cls, target.namespace, target.name)
             if route is None:
-                return ("TargetNotFound", f"HTTPRoute {target.namespace}/{target.name} not found")
+                return ("TargetNotFound", f"{target.kind} {target.namespace}/{target.name} not found")
             if target.section and not any(r.name == target.section for r in route.spec.rules):
                 names = ", ".join(r.name for r in route.spec.rules if r.name) or "none has a name"
-                return ("TargetNotFound", f"HTTPRoute {target.namespace}/{target.name} has no rule named "
+                return ("TargetNotFound", f"{target.kind} {target.namespace}/{target.name} has no rule named "
                                           f"{target.section} (rules: {names})")
             return None
         gw = obj if isinstance(obj, Gateway) else self.store.get(Gateway, target.namespace, target.name)
@@ -338,7 +337,7 @@ class PolicyIndex:
                 route_out[a.state.key] = Outcome()
             route_out[a.state.key].routes += 1
 
-        invalid = [a for a in everything if a.state.errors]
+        invalid = [a for a in everything if a.state.errors or a.state.closed_by]
         if invalid:
             names = sorted({a.state.key for a in invalid})
             for a in everything:
@@ -347,6 +346,8 @@ class PolicyIndex:
                     o.failed_closed += 1
                     o.blocked_by.update(n for n in names if n != a.state.key)
             first = invalid[0].state
+            if first.closed_by is not None:
+                return _Resolved(None, f"TrafficPolicy {first.key} cannot be applied: {first.closed_by.message}", {})
             return _Resolved(None, f"TrafficPolicy {first.key} is invalid: {first.errors[0]}", {})
 
         # Priority order: most specific point first, oldest first within a point.
@@ -462,7 +463,7 @@ class PolicyIndex:
         if att.problem is not None:
             return False, att.problem[0], att.problem[1]
         if state.unresolved is not None:
-            return False, state.unresolved.reason, state.unresolved.message
+            return False, state.unresolved.reason, state.unresolved.message + _closed_tail(state, att)
         out = state.outcomes.get(att.target)
         if out is None or out.routes == 0:
             return False, "NoRoutes", _no_routes(att.target)
@@ -475,16 +476,15 @@ class PolicyIndex:
         return policy_status(state.errors, state.notes, results, state.policy.generation)
 
     def _affected_conditions(self, status: dict[ObjectKey, dict[str, Any]]) -> None:
-        """GEP-713's <Kind>Affected condition on the HTTPRoutes and Gateways policies target."""
+        """GEP-713's <Kind>Affected condition on the routes and Gateways policies target."""
         routes: dict[ObjectKey, dict[str, str]] = defaultdict(dict)
         gateways: dict[ObjectKey, dict[str, str]] = defaultdict(dict)
         for state in self.states:
             for att in state.attachments:
-                cls = HTTPRoute if att.target.kind == "HTTPRoute" else Gateway
-                key = ObjectKey(cls.KIND, att.target.namespace, att.target.name)
-                bucket = routes if cls is HTTPRoute else gateways
+                key = ObjectKey(att.target.kind, att.target.namespace, att.target.name)
+                bucket = gateways if att.target.kind == "Gateway" else routes
                 ok, reason, message = self._applied(state, att)
-                if cls is HTTPRoute and key in self._route_outcomes and state.key in self._route_outcomes[key]:
+                if bucket is routes and key in self._route_outcomes and state.key in self._route_outcomes[key]:
                     continue  # described from what happened on the route's own rules below
                 bucket[key][state.key] = _short(ok, reason, message)
         states = {state.key: state for state in self.states}
@@ -495,9 +495,10 @@ class PolicyIndex:
                     routes[route_key][state.key] = (f"invalid, so the route rules it targets answer 500 until it "
                                                     f"is fixed: {state.errors[0]}")
                 elif state.unresolved is not None:
-                    routes[route_key][state.key] = f"not applied: {state.unresolved.message}"
+                    tail = "; the route rules it targets answer 500" if state.closed_by else ""
+                    routes[route_key][state.key] = f"not applied: {state.unresolved.message}{tail}"
                 else:
-                    ok, reason, message = _describe(out, f"HTTPRoute {route_key.ref}", self._described)
+                    ok, reason, message = _describe(out, f"{route_key.kind} {route_key.ref}", self._described)
                     routes[route_key][state.key] = _short(ok, reason, message)
         for key, entries in routes.items():
             st = status.get(key)
@@ -518,8 +519,13 @@ class PolicyIndex:
         return obj.generation if obj is not None else 1
 
 
+def _closed_tail(state: PolicyState, att: Attachment) -> str:
+    out = state.outcomes.get(att.target)
+    return "; the routes it targets answer 500 until it is resolved" if state.closed_by and out and out.failed_closed else ""
+
+
 def _no_routes(target: Target) -> str:
-    if target.kind == "HTTPRoute":
+    if target.kind in ROUTE_KINDS:
         what = "is not attached to any lychgate Gateway listener"
         return f"{target} {what}, so there is nothing to apply the policy to"
     return f"{target} has no attached routes yet, so there is nothing to apply the policy to"
@@ -546,8 +552,8 @@ def _describe(out: Outcome, where: str, memo: Described) -> tuple[bool, str, str
 def _describe_uncached(out: Outcome, where: str) -> tuple[bool, str, str]:
     if out.failed_closed and out.failed_closed == out.routes:
         blockers = ", ".join(sorted(out.blocked_by)) or "another policy"
-        return False, "Invalid", (f"not applied: TrafficPolicy {blockers} is invalid, so the routes of "
-                                  f"{where} answer 500 until it is fixed")
+        return False, "Invalid", (f"not applied: TrafficPolicy {blockers} is invalid or cannot be applied, "
+                                  f"so the routes of {where} answer 500 until it is fixed")
     applied = sorted(out.applied)
     merged = sorted(out.merged_into)
     lost = {f: _join(whys) for f, whys in out.lost.items() if f not in out.applied and f not in out.merged_into}
@@ -572,7 +578,7 @@ def _describe_uncached(out: Outcome, where: str) -> tuple[bool, str, str]:
         parts.append("on some routes " + "; ".join(f"{f} {why}" for f, why in sorted(partial.items())))
     if out.failed_closed:
         parts.append(f"{out.failed_closed} of {out.routes} route rules answer 500 because "
-                     f"TrafficPolicy {', '.join(sorted(out.blocked_by))} is invalid")
+                     f"TrafficPolicy {', '.join(sorted(out.blocked_by))} is invalid or cannot be applied")
     message = "; ".join(parts) or "applied"
     if not applied and not merged:
         reason = "Overridden" if lost else "Applied"

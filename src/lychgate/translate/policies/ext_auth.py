@@ -46,7 +46,7 @@ class ExtensionField(PolicyField):
 
 
 class ExtAuthField(ExtensionField):
-    name, attr, deep_mergeable = "extAuth", "ext_auth", True
+    name, attr, deep_mergeable, security = "extAuth", "ext_auth", True, True
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         if check_switch(value, path):

@@ -9,52 +9,73 @@ for gRPC), so two extensions sharing a Service never disagree about protocol.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from lychgate import ir
+from lychgate.api.gateway import BackendObjectReference
 from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import (
     ExtAuthBufferSettings,
     ExtGrpcService,
     ExtHttpService,
+    ExtProcProvider,
+    ExtSvcRetryPolicy,
     GatewayExtension,
+    MetadataNamespaces,
 )
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
-from lychgate.translate.policies.common import Invalid, Unresolved, duration_ms, header_name
-from lychgate.translate.references import resolve_service
+from lychgate.translate.policies import extension_backend
+from lychgate.translate.policies.common import (
+    CompileContext,
+    Invalid,
+    Unresolved,
+    duration_ms,
+    header_name,
+)
 
 EXT_AUTH, EXT_PROC = "ExtAuth", "ExtProc"
+# spec field -> extension type, in kgateway's order (exactly one is set)
+TYPES = {"extAuth": "ExtAuth", "extProc": "ExtProc", "rateLimit": "RateLimit", "jwt": "JWT", "oauth2": "OAuth2"}
+_ATTRS = {"extAuth": "ext_auth", "extProc": "ext_proc", "rateLimit": "rate_limit", "jwt": "jwt", "oauth2": "oauth2"}
+
+# Extension types implemented by their own feature modules (jwt_auth, oauth2):
+# type -> a function raising Invalid for the first field that cannot be served.
+VALIDATORS: dict[str, Callable[[GatewayExtension], None]] = {}
+# type -> (namespace, name) -> the service every listener gets a filter for, and its
+# clusters; raises Unresolved. ExtAuth and ExtProc are registered at the bottom.
+SERVICES: dict[str, Callable[[Store, str, str], tuple[ir.ExtensionService, list[ir.Cluster]]]] = {}
 
 
 def cluster_name(ext: GatewayExtension) -> str:
     return f"extension/{ext.namespace}/{ext.name}"
 
 
+def _present(ext: GatewayExtension) -> list[str]:
+    return [field for field, attr in _ATTRS.items() if getattr(ext.spec, attr) is not None]
+
+
 def extension_type(ext: GatewayExtension) -> str | None:
-    spec = ext.spec
-    present = [t for t, v in (("ExtAuth", spec.ext_auth), ("ExtProc", spec.ext_proc),
-                              ("RateLimit", spec.rate_limit),
-                              ("JWTProviders", spec.jwt_providers or None)) if v]
-    return present[0] if len(present) == 1 else None
+    present = _present(ext)
+    return TYPES[present[0]] if len(present) == 1 else None
 
 
 def validate(ext: GatewayExtension) -> None:
     """Raise Invalid naming the first field that cannot be served."""
     spec = ext.spec
-    present = [t for t, v in (("extAuth", spec.ext_auth), ("extProc", spec.ext_proc),
-                              ("rateLimit", spec.rate_limit),
-                              ("jwtProviders", spec.jwt_providers or None)) if v]
+    present = _present(ext)
     if len(present) != 1:
-        raise Invalid("spec", "exactly one of extAuth, extProc, rateLimit or jwtProviders must be set"
+        raise Invalid("spec", f"exactly one of {', '.join(TYPES)} must be set"
                       + (f" (found {', '.join(present)})" if present else ""))
-    kind = extension_type(ext)
+    kind = TYPES[present[0]]
     if spec.type is not None and spec.type != kind:
         raise Invalid("spec.type", f"is {spec.type} but the spec configures {present[0]}")
-    if spec.rate_limit is not None:
-        raise Invalid("spec.rateLimit", "global rate limiting is not supported by lychgate yet")
-    if spec.jwt_providers:
-        raise Invalid("spec.jwtProviders", "JWT providers are not supported by lychgate yet")
+    if kind in VALIDATORS:
+        VALIDATORS[kind](ext)
+        return
+    if kind not in (EXT_AUTH, EXT_PROC):
+        raise Invalid(f"spec.{present[0]}", f"{kind} extensions are not supported by lychgate yet")
     if spec.ext_auth is not None:
         auth = spec.ext_auth
         if (auth.grpc_service is None) == (auth.http_service is None):
@@ -63,21 +84,15 @@ def validate(ext: GatewayExtension) -> None:
             _check_grpc(auth.grpc_service, "spec.extAuth.grpcService")
         if auth.http_service is not None:
             http = auth.http_service
-            _check_backend(http.backend_ref.kind, http.backend_ref.group, http.backend_ref.port,
-                           "spec.extAuth.httpService.backendRef")
+            check_backend(http.backend_ref, "spec.extAuth.httpService.backendRef")
             if http.request_timeout is not None:
                 duration_ms(http.request_timeout, "spec.extAuth.httpService.requestTimeout", 1)
             if http.path_prefix is not None and not http.path_prefix.startswith("/"):
                 raise Invalid("spec.extAuth.httpService.pathPrefix", f"{http.path_prefix!r} must start with '/'")
-            if http.retry is not None:
-                raise Invalid("spec.extAuth.httpService.retry", "not supported by lychgate yet")
+            _retry(http.retry, "spec.extAuth.httpService.retry")
             req = http.authorization_request
-            for i, h in enumerate(req.headers_to_add if req else []):
-                header_name(h.name, f"spec.extAuth.httpService.authorizationRequest.headersToAdd[{i}].name")
-            resp = http.authorization_response
-            if resp and resp.dynamic_metadata_from_headers:
-                raise Invalid("spec.extAuth.httpService.authorizationResponse.dynamicMetadataFromHeaders",
-                              "not supported by lychgate yet")
+            for name in req.headers_to_add if req else {}:
+                header_name(name, f"spec.extAuth.httpService.authorizationRequest.headersToAdd[{name}]")
         for i, name in enumerate(auth.headers_to_forward):
             header_name(name, f"spec.extAuth.headersToForward[{i}]", pseudo=True)
     if spec.ext_proc is not None:
@@ -87,38 +102,46 @@ def validate(ext: GatewayExtension) -> None:
             value = getattr(proc, attr)
             if value is not None:
                 duration_ms(value, f"spec.extProc.{label}", 1)
-        if proc.metadata_options is not None:
-            raise Invalid("spec.extProc.metadataOptions", "not supported by lychgate yet")
 
 
 def _check_grpc(svc: ExtGrpcService, path: str) -> None:
-    _check_backend(svc.backend_ref.kind, svc.backend_ref.group, svc.backend_ref.port, f"{path}.backendRef")
+    check_backend(svc.backend_ref, f"{path}.backendRef")
     if svc.request_timeout is not None:
         duration_ms(svc.request_timeout, f"{path}.requestTimeout", 1)
-    if svc.retry is not None:
-        raise Invalid(f"{path}.retry", "not supported by lychgate yet")
+    _retry(svc.retry, f"{path}.retry")
 
 
-def _check_backend(kind: str, group: str, port: int | None, path: str) -> None:
-    if group not in ("", "core") or kind != "Service":
-        raise Invalid(f"{path}.kind", f"{group or 'core'}/{kind} is not supported; use a Service")
-    if port is None:
+def _retry(retry: ExtSvcRetryPolicy | None, path: str) -> ir.ServiceRetry | None:
+    if retry is None:
+        return None
+    backoff = retry.backoff
+    base = duration_ms(backoff.base_interval, f"{path}.backoff.baseInterval", 1) if backoff else None
+    top = duration_ms(backoff.max_interval, f"{path}.backoff.maxInterval", 1) if backoff and backoff.max_interval else None
+    if base is not None and top is not None and top < base:
+        raise Invalid(f"{path}.backoff.maxInterval", "must be at least baseInterval")
+    return ir.ServiceRetry(retry.attempts, base, top)
+
+
+def check_backend(ref: BackendObjectReference, path: str) -> None:
+    if extension_backend.is_backend(ref.group, ref.kind):
+        return
+    if ref.group not in ("", "core") or ref.kind != "Service":
+        raise Invalid(f"{path}.kind", f"{ref.group or 'core'}/{ref.kind} is not supported; use a Service "
+                                      f"or a {GROUP} Backend")
+    if ref.port is None:
         raise Invalid(f"{path}.port", "a port is required")
 
 
 def _cluster(store: Store, ext: GatewayExtension, svc: ExtGrpcService | ExtHttpService, grpc: bool) -> ir.Cluster:
     ref = svc.backend_ref
-    res = resolve_service(
-        store, from_group=GROUP, from_kind="GatewayExtension", from_namespace=ext.namespace,
-        group=ref.group, kind=ref.kind, namespace=ref.namespace or ext.namespace, name=ref.name,
-        port=ref.port,
-    )
+    res = extension_backend.resolve(store, "GatewayExtension", ext.namespace, ref)
     if res.cluster is None:
+        what = "Backend" if extension_backend.is_backend(ref.group, ref.kind) else "Service"
         where = f"{ref.namespace or ext.namespace}/{ref.name}"
         if res.reason == "RefNotPermitted":
             raise Unresolved(
                 "RefNotPermitted",
-                f"ReferenceGrant missing for Service {where}: GatewayExtension {ext.namespace}/{ext.name} "
+                f"ReferenceGrant missing for {what} {where}: GatewayExtension {ext.namespace}/{ext.name} "
                 f"may not refer to it until a ReferenceGrant in namespace {ref.namespace or ext.namespace} allows "
                 f"{GROUP}/GatewayExtension from namespace {ext.namespace}",
             )
@@ -158,26 +181,29 @@ def ext_auth_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtAut
         "clear_route_cache": auth.clear_route_cache,
         "headers_to_forward": tuple(h.lower() for h in auth.headers_to_forward),
         "with_request_body": _buffer(auth.with_request_body), "stat_prefix": auth.stat_prefix,
+        "percentage_enabled": auth.percentage_enabled,
     }
     if auth.grpc_service is not None:
         grpc = auth.grpc_service
         cluster = _cluster(store, ext, grpc, grpc=True)
         timeout = duration_ms(grpc.request_timeout, "") if grpc.request_timeout else None
-        return ir.ExtAuthService(protocol="grpc", authority=grpc.authority, timeout_ms=timeout, **common), cluster
+        return ir.ExtAuthService(protocol="grpc", authority=grpc.authority, timeout_ms=timeout,
+                                 retry=_retry(grpc.retry, ""), **common), cluster
     http = auth.http_service
     assert http is not None
     cluster = _cluster(store, ext, http, grpc=False)
     timeout = duration_ms(http.request_timeout, "") if http.request_timeout else None
     req, resp = http.authorization_request, http.authorization_response
-    headers = common.pop("headers_to_forward")
-    if req and req.allowed_headers:
-        headers = tuple(dict.fromkeys(headers + tuple(h.lower() for h in req.allowed_headers)))
+
+    def lower(names: list[str] | None) -> tuple[str, ...]:
+        return tuple(h.lower() for h in names or [])
+
     return ir.ExtAuthService(
-        protocol="http", timeout_ms=timeout, path_prefix=http.path_prefix,
-        headers_to_forward=headers,
-        headers_to_add=tuple((h.name.lower(), h.value) for h in (req.headers_to_add if req else [])),
-        allowed_upstream_headers=tuple(h.lower() for h in (resp.allowed_upstream_headers if resp else [])),
-        allowed_client_headers=tuple(h.lower() for h in (resp.allowed_client_headers if resp else [])),
+        protocol="http", timeout_ms=timeout, path_prefix=http.path_prefix, retry=_retry(http.retry, ""),
+        headers_to_add=tuple(sorted((k.lower(), v) for k, v in (req.headers_to_add if req else {}).items())),
+        allowed_upstream_headers=lower(resp.headers_to_backend if resp else None),
+        allowed_client_headers=lower(resp.headers_to_client if resp else None),
+        allowed_client_headers_on_success=lower(resp.headers_to_client_on_success if resp else None),
         **common,
     ), cluster
 
@@ -207,8 +233,18 @@ def ext_proc_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtPro
         message_timeout_ms=duration_ms(proc.message_timeout, "") if proc.message_timeout else None,
         max_message_timeout_ms=(duration_ms(proc.max_message_timeout, "")
                                 if proc.max_message_timeout else None),
-        stat_prefix=proc.stat_prefix, route_cache_action=proc.route_cache_action,
+        stat_prefix=proc.stat_prefix, route_cache_action=proc.route_cache_action, retry=_retry(grpc.retry, ""),
+        allow_mode_override=proc.allow_processing_mode_override,
+        allowed_override_modes=tuple(
+            processing_mode(m.model_dump(by_alias=True, exclude_none=True)) or ir.ProcessingMode()
+            for m in proc.allowed_processing_mode_overrides),
+        forward_typed_metadata=tuple(fwd.typed) if (fwd := _forwarding(proc)) else (),
+        forward_untyped_metadata=tuple(fwd.untyped) if fwd else (),
     ), cluster
+
+
+def _forwarding(proc: ExtProcProvider) -> MetadataNamespaces | None:
+    return proc.metadata_options.forwarding if proc.metadata_options else None
 
 
 def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
@@ -221,8 +257,15 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
             condition("Accepted", False, "Invalid", f"invalid field {err}", gen),
             condition("ResolvedRefs", False, "Invalid", "not resolved: the extension is invalid", gen),
         ]}
-    conds = [condition("Accepted", True, "Valid", f"{extension_type(ext)} extension is valid", gen)]
+    kind = extension_type(ext)
+    conds = [condition("Accepted", True, "Valid", f"{kind} extension is valid", gen)]
     try:
+        if kind in VALIDATORS:  # a feature module's type: resolved when its service resolves
+            _service, clusters = SERVICES[kind](store, ext.namespace, ext.name)
+            ready = sum(len(c.endpoints) for c in clusters)
+            where = f"; {ready} ready endpoint(s)" if clusters else ""
+            conds.append(condition("ResolvedRefs", True, "ResolvedRefs", f"every reference resolved{where}", gen))
+            return {"conditions": conds}
         if ext.spec.ext_auth is not None:
             svc: ExtGrpcService | ExtHttpService | None = ext.spec.ext_auth.grpc_service or ext.spec.ext_auth.http_service
         else:
@@ -230,9 +273,33 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
         assert svc is not None
         cluster = _cluster(store, ext, svc, grpc=isinstance(svc, ExtGrpcService))
         ready = len(cluster.endpoints)
-        conds.append(condition("ResolvedRefs", True, "ResolvedRefs",
-                               f"Service {svc.backend_ref.namespace or ext.namespace}/{svc.backend_ref.name} "
-                               f"port {svc.backend_ref.port}: {ready} ready endpoint(s)", gen))
+        ref = svc.backend_ref
+        where = f"{ref.namespace or ext.namespace}/{ref.name}"
+        what = (f"Backend {where}" if extension_backend.is_backend(ref.group, ref.kind)
+                else f"Service {where} port {ref.port}")
+        conds.append(condition("ResolvedRefs", True, "ResolvedRefs", f"{what}: {ready} ready endpoint(s)", gen))
     except Unresolved as err:
         conds.append(condition("ResolvedRefs", False, err.reason, err.message, gen))
     return {"conditions": conds}
+
+
+def use_service(ctx: CompileContext, kind: str, ref: dict[str, str]) -> ir.ExtensionService:
+    """The service of the extension a policy names, its clusters added to the context;
+    raises Unresolved when it cannot be used."""
+    service, clusters = SERVICES[kind](ctx.store, ref["namespace"], ref["name"])
+    ctx.clusters.update((c.name, c) for c in clusters)
+    return service
+
+
+def _ext_auth(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionService, list[ir.Cluster]]:
+    service, cluster = ext_auth_service(store, namespace, name)
+    return service, [cluster]
+
+
+def _ext_proc(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionService, list[ir.Cluster]]:
+    service, cluster = ext_proc_service(store, namespace, name)
+    return service, [cluster]
+
+
+SERVICES[EXT_AUTH] = _ext_auth
+SERVICES[EXT_PROC] = _ext_proc

@@ -40,6 +40,9 @@ class PolicyField:
     name = ""  # the spec field, camelCase as users write it ("extAuth")
     attr = ""  # the model attribute ("ext_auth")
     deep_mergeable = False  # policyMerge.trafficPolicy.<name>: DeepMerge is allowed
+    # Authentication / authorization: when its references cannot be resolved the
+    # routes the policy targets answer 500 instead of serving unprotected.
+    security = False
 
     def value(self, policy: TrafficPolicy) -> dict[str, Any] | None:
         """The field as the user wrote it (plain data), with references made absolute."""
@@ -72,8 +75,8 @@ def register(field: PolicyField) -> PolicyField:
 # kgateway TrafficPolicy fields lychgate does not implement yet. A policy using
 # one is not Accepted: silently ignoring it is the failure this code exists to prevent.
 UNSUPPORTED = {
-    "ai": "ai", "csrf": "csrf", "auto_host_rewrite": "autoHostRewrite", "rbac": "rbac",
-    "jwt_auth": "jwtAuth", "basic_auth": "basicAuth",
-    "api_key_authentication": "apiKeyAuthentication", "oauth2": "oauth2",
+    "ai": "ai", "auto_host_rewrite": "autoHostRewrite",
     "url_rewrite": "urlRewrite", "compression": "compression", "direct_response": "directResponse",
+    "internal_redirect": "internalRedirect", "tracing": "tracing", "fault_injection": "faultInjection",
+    "stat_prefix": "statPrefix",
 }

@@ -15,7 +15,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
 from envoy.type.matcher.v3 import string_pb2
-from envoy.type.v3 import http_status_pb2
+from envoy.type.v3 import http_status_pb2, percent_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
@@ -24,6 +24,7 @@ from lychgate.xds.translator.policy_filters import (
     enable_on_route,
     extension_services,
     ms,
+    retry_policy,
     stat_name,
 )
 
@@ -48,12 +49,15 @@ def _buffer(b: ir.BodyBuffer) -> authz_pb.BufferSettings:
                                    pack_as_bytes=b.pack_as_bytes)
 
 
-def grpc_service(cluster: str, authority: str | None, timeout_ms: int | None) -> grpc_service_pb2.GrpcService:
+def grpc_service(cluster: str, authority: str | None, timeout_ms: int | None,
+                 retry: ir.ServiceRetry | None = None) -> grpc_service_pb2.GrpcService:
     out = grpc_service_pb2.GrpcService(
         envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=cluster, authority=authority or "")
     )
     if timeout_ms is not None:
         out.timeout.CopyFrom(ms(timeout_ms))
+    if retry is not None:
+        out.retry_policy.CopyFrom(retry_policy(retry))
     return out
 
 
@@ -69,8 +73,13 @@ def ext_authz(service: ir.ExtAuthService) -> authz_pb.ExtAuthz:
         out.allowed_headers.CopyFrom(_headers(service.headers_to_forward))
     if service.with_request_body is not None:
         out.with_request_body.CopyFrom(_buffer(service.with_request_body))
+    if service.percentage_enabled is not None:
+        # Requests not sampled pass unchecked (kgateway percentageEnabled: a gradual roll-out).
+        out.filter_enabled.CopyFrom(base_pb2.RuntimeFractionalPercent(
+            default_value=percent_pb2.FractionalPercent(numerator=service.percentage_enabled)))
     if service.protocol == "grpc":
-        out.grpc_service.CopyFrom(grpc_service(service.cluster, service.authority, service.timeout_ms))
+        out.grpc_service.CopyFrom(grpc_service(service.cluster, service.authority, service.timeout_ms,
+                                               service.retry))
     else:
         http = authz_pb.HttpService(
             server_uri=http_uri_pb2.HttpUri(
@@ -79,12 +88,17 @@ def ext_authz(service: ir.ExtAuthService) -> authz_pb.ExtAuthz:
             ),
             path_prefix=service.path_prefix or "",
         )
+        if service.retry is not None:
+            http.retry_policy.CopyFrom(retry_policy(service.retry))
         for name, value in service.headers_to_add:
             http.authorization_request.headers_to_add.append(base_pb2.HeaderValue(key=name, value=value))
         if service.allowed_upstream_headers:
             http.authorization_response.allowed_upstream_headers.CopyFrom(_headers(service.allowed_upstream_headers))
         if service.allowed_client_headers:
             http.authorization_response.allowed_client_headers.CopyFrom(_headers(service.allowed_client_headers))
+        if service.allowed_client_headers_on_success:
+            http.authorization_response.allowed_client_headers_on_success.CopyFrom(
+                _headers(service.allowed_client_headers_on_success))
         out.http_service.CopyFrom(http)
     return out
 

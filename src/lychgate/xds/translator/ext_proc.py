@@ -23,7 +23,7 @@ from lychgate.xds.translator.policy_filters import (
 PREFIX = "envoy.filters.http.ext_proc/"
 _HEADER = mode_pb.ProcessingMode.HeaderSendMode
 _BODY = mode_pb.ProcessingMode.BodySendMode
-_ROUTE_CACHE = {"Default": proc_pb.ExternalProcessor.DEFAULT, "Clear": proc_pb.ExternalProcessor.CLEAR,
+_ROUTE_CACHE = {"FromResponse": proc_pb.ExternalProcessor.DEFAULT, "Clear": proc_pb.ExternalProcessor.CLEAR,
                 "Retain": proc_pb.ExternalProcessor.RETAIN}
 
 
@@ -46,12 +46,17 @@ def processing_mode(mode: ir.ProcessingMode) -> mode_pb.ProcessingMode:
 
 def ext_proc(service: ir.ExtProcService) -> proc_pb.ExternalProcessor:
     out = proc_pb.ExternalProcessor(
-        grpc_service=grpc_service(service.cluster, service.authority, service.timeout_ms),
+        grpc_service=grpc_service(service.cluster, service.authority, service.timeout_ms, service.retry),
         failure_mode_allow=service.fail_open,
         processing_mode=processing_mode(service.processing_mode),
         stat_prefix=service.stat_prefix or stat_name(service.name),
         route_cache_action=_ROUTE_CACHE[service.route_cache_action],
+        allow_mode_override=service.allow_mode_override,
+        allowed_override_modes=[processing_mode(m) for m in service.allowed_override_modes],
     )
+    if service.forward_typed_metadata or service.forward_untyped_metadata:
+        out.metadata_options.forwarding_namespaces.typed.extend(service.forward_typed_metadata)
+        out.metadata_options.forwarding_namespaces.untyped.extend(service.forward_untyped_metadata)
     if service.message_timeout_ms is not None:
         out.message_timeout.CopyFrom(ms(service.message_timeout_ms))
     if service.max_message_timeout_ms is not None:

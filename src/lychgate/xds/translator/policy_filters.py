@@ -17,15 +17,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TypeVar
 
+from envoy.config.core.v3 import backoff_pb2, base_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
-from google.protobuf import any_pb2, duration_pb2
+from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from lychgate import ir
 
-S = TypeVar("S", ir.ExtAuthService, ir.ExtProcService)
+S = TypeVar("S", ir.ExtAuthService, ir.ExtProcService, ir.JwtService, ir.OAuth2Service)
 
 
 def pack(message: object) -> any_pb2.Any:
@@ -68,9 +69,24 @@ def enable_on_route(out: route_pb.Route, name: str, config: object | None) -> No
     fc = route_pb.FilterConfig()
     if config is not None:
         fc.config.CopyFrom(pack(config))
+    else:
+        # A filter without per-route settings (oauth2): an empty `config` is how Envoy
+        # is told "enabled here"; no `config` at all is refused.
+        fc.config.SetInParent()
     out.typed_per_filter_config[name].CopyFrom(pack(fc))
 
 
 def stat_name(name: str) -> str:
     """A GatewayExtension "namespace/name" as a stats prefix segment."""
     return name.replace("/", "_").replace(".", "_")
+
+
+def retry_policy(retry: ir.ServiceRetry) -> base_pb2.RetryPolicy:
+    """Retries of a filter's calls to its service (ext_authz, ext_proc), as kgateway
+    configures them: `attempts` retries, jittered backoff from baseInterval."""
+    out = base_pb2.RetryPolicy(num_retries=wrappers_pb2.UInt32Value(value=retry.attempts))
+    if retry.base_interval_ms is not None:
+        out.retry_back_off.CopyFrom(backoff_pb2.BackoffStrategy(base_interval=ms(retry.base_interval_ms)))
+        if retry.max_interval_ms is not None:
+            out.retry_back_off.max_interval.CopyFrom(ms(retry.max_interval_ms))
+    return out

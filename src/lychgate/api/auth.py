@@ -1,0 +1,264 @@
+"""Authentication and authorization fields of TrafficPolicy and GatewayExtension.
+
+Shapes and names are kgateway's (api/v1alpha1/kgateway/jwt_types.go,
+basic_auth_types.go, oauth2.go, shared/*): the TrafficPolicy side names a
+GatewayExtension or turns the feature off; the GatewayExtension side says how
+to authenticate. What a value means is checked by translation
+(translate/policies/*), which reports problems on the status.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from lychgate.api.base import Model
+from lychgate.api.gateway import (
+    BackendObjectReference,
+    BackendRef,
+    HeaderMatch,
+    SecretObjectReference,
+)
+
+
+class NamespacedObjectReference(Model):
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class LocalObjectReference(Model):
+    name: str = Field(min_length=1)
+
+
+class PolicyDisable(Model):
+    """`disable: {}` turns a feature off where it would otherwise be inherited."""
+
+
+# --- jwtAuth ---------------------------------------------------------------------------
+
+
+class JWTAuth(Model):
+    """TrafficPolicy `jwtAuth`: the JWT GatewayExtension whose providers check requests."""
+
+    extension_ref: NamespacedObjectReference | None = None
+    disable: PolicyDisable | None = None
+
+
+class HeaderSource(Model):
+    header: str = Field(min_length=1, max_length=2048)
+    prefix: str | None = Field(None, min_length=1, max_length=2048)
+
+
+class JWTTokenSource(Model):
+    header: HeaderSource | None = None
+    query_parameter: str | None = None
+
+
+class JWTClaimToHeader(Model):
+    name: str = Field(min_length=1, max_length=2048)
+    header: str = Field(min_length=1, max_length=2048)
+
+
+class LocalJWKS(Model):
+    inline: str | None = Field(None, min_length=1, max_length=16384)
+    config_map_ref: LocalObjectReference | None = None  # data key `jwks`
+
+
+class RemoteJWKS(Model):
+    url: str = Field(min_length=1, max_length=2048)
+    backend_ref: BackendObjectReference
+    cache_duration: str | None = None
+
+
+class JWKS(Model):
+    local: LocalJWKS | None = None
+    remote: RemoteJWKS | None = None
+
+
+class NamedJWTProvider(Model):
+    name: str = Field(min_length=1, max_length=253)
+    issuer: str = Field("", max_length=2048)
+    audiences: list[str] = Field(default_factory=list, max_length=32)
+    token_source: JWTTokenSource | None = None
+    claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, max_length=32)
+    jwks: JWKS
+    forward_token: bool | None = None
+
+
+class JWTProviders(Model):
+    """GatewayExtension `jwt` (type JWT)."""
+
+    validation_mode: Literal["Strict", "AllowMissing"] | None = None
+    providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32)
+
+
+# --- basicAuth -------------------------------------------------------------------------
+
+
+class SecretReference(Model):
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+    key: str | None = Field(None, min_length=1)  # default .htpasswd
+
+
+class BasicAuthPolicy(Model):
+    """TrafficPolicy `basicAuth`: htpasswd SHA-1 users, inline or from a Secret."""
+
+    users: list[str] = Field(default_factory=list, max_length=256)
+    secret_ref: SecretReference | None = None
+    disable: PolicyDisable | None = None
+
+
+# --- apiKeyAuth ------------------------------------------------------------------------
+
+
+class APIKeySource(Model):
+    header: str | None = Field(None, min_length=1, max_length=256)
+    query: str | None = Field(None, min_length=1, max_length=256)
+    cookie: str | None = Field(None, min_length=1, max_length=256)
+
+
+class LabelSelector(Model):
+    match_labels: dict[str, str]
+
+
+class APIKeyAuth(Model):
+    """TrafficPolicy `apiKeyAuth`: keys from Secrets (each entry: client id -> key)."""
+
+    key_sources: list[APIKeySource] = Field(default_factory=list, max_length=16)
+    forward_credential: bool | None = None
+    client_id_header: str | None = None
+    secret_ref: SecretObjectReference | None = None
+    secret_selector: LabelSelector | None = None
+    disable: PolicyDisable | None = None
+
+
+# --- rbac ------------------------------------------------------------------------------
+
+
+class AuthorizationPolicy(Model):
+    """Matches when any CEL expression is true, and (if set) the client is in allowedCIDRs."""
+
+    match_expressions: list[str] = Field(default_factory=list, max_length=256)
+    allowed_cidrs: list[str] = Field(default_factory=list, max_length=256, alias="allowedCIDRs")
+    blocked_cidrs: list[str] = Field(default_factory=list, max_length=256, alias="blockedCIDRs")
+
+
+class Authorization(Model):
+    """TrafficPolicy `rbac` (kgateway shared.Authorization)."""
+
+    policy: AuthorizationPolicy
+    action: Literal["Allow", "Deny"] = "Allow"
+
+
+# --- csrf ------------------------------------------------------------------------------
+
+
+class StringMatcher(Model):
+    """kgateway shared.StringMatcher: exactly one of exact, prefix, suffix, contains, safeRegex."""
+
+    exact: str | None = None
+    prefix: str | None = Field(None, min_length=1)
+    suffix: str | None = Field(None, min_length=1)
+    contains: str | None = None
+    safe_regex: str | None = None
+    ignore_case: bool | None = None
+
+
+class CSRFPolicy(Model):
+    """TrafficPolicy `csrf`: origin checks on state-changing requests (Envoy csrf)."""
+
+    percentage_enabled: int | None = Field(None, ge=0, le=100)
+    percentage_shadowed: int | None = Field(None, ge=0, le=100)
+    additional_origins: list[StringMatcher] = Field(default_factory=list, max_length=16)
+
+
+# --- acl -------------------------------------------------------------------------------
+
+
+class ACLRule(Model):
+    name: str | None = Field(None, max_length=256)
+    cidrs: list[str] = Field(min_length=1, max_length=256)
+    action: Literal["allow", "deny"]
+
+
+class ACLResponseHeader(Model):
+    name: str = Field(min_length=1, max_length=256)
+    value: str = Field(max_length=4096)
+
+
+class ACLDenyResponse(Model):
+    status_code: int | None = Field(None, ge=100, le=599)
+    headers: list[ACLResponseHeader] = Field(default_factory=list, max_length=16)
+    add_blocked_by_header: str | None = Field(None, min_length=1, max_length=256)
+
+
+class ACLPolicy(Model):
+    """TrafficPolicy `acl` (kgateway shared.ACLPolicy): client address rules, longest prefix wins."""
+
+    default_action: Literal["allow", "deny"]
+    rules: list[ACLRule] = Field(default_factory=list, max_length=256)
+    deny_response: ACLDenyResponse | None = None
+
+
+# --- oauth2 ----------------------------------------------------------------------------
+
+
+class OAuth2Policy(Model):
+    """TrafficPolicy `oauth2`: the OAuth2 GatewayExtension that logs users in."""
+
+    extension_ref: NamespacedObjectReference
+
+
+class OAuth2Credentials(Model):
+    client_id: str = Field(min_length=1, alias="clientID")
+    client_secret_ref: LocalObjectReference  # data key `client-secret`
+
+
+class OAuth2CookieNames(Model):
+    access_token: str | None = Field(None, min_length=1)
+    id_token: str | None = Field(None, min_length=1, alias="idToken")
+
+
+class OAuth2CookieConfig(Model):
+    domain: str | None = Field(None, min_length=1, max_length=253)
+    names: OAuth2CookieNames | None = None
+    same_site: Literal["Lax", "Strict", "None"] | None = None
+    disable_access_token_set_cookie: bool | None = None
+    disable_id_token_set_cookie: bool | None = Field(None, alias="disableIDTokenSetCookie")
+    disable_refresh_token_set_cookie: bool | None = None
+
+
+class OAuth2JWTProcessingConfig(Model):
+    audiences: list[str] = Field(default_factory=list, max_length=32)
+    claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, max_length=32)
+
+
+class OAuth2JWTConfig(Model):
+    jwks_uri: str | None = Field(None, alias="jwksURI")
+    jwks_backend_ref: BackendObjectReference | None = None
+    access_token: OAuth2JWTProcessingConfig | None = None
+    id_token: OAuth2JWTProcessingConfig | None = Field(None, alias="idToken")
+
+
+class OAuth2DenyRedirectMatcher(Model):
+    headers: list[HeaderMatch] = Field(default_factory=list, max_length=16)
+
+
+class OAuth2Provider(Model):
+    """GatewayExtension `oauth2` (type OAuth2): an OpenID Connect / OAuth2 authorization-code login."""
+
+    backend_ref: BackendRef
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    redirect_uri: str | None = Field(None, alias="redirectURI")
+    logout_path: str = Field("/logout", min_length=1)
+    forward_access_token: bool | None = None
+    scopes: list[str] = Field(default_factory=list)
+    credentials: OAuth2Credentials
+    issuer_uri: str | None = Field(None, alias="issuerURI")
+    end_session_endpoint: str | None = None
+    cookies: OAuth2CookieConfig | None = None
+    jwt: OAuth2JWTConfig | None = None
+    deny_redirect: OAuth2DenyRedirectMatcher | None = None

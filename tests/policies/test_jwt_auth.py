@@ -1,0 +1,154 @@
+"""jwtAuth end to end: real Envoy verifying tokens signed with real RSA keys, keys
+served by a JWKS server over HTTP, inline, or from a ConfigMap."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.harness import free_port
+from tests.policies.conftest import Stack, condition
+from tests.policies.servers import body_of
+from tests.policies.test_attachment import policy, ref
+from tests.policies.test_fail_closed import assert_closed, own_backend
+from tests.policies.tokens import Issuer
+
+pytestmark = pytest.mark.e2e
+
+
+def jwt_ext(name: str, providers: str, mode: str = "") -> str:
+    return f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {{name: {name}}}
+spec:
+  type: JWT
+  jwt:
+{f"    validationMode: {mode}" if mode else ""}
+    providers:
+{providers}"""
+
+
+def remote(name: str, issuer: str, service: str, port: int, extra: str = "") -> str:
+    return f"""      - name: {name}
+        issuer: {issuer}
+        jwks:
+          remote:
+            url: http://{service}.default.svc:{port}/keys
+            backendRef: {{name: {service}, port: {port}}}
+{extra}"""
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def test_remote_jwks_verifies_tokens_and_copies_claims(stack: Stack) -> None:
+    idp = Issuer("https://idp.example.com", "k1")
+    stranger = Issuer("https://idp.example.com", "k1")  # same kid, another key
+    jwks = stack.servers.jwks(idp.jwks())
+    stack.service("jwks-remote", jwks.port)
+    stack.write("jwt-remote.yaml",
+                jwt_ext("jwt-remote", remote("idp", idp.iss, "jwks-remote", jwks.port, """\
+        audiences: [shop]
+        claimsToHeaders: [{name: sub, header: x-sub}, {name: tier, header: x-tier}]""")),
+                stack.route("jwt-remote", "jwt-remote.example.com"),
+                policy("jwt-remote", ref("jwt-remote"), "  jwtAuth:\n    extensionRef: {name: jwt-remote}"))
+    missing = stack.wait("jwt-remote.example.com", lambda r: r.status_code == 401, what="a token to be required")
+    assert "Jwt is missing" in missing.text
+    good = idp.token(sub="alice", aud="shop", tier="gold")
+    ok = stack.get("jwt-remote.example.com", headers=bearer(good))
+    assert ok.status_code == 200
+    seen = body_of(ok)["headers"]
+    assert (seen["x-sub"], seen["x-tier"]) == ("alice", "gold")
+    assert "authorization" not in seen  # forwardToken unset: the token stays at the gateway
+    assert jwks.fetches >= 1
+    for bad, status, why in (
+            (stranger.token(sub="mallory", aud="shop"), 401, "Jwt verification fails"),  # another key
+            (idp.token(sub="alice", aud="other"), 403, "Audiences in Jwt are not allowed"),
+            (Issuer("https://elsewhere", "k1").token(sub="x", aud="shop"), 401, "Jwt issuer is not configured"),
+            (idp.token(sub="alice", aud="shop", exp=1), 401, "Jwt is expired")):
+        resp = stack.get("jwt-remote.example.com", headers=bearer(bad))
+        assert (resp.status_code, resp.text) == (status, why)
+    assert stack.applied("jwt-remote")["status"] == "True"
+    ext = stack.status("GatewayExtension", "jwt-remote")
+    assert all(c["status"] == "True" for c in ext["conditions"])
+
+
+def test_inline_jwks_allow_missing_and_query_token(stack: Stack) -> None:
+    idp = Issuer("inline-issuer", "inline")
+    single_jwk = json.dumps(idp.jwk())  # one JWK, not a set: accepted as kgateway does
+    stack.write("jwt-inline.yaml",
+                jwt_ext("jwt-inline", f"""      - name: inline
+        issuer: inline-issuer
+        tokenSource: {{queryParameter: access_token}}
+        forwardToken: true
+        claimsToHeaders: [{{name: sub, header: x-sub}}]
+        jwks:
+          local:
+            inline: '{single_jwk}'
+""", mode="AllowMissing"),
+                stack.route("jwt-inline", "jwt-inline.example.com"),
+                policy("jwt-inline", ref("jwt-inline"), "  jwtAuth:\n    extensionRef: {name: jwt-inline}"))
+    token = idp.token(sub="bob")
+    resp = stack.wait("jwt-inline.example.com", lambda r: r.status_code == 200 and "x-sub" in body_of(r)["headers"],
+                      f"/?access_token={token}", what="the query token to be verified")
+    assert body_of(resp)["headers"]["x-sub"] == "bob"
+    assert token in body_of(resp)["path"]  # forwardToken: true keeps it
+    anonymous = stack.get("jwt-inline.example.com")
+    assert anonymous.status_code == 200 and "x-sub" not in body_of(anonymous)["headers"]  # AllowMissing
+    forged = Issuer("inline-issuer", "inline").token(sub="eve")
+    assert stack.get("jwt-inline.example.com", f"/?access_token={forged}").status_code == 401
+
+
+def test_missing_configmap_fails_closed_until_created(stack: Stack) -> None:
+    idp = Issuer("cm-issuer", "cm")
+    backend, rules = own_backend(stack, "jwt-cm-app")
+    stack.write("jwt-cm.yaml",
+                jwt_ext("jwt-cm", """      - name: cm
+        issuer: cm-issuer
+        jwks: {local: {configMapRef: {name: jwt-cm-keys}}}
+"""),
+                stack.route("jwt-cm", "jwt-cm.example.com", rules),
+                policy("jwt-cm", ref("jwt-cm"), "  jwtAuth:\n    extensionRef: {name: jwt-cm}"))
+    assert_closed(stack, "jwt-cm", "jwt-cm.example.com", backend, "ConfigMapNotFound",
+                  "ConfigMap default/jwt-cm-keys not found")
+    ext = stack.status("GatewayExtension", "jwt-cm")
+    assert condition(ext["conditions"], "ResolvedRefs")["reason"] == "ConfigMapNotFound"
+
+    stack.write("jwt-cm-keys.yaml", f"""
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: jwt-cm-keys}}
+data:
+  jwks: '{json.dumps(idp.jwks())}'
+""")
+    stack.wait("jwt-cm.example.com", lambda r: r.status_code == 401, what="the ConfigMap to let jwtAuth apply")
+    ok = stack.get("jwt-cm.example.com", headers=bearer(idp.token(sub="carol")))
+    assert ok.status_code == 200 and ok.headers["x-backend"] == "jwt-cm-app"
+
+
+def test_missing_jwks_service_fails_closed(stack: Stack) -> None:
+    backend, rules = own_backend(stack, "jwt-nosvc-app")
+    stack.write("jwt-nosvc.yaml",
+                jwt_ext("jwt-nosvc", remote("idp", "x", "no-such-jwks", 8080)),
+                stack.route("jwt-nosvc", "jwt-nosvc.example.com", rules),
+                policy("jwt-nosvc", ref("jwt-nosvc"), "  jwtAuth:\n    extensionRef: {name: jwt-nosvc}"))
+    assert_closed(stack, "jwt-nosvc", "jwt-nosvc.example.com", backend, "BackendNotFound",
+                  "Service default/no-such-jwks not found")
+
+
+def test_unreachable_jwks_rejects_every_request(stack: Stack) -> None:
+    idp = Issuer("down-issuer", "down")
+    dead = free_port()  # nothing listens here
+    stack.service("jwks-down", dead)
+    backend, rules = own_backend(stack, "jwt-down-app")
+    stack.write("jwt-down.yaml",
+                jwt_ext("jwt-down", remote("idp", idp.iss, "jwks-down", dead)),
+                stack.route("jwt-down", "jwt-down.example.com", rules),
+                policy("jwt-down", ref("jwt-down"), "  jwtAuth:\n    extensionRef: {name: jwt-down}"))
+    stack.wait("jwt-down.example.com", lambda r: r.status_code == 401, what="jwtAuth to apply")
+    resp = stack.get("jwt-down.example.com", headers=bearer(idp.token(sub="dave")))
+    assert resp.status_code == 401  # the keys cannot be fetched: no token verifies
+    assert backend.hits == {}
