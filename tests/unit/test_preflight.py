@@ -55,3 +55,24 @@ async def test_rejected_routes_are_named_inside_a_matcher_tree(tmp_path: Path) -
     assert resources.message(types.ROUTE, "http-80").virtual_hosts[0].HasField("matcher")
     [blocked] = await pre.check(resources)
     assert blocked.routes == ("httproute/default/lookahead/rule/0/match/0",)
+
+
+async def test_a_listener_that_fails_on_its_own_blames_no_route(tmp_path: Path) -> None:
+    """Were the listener itself refused, every route checked inside it would fail
+    too: no route may be blamed (and quarantined) for it."""
+    from envoy.extensions.filters.network.http_connection_manager.v3 import (
+        http_connection_manager_pb2 as hcm_pb,
+    )
+
+    from lychgate.xds.translator import as_message
+
+    pre = Preflight(envoy_binary(), tmp_path)
+    resources = build(_gateway(("good", "/a/.*"), ("lookahead", "/b(?=c)")))
+    listener = as_message(resources.by_type[types.LISTENER]["http-80"])
+    hcm = hcm_pb.HttpConnectionManager()
+    listener.filter_chains[0].filters[0].typed_config.Unpack(hcm)
+    hcm.http_filters.insert(0, hcm_pb.HttpFilter(name="nosuch"))  # no typed config: refused
+    listener.filter_chains[0].filters[0].typed_config.Pack(hcm)
+    resources.add(types.LISTENER, "http-80", listener)
+    [blocked] = await pre.check(resources)
+    assert blocked.type_url == types.LISTENER and blocked.routes == ()

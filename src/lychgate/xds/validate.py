@@ -26,9 +26,11 @@ from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_pb2
+from envoy.extensions.bootstrap.internal_listener.v3 import internal_listener_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 
 from lychgate.log import component_logger
 from lychgate.xds import types
@@ -39,6 +41,8 @@ from lychgate.xds.translator.route_matcher import routes_of
 log = component_logger("xds")
 
 MAX_ERROR = 2000
+XDS_CLUSTER = "lychgate_xds"
+_HTTP_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 
 
@@ -121,6 +125,9 @@ class Preflight:
                if route_hash(routes.virtual_hosts[vi].routes[ri]) not in known_good]
         culprits: list[str] = []
 
+        if await self._validate([_with_routes(unit, [])]) is not None:
+            return ()  # the listener fails without any route: no route is to blame
+
         async def search(part: list[tuple[int, int]]) -> None:
             if not part or await self._validate([_with_routes(unit, part)]) is None:
                 return
@@ -142,6 +149,7 @@ class Preflight:
     async def _validate(self, units: list[_Unit]) -> str | None:
         """Run `envoy --mode validate` on a bootstrap holding the units; None if valid."""
         boot = bootstrap_pb2.Bootstrap()
+        boot.CopyFrom(_BASE)
         for unit in units:
             if unit.listener is not None:
                 boot.static_resources.listeners.append(_inline_routes(unit.listener, unit.routes))
@@ -160,6 +168,30 @@ class Preflight:
         if proc.returncode == 0:
             return None
         return _clean_error(out.decode(errors="replace"))
+
+
+def _base() -> bootstrap_pb2.Bootstrap:
+    """What every check's bootstrap has, as a proxy's has it (deploy/bootstrap.py):
+    an ADS source, so resources that name it (secrets over SDS, scoped routes)
+    validate as they do on a proxy (nothing connects in validate mode), and the
+    internal listener extension waypoints use."""
+    boot = bootstrap_pb2.Bootstrap()
+    boot.node.id, boot.node.cluster = "lychgate-preflight", "lychgate-preflight"  # SDS needs a node
+    boot.dynamic_resources.ads_config.api_type = boot.dynamic_resources.ads_config.DELTA_GRPC
+    boot.dynamic_resources.ads_config.transport_api_version = 2  # V3
+    boot.dynamic_resources.ads_config.grpc_services.add().envoy_grpc.cluster_name = XDS_CLUSTER
+    xds = boot.static_resources.clusters.add(name=XDS_CLUSTER, type=cluster_pb2.Cluster.STATIC)
+    xds.connect_timeout.seconds = 1
+    xds.typed_extension_protocol_options[_HTTP_OPTIONS].Pack(
+        http_protocol_options_pb2.HttpProtocolOptions(
+            explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
+                http2_protocol_options={})))
+    endpoint = xds.load_assignment.endpoints.add().lb_endpoints.add().endpoint
+    endpoint.address.socket_address.address, endpoint.address.socket_address.port_value = "127.0.0.1", 1
+    xds.load_assignment.cluster_name = XDS_CLUSTER
+    internal = boot.bootstrap_extensions.add(name="envoy.bootstrap.internal_listener")
+    internal.typed_config.Pack(internal_listener_pb2.InternalListener())
+    return boot
 
 
 def _units(resources: Resources) -> list[_Unit]:
@@ -291,6 +323,9 @@ def _static_cluster(
         out.load_assignment.CopyFrom(endpoints or endpoint_pb2.ClusterLoadAssignment())
         out.load_assignment.cluster_name = cluster.name
     return out
+
+
+_BASE = _base()
 
 
 def _clean_error(output: str) -> str:
