@@ -25,7 +25,8 @@ NAMES = {
     "ListenerSet": "extra", "HTTPRoute": "app", "GRPCRoute": "rpc", "TLSRoute": "secure",
     "TCPRoute": "stream", "UDPRoute": "dgram", "ReferenceGrant": "let-default-in",
     "BackendTLSPolicy": "app-tls", "GatewayParameters": "edge", "TrafficPolicy": "app-timeout",
-    "GatewayExtension": "auth", "InferencePool": "llama",
+    "GatewayExtension": "auth", "InferencePool": "llama", "ListenerPolicy": "access-log",
+    "HTTPListenerPolicy": "old-style", "Backend": "outside",
 }
 # What the columns must say about them (a row, split on runs of spaces).
 ROWS = {

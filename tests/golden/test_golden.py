@@ -64,7 +64,7 @@ def render(case: str) -> dict[str, Any]:
 
 
 def _sorted_maps(value: Any) -> Any:
-    """Matcher and jwt_authn maps (protobuf maps: no stable JSON order) with their keys sorted."""
+    """Protobuf maps (no stable JSON order: it follows insertion and hashing) with their keys sorted."""
     if isinstance(value, dict):
         out = {k: _sorted_maps(v) for k, v in value.items()}
         if isinstance(out.get("jsonFormat"), dict):  # a Struct: its keys have no order
@@ -72,7 +72,9 @@ def _sorted_maps(value: Any) -> Any:
         for kind in ("prefixMatchMap", "exactMatchMap"):
             if isinstance(out.get(kind), dict) and isinstance(out[kind].get("map"), dict):
                 out[kind]["map"] = dict(sorted(out[kind]["map"].items()))
-        for kind in ("providers", "requirementMap"):  # jwt_authn's maps
+        # jwt_authn's maps, and the per-filter and per-extension maps of routes and clusters
+        for kind in ("providers", "requirementMap", "typedPerFilterConfig", "typedExtensionProtocolOptions",
+                     "filterMetadata", "typedFilterMetadata"):
             if isinstance(out.get(kind), dict):
                 out[kind] = dict(sorted(out[kind].items()))
         return out
