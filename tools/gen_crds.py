@@ -53,6 +53,8 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "GatewayExtension": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"},
                          _condition("Accepted"), AGE],
     "Backend": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"}, AGE],
+    "BackendConfigPolicy": [_condition("Accepted", ".status.ancestors[*].conditions"),
+                            _condition("Attached", ".status.ancestors[*].conditions"), AGE],
 }
 SHORT_NAMES: dict[str, list[str]] = {"GatewayParameters": ["gwp"]}
 

@@ -46,6 +46,7 @@ for _kind, _names in {
     "Secret": ("secrets", "secret"),
     "TrafficPolicy": ("trafficpolicies", "trafficpolicy", "tp"),
     "GatewayExtension": ("gatewayextensions", "gatewayextension", "gwe"),
+    "BackendConfigPolicy": ("backendconfigpolicies", "backendconfigpolicy", "bcp"),
 }.items():
     for _n in _names:
         KIND_ALIASES[_n] = _kind

@@ -82,6 +82,8 @@ class Forward:
     # A backend speaks WebSocket (appProtocol kubernetes.io/ws): allow the upgrade.
     websocket: bool = False
     picker: EndpointPicker | None = None  # a backend is an InferencePool
+    # Consistent-hashing key of the backends' BackendConfigPolicy (ring hash, maglev).
+    hash_policies: tuple[HashPolicy, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -376,6 +378,140 @@ class UpstreamTLS:
 
 
 @dataclass(frozen=True)
+class HashPolicy:
+    """One part of a consistent-hashing key (ring hash, maglev): a header, a
+    cookie (generated with `cookie_ttl_ms` when absent: session affinity) or the
+    client's address."""
+
+    header: str | None = None
+    cookie: str | None = None
+    cookie_path: str | None = None
+    cookie_ttl_ms: int | None = None
+    cookie_attributes: tuple[tuple[str, str], ...] = ()  # ("SameSite", "Lax"), ("Secure", "")...
+    source_ip: bool = False
+    terminal: bool = False
+
+
+@dataclass(frozen=True)
+class SlowStart:
+    window_ms: int | None = None
+    aggression: float | None = None
+    min_weight_percent: int | None = None
+
+
+@dataclass(frozen=True)
+class LoadBalancing:
+    algorithm: Literal["least_request", "round_robin", "ring_hash", "maglev", "random"]
+    choice_count: int | None = None
+    slow_start: SlowStart | None = None
+    ring_min: int | None = None
+    ring_max: int | None = None
+    use_hostname_for_hashing: bool = False
+    healthy_panic_threshold: int | None = None
+    update_merge_window_ms: int | None = None
+    locality_weighted: bool = False
+    close_connections_on_host_set_change: bool = False
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """Active health checking; exactly one of http_path, grpc or tcp is used."""
+
+    timeout_ms: int
+    interval_ms: int
+    unhealthy_threshold: int
+    healthy_threshold: int
+    http_path: str | None = None
+    http_host: str | None = None
+    http_method: str | None = None
+    grpc: bool = False
+    grpc_service: str | None = None
+    grpc_authority: str | None = None
+    tcp: bool = False
+    tcp_send: str | None = None  # hex
+    tcp_receive: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OutlierDetection:
+    consecutive_5xx: int | None = None
+    enforcing_consecutive_5xx: int | None = None
+    split_external_local_origin_errors: bool = False
+    consecutive_local_origin_failure: int | None = None
+    enforcing_consecutive_local_origin_failure: int | None = None
+    interval_ms: int | None = None
+    base_ejection_time_ms: int | None = None
+    max_ejection_percent: int | None = None
+
+
+@dataclass(frozen=True)
+class CircuitBreakers:
+    max_connections: int | None = None
+    max_pending_requests: int | None = None
+    max_requests: int | None = None
+    max_retries: int | None = None
+    track_remaining: bool = False
+
+
+@dataclass(frozen=True)
+class BackendTLS:
+    """TLS origination of a BackendConfigPolicy (a BackendTLSPolicy wins over it)."""
+
+    sni: str | None = None
+    ca: str | None = None  # PEM; None with system_ca False and not insecure: no verification asked
+    ca_file: str | None = None
+    system_ca: bool = False
+    insecure: bool = False
+    certificate: Certificate | None = None  # client certificate (mTLS)
+    certificate_files: tuple[str, str] | None = None
+    sans: tuple[str, ...] = ()
+    min_version: str | None = None
+    max_version: str | None = None
+    cipher_suites: tuple[str, ...] = ()
+    ecdh_curves: tuple[str, ...] = ()
+    signature_algorithms: tuple[str, ...] = ()
+    alpn: tuple[str, ...] = ()
+    allow_renegotiation: bool = False
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """A BackendConfigPolicy (or several, merged) resolved for one cluster
+    (translate/backend_config.py; xds/translator/cluster_policy.py). None: Envoy's default."""
+
+    connect_timeout_ms: int | None = None
+    per_connection_buffer_limit_bytes: int | None = None
+    tcp_keepalive: tuple[int | None, int | None, int | None] | None = None  # probes, time s, interval s
+    # HttpProtocolOptions.common_http_protocol_options
+    idle_timeout_ms: int | None = None
+    max_connection_duration_ms: int | None = None
+    max_headers_count: int | None = None
+    max_stream_duration_ms: int | None = None
+    max_requests_per_connection: int | None = None
+    # HTTP/1 options
+    http1_enable_trailers: bool | None = None
+    http1_preserve_case: bool = False
+    http1_override_stream_error: bool | None = None
+    # HTTP/2 options (only for backends that speak HTTP/2)
+    http2: bool = False
+    http2_initial_stream_window: int | None = None
+    http2_initial_connection_window: int | None = None
+    http2_max_concurrent_streams: int | None = None
+    http2_override_stream_error: bool | None = None
+    http2_keepalive: tuple[int, int | None, int | None] | None = None  # timeout, interval, idle interval (ms)
+    tls: BackendTLS | None = None
+    load_balancing: LoadBalancing | None = None
+    hash_policies: tuple[HashPolicy, ...] = ()
+    health_check: HealthCheck | None = None
+    outlier_detection: OutlierDetection | None = None
+    circuit_breakers: CircuitBreakers | None = None
+    dns_refresh_ms: int | None = None
+    dns_jitter_ms: int | None = None
+    dns_respect_ttl: bool | None = None
+    proxy_protocol: Literal["V1", "V2"] | None = None
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
     endpoints: tuple[Endpoint, ...]
@@ -385,6 +521,7 @@ class Cluster:
     # An InferencePool: the endpoint its picker names wins over load balancing.
     endpoint_override: bool = False
     tls: UpstreamTLS | None = None
+    config: BackendConfig | None = None  # BackendConfigPolicy
 
 
 # --- waypoint (ambient mesh, translate/mesh.py) ------------------------------------

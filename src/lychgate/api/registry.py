@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychgate.api import core, gateway, inference, lychgate, policy
+from lychgate.api import backend_config, core, gateway, inference, lychgate, policy
 from lychgate.api.base import Resource
 
 KINDS: tuple[type[Resource], ...] = (
@@ -33,6 +33,7 @@ KINDS: tuple[type[Resource], ...] = (
     lychgate.GatewayParameters,
     policy.TrafficPolicy,
     policy.GatewayExtension,
+    backend_config.BackendConfigPolicy,
     inference.InferencePool,
 )
 

@@ -12,7 +12,7 @@ from typing import Literal
 from lychgate import ir
 from lychgate.api.core import Service, ServicePort
 from lychgate.store import Store
-from lychgate.translate import inference
+from lychgate.translate import backend_config, inference
 from lychgate.translate.backendtls import policy_for
 from lychgate.translate.grants import grant_allows
 
@@ -94,6 +94,7 @@ def resolve_service(
             endpoints=endpoints,
             protocol=_protocol(service_port.app_protocol),
             tls=tls[1].tls if tls is not None else None,
+            config=backend_config.for_service(store, service, service_port.name, port),
         )
     )
 

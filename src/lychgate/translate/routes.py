@@ -22,7 +22,7 @@ from lychgate.api.gateway import (
     RequestMirror,
 )
 from lychgate.store import Store
-from lychgate.translate import rule_filters
+from lychgate.translate import backend_config, rule_filters
 from lychgate.translate.references import Resolution, resolve_service
 from lychgate.translate.rule_filters import InvalidRule, duration_ms
 
@@ -197,6 +197,7 @@ def _forward(
         tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout, mirrors=mirrors,
         retry=rule_filters.retry(rule.retry, "retry") if rule.retry is not None else None,
         websocket=websocket, picker=picker,
+        hash_policies=backend_config.hash_policies(out.clusters.get(b.cluster or "") for b in backends),
     )
 
 

@@ -145,3 +145,22 @@ def _ca_pem(store: Store, kind: str, namespace: str, name: str) -> str | None:
     if not text or _pem_problem(text.encode()):
         return None
     return text if text.endswith("\n") else text + "\n"
+
+
+def tls_secret(store: Store, namespace: str, name: str) -> tuple[ir.Certificate | None, str | None, str]:
+    """A Secret's client certificate (`tls.crt` + `tls.key`) and CA (`ca.crt`), either
+    optional, and what is wrong ("" when nothing is): BackendConfigPolicy `tls.secretRef`."""
+    secret = store.get(Secret, namespace, name)
+    if secret is None:
+        return None, None, f"Secret {namespace}/{name} not found"
+    cert: ir.Certificate | None = None
+    if _field(secret, "tls.crt") or _field(secret, "tls.key"):
+        cert, problem = _certificate(secret)
+        if cert is None:
+            return None, None, f"Secret {namespace}/{name}: {problem}"
+    ca = _ca_pem(store, "Secret", namespace, name)
+    if ca is None and _field(secret, "ca.crt"):
+        return None, None, f"Secret {namespace}/{name}: ca.crt is not a PEM certificate"
+    if cert is None and ca is None:
+        return None, None, f"Secret {namespace}/{name} has neither tls.crt/tls.key nor ca.crt"
+    return cert, ca, ""

@@ -14,6 +14,7 @@ from lychgate.xds import types
 # Policy features register themselves on import (their `order` is the HTTP filter order).
 from lychgate.xds.translator import (  # noqa: F401
     buffer,
+    cluster_policy,
     cors,
     ext_authz,
     ext_proc,

@@ -12,6 +12,7 @@ from envoy.type.matcher.v3 import string_pb2
 from google.protobuf import any_pb2, duration_pb2
 
 from lychgate import ir
+from lychgate.xds.translator import cluster_policy
 from lychgate.xds.translator.inference import override_host_policy
 from lychgate.xds.translator.listener import ads_source
 
@@ -42,6 +43,7 @@ def envoy_cluster(cluster: ir.Cluster) -> cluster_pb2.Cluster:
         out.transport_socket.CopyFrom(upstream_tls(cluster.tls))
     if cluster.endpoint_override:  # an InferencePool: its endpoint picker chooses
         out.load_balancing_policy.CopyFrom(override_host_policy())
+    cluster_policy.apply(cluster, out)  # BackendConfigPolicy
     return out
 
 

@@ -1,0 +1,88 @@
+"""A pool of backend Pods for one Service: the same port on several loopback
+addresses, each one able to fail its requests, fail its health check, or answer
+slowly, and counting what it served."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.harness import free_port
+from tests.policies.servers import Servers
+
+
+@dataclass
+class Pod:
+    name: str
+    address: str
+    failing: bool = False  # requests answer 500
+    healthy: bool = True  # /healthz answers 200 (else 503)
+    delay: float = 0.0  # seconds before each answer
+    served: int = 0
+    health_checks: int = 0
+    in_flight: int = 0
+    peak: int = 0  # most requests in flight at once
+    runner: Any = field(default=None, repr=False)
+
+    def app(self) -> web.Application:
+        async def handle(request: web.Request) -> web.Response:
+            if request.path == "/healthz":
+                self.health_checks += 1
+                return web.Response(status=200 if self.healthy else 503, text=self.name)
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            try:
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                self.served += 1
+                if self.failing:
+                    return web.Response(status=500, text=f"{self.name} is failing\n", headers={"x-backend": self.name})
+                return web.json_response({"pod": self.name}, headers={"x-backend": self.name})
+            finally:
+                self.in_flight -= 1
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        return app
+
+
+class Pool:
+    def __init__(self, servers: Servers, service: str, size: int, base: int) -> None:
+        """`size` Pods on 127.0.<base>.1..size, one port."""
+        self.service = service
+        self.port = free_port()
+        self.pods = [Pod(f"{service}-{i}", f"127.0.{base}.{i + 1}") for i in range(size)]
+        for pod in self.pods:
+            async def go(pod: Pod = pod) -> web.AppRunner:
+                runner = web.AppRunner(pod.app(), access_log=None)
+                await runner.setup()
+                await web.TCPSite(runner, pod.address, self.port).start()
+                return runner
+
+            pod.runner = servers.loop.run(go())
+            servers._stops.append(pod.runner.cleanup)
+
+    def manifest(self) -> str:
+        addresses = ", ".join(f"{{addresses: [{p.address}]}}" for p in self.pods)
+        return textwrap.dedent(f"""\
+            apiVersion: v1
+            kind: Service
+            metadata: {{name: {self.service}}}
+            spec:
+              ports: [{{name: http, port: 80, targetPort: {self.port}}}]
+            ---
+            apiVersion: discovery.k8s.io/v1
+            kind: EndpointSlice
+            metadata: {{name: {self.service}-1, labels: {{kubernetes.io/service-name: {self.service}}}}}
+            addressType: IPv4
+            ports: [{{name: http, port: {self.port}}}]
+            endpoints: [{addresses}]
+            """)
+
+    def reset(self) -> None:
+        for pod in self.pods:
+            pod.served = pod.peak = 0
