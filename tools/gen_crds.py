@@ -52,7 +52,7 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "TrafficPolicy": [_condition("Accepted"), _condition("Applied"), AGE],
     "GatewayExtension": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"},
                          _condition("Accepted"), AGE],
-    "Backend": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"}, AGE],
+    "Backend": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"}, _condition("Accepted"), AGE],
     "BackendConfigPolicy": [_condition("Accepted", ".status.ancestors[*].conditions"),
                             _condition("Attached", ".status.ancestors[*].conditions"), AGE],
 }

@@ -522,6 +522,11 @@ class Cluster:
     endpoint_override: bool = False
     tls: UpstreamTLS | None = None
     config: BackendConfig | None = None  # BackendConfigPolicy
+    # Where endpoints come from: EDS (Services), `endpoints` as they are (static
+    # addresses), resolved by Envoy's DNS (static host names), or the Host of each
+    # request (dynamic forward proxy; `forward_proxy_tls`: TLS to that host).
+    discovery: Literal["eds", "static", "dns", "forward_proxy"] = "eds"
+    forward_proxy_tls: bool = False
 
 
 # --- waypoint (ambient mesh, translate/mesh.py) ------------------------------------

@@ -138,29 +138,3 @@ class GatewayParameters(Resource):
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: GatewayParametersSpec = Field(default_factory=GatewayParametersSpec)
-
-
-# --- Backend ------------------------------------------------------------------
-
-
-class StaticHost(Model):
-    host: str = Field(min_length=1, description="Host name or IP address.")
-    port: int = Field(ge=1, le=65535)
-
-
-class StaticBackend(Model):
-    hosts: list[StaticHost] = Field(min_length=1)
-
-
-class BackendSpec(Model):
-    type: Literal["Static"] = Field(description="Kind of backend; Static: fixed hosts and ports.")
-    static: StaticBackend | None = None
-
-
-class Backend(Resource):
-    """A backend outside the cluster's Services that routes can send traffic to."""
-
-    KIND: ClassVar[str] = "Backend"
-    GROUP: ClassVar[str] = GROUP
-    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
-    spec: BackendSpec

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychgate.api import backend_config, core, gateway, inference, lychgate, policy
+from lychgate.api import backend, backend_config, core, gateway, inference, lychgate, policy
 from lychgate.api.base import Resource
 
 KINDS: tuple[type[Resource], ...] = (
@@ -34,6 +34,7 @@ KINDS: tuple[type[Resource], ...] = (
     policy.TrafficPolicy,
     policy.GatewayExtension,
     backend_config.BackendConfigPolicy,
+    backend.Backend,
     inference.InferencePool,
 )
 

@@ -20,17 +20,16 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api import backend_config as api
+from lychgate.api.backend import GROUPS as BACKEND_GROUPS
+from lychgate.api.backend import Backend
 from lychgate.api.base import ObjectKey
 from lychgate.api.core import Service
-from lychgate.api.lychgate import GROUP, Backend
 from lychgate.store import Store
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
 from lychgate.translate.policies.common import Invalid, duration_ms, quantity_bytes
 from lychgate.translate.secrets import tls_secret
 
 KIND = "BackendConfigPolicy"
-# Groups a Backend target may name: ours, and kgateway's so its manifests load unchanged.
-BACKEND_GROUPS = frozenset({GROUP, "gateway.kgateway.dev"})
 
 Settings = dict[str, Any]  # keyword arguments of ir.BackendConfig
 

@@ -18,7 +18,7 @@ from lychgate.api.gateway import Gateway, GatewayClass, GRPCRoute, HTTPRoute, Pa
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Store
-from lychgate.translate import backend_config, backendtls, hostnames, inference, mesh
+from lychgate.translate import backend_config, backends, backendtls, hostnames, inference, mesh
 from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, AnyRoute, Contribution, Entry
 from lychgate.translate.conditions import condition, resolved_refs
 from lychgate.translate.grpcroutes import compile_grpc_route
@@ -197,6 +197,8 @@ def _translate(
     if store.count("BackendTLSPolicy"):
         backendtls.write_status(store, backendtls.service_users(
             ((g.namespace, g.name), (c.name for c in g.clusters)) for g in out.gateways.values()), out.status)
+    if store.count("Backend"):
+        backends.write_status(store, out.status)
     if store.count(backend_config.KIND):
         backend_config.write_status(store, backend_config.backend_users(
             ((g.namespace, g.name), (c.name for c in g.clusters)) for g in out.gateways.values()), out.status)

@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from lychgate import ir
+from lychgate.api.backend import GROUPS as BACKEND_GROUPS
 from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import (
     ExtAuthBufferSettings,
@@ -100,8 +101,10 @@ def _check_grpc(svc: ExtGrpcService, path: str) -> None:
 
 
 def _check_backend(kind: str, group: str, port: int | None, path: str) -> None:
+    if group in BACKEND_GROUPS and kind == "Backend":
+        return  # a Backend's hosts carry their own ports
     if group not in ("", "core") or kind != "Service":
-        raise Invalid(f"{path}.kind", f"{group or 'core'}/{kind} is not supported; use a Service")
+        raise Invalid(f"{path}.kind", f"{group or 'core'}/{kind} is not supported; use a Service or a Backend")
     if port is None:
         raise Invalid(f"{path}.port", "a port is required")
 
@@ -230,9 +233,10 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
         assert svc is not None
         cluster = _cluster(store, ext, svc, grpc=isinstance(svc, ExtGrpcService))
         ready = len(cluster.endpoints)
-        conds.append(condition("ResolvedRefs", True, "ResolvedRefs",
-                               f"Service {svc.backend_ref.namespace or ext.namespace}/{svc.backend_ref.name} "
-                               f"port {svc.backend_ref.port}: {ready} ready endpoint(s)", gen))
+        ref = svc.backend_ref
+        target = (f"Backend {ref.namespace or ext.namespace}/{ref.name}" if ref.kind == "Backend"
+                  else f"Service {ref.namespace or ext.namespace}/{ref.name} port {ref.port}")
+        conds.append(condition("ResolvedRefs", True, "ResolvedRefs", f"{target}: {ready} ready endpoint(s)", gen))
     except Unresolved as err:
         conds.append(condition("ResolvedRefs", False, err.reason, err.message, gen))
     return {"conditions": conds}

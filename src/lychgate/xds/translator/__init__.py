@@ -13,6 +13,7 @@ from lychgate.xds import types
 
 # Policy features register themselves on import (their `order` is the HTTP filter order).
 from lychgate.xds.translator import (  # noqa: F401
+    backend_cluster,
     buffer,
     cluster_policy,
     cors,
@@ -104,8 +105,9 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
     for cluster in gateway.clusters:
         out.add(types.CLUSTER, cluster.name,
                 _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster))
-        out.add(types.ENDPOINT, cluster.name,
-                _cached(cache, cluster, "endpoints", endpoint_pb2.ClusterLoadAssignment, load_assignment))
+        if cluster.discovery == "eds":
+            out.add(types.ENDPOINT, cluster.name,
+                    _cached(cache, cluster, "endpoints", endpoint_pb2.ClusterLoadAssignment, load_assignment))
     for feature in FEATURES:
         for type_url, name, message in feature.resources(gateway):
             out.add(type_url, name, message)

@@ -12,7 +12,7 @@ from envoy.type.matcher.v3 import string_pb2
 from google.protobuf import any_pb2, duration_pb2
 
 from lychgate import ir
-from lychgate.xds.translator import cluster_policy
+from lychgate.xds.translator import backend_cluster, cluster_policy
 from lychgate.xds.translator.inference import override_host_policy
 from lychgate.xds.translator.listener import ads_source
 
@@ -43,6 +43,7 @@ def envoy_cluster(cluster: ir.Cluster) -> cluster_pb2.Cluster:
         out.transport_socket.CopyFrom(upstream_tls(cluster.tls))
     if cluster.endpoint_override:  # an InferencePool: its endpoint picker chooses
         out.load_balancing_policy.CopyFrom(override_host_policy())
+    backend_cluster.patch(cluster, out, load_assignment(cluster))  # Backend objects
     cluster_policy.apply(cluster, out)  # BackendConfigPolicy
     return out
 

@@ -1,0 +1,85 @@
+"""Backend objects as backendRefs: static hosts, dynamic forward proxy, AWS Lambda.
+
+A route (or GatewayExtension) naming `group: gateway.lychgate.dev, kind: Backend`
+gets a cluster named `backend/<namespace>/<name>` (`.../dfp` for a forward proxy); the backendRef's port is not
+used, the Backend's hosts carry theirs. A Backend that cannot be served keeps
+its routes' share of traffic at 500, and its own status says why.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any, Literal
+
+from lychgate import ir
+from lychgate.api.backend import GROUPS, Backend
+from lychgate.api.base import ObjectKey
+from lychgate.store import Store
+from lychgate.translate import backend_config
+from lychgate.translate.conditions import condition
+from lychgate.translate.grants import grant_allows
+
+_H2 = frozenset({"http2", "grpc", "kubernetes.io/h2c"})
+
+
+def is_backend_ref(group: str, kind: str) -> bool:
+    return group in GROUPS and kind == "Backend"
+
+
+def cluster_name(namespace: str, name: str) -> str:
+    return f"backend/{namespace}/{name}"
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def problem(backend: Backend) -> str:
+    """Why the Backend cannot be served, or ""."""
+    if backend.spec.aws is not None:
+        return "aws.lambda backends are not supported yet"
+    return ""
+
+
+def cluster(store: Store, backend: Backend) -> ir.Cluster:
+    name = cluster_name(backend.namespace, backend.name)
+    config = backend_config.for_backend(store, backend)
+    if backend.spec.dynamic_forward_proxy is not None:
+        return ir.Cluster(name=f"{name}/dfp", endpoints=(), discovery="forward_proxy", config=config,
+                          forward_proxy_tls=bool(backend.spec.dynamic_forward_proxy.enable_tls))
+    static = backend.spec.static
+    assert static is not None
+    app = static.app_protocol or ""
+    protocol: Literal["http1", "h2c", "ws"] = "h2c" if app in _H2 else "ws" if app == "kubernetes.io/ws" else "http1"
+    discovery: Literal["static", "dns"] = "static" if all(_is_ip(h.host) for h in static.hosts) else "dns"
+    return ir.Cluster(name=name, endpoints=tuple(ir.Endpoint(h.host, h.port) for h in static.hosts),
+                      protocol=protocol, discovery=discovery, config=config)
+
+
+def resolve(store: Store, from_group: str, from_kind: str, from_namespace: str, group: str,
+            namespace: str, name: str) -> tuple[ir.Cluster | None, str, str]:
+    """(cluster, reason, message) for a backendRef to a Backend; reason "ResolvedRefs" when usable."""
+    if not grant_allows(store, from_group, from_kind, from_namespace, group, "Backend", namespace, name):
+        return None, "RefNotPermitted", (
+            f"Backend {namespace}/{name} is in another namespace and no ReferenceGrant in {namespace} "
+            f"allows {from_kind} from {from_namespace} to refer to it")
+    backend = store.get(Backend, namespace, name)
+    if backend is None:
+        return None, "BackendNotFound", f"Backend {namespace}/{name} not found"
+    why = problem(backend)
+    if why:
+        return None, "InvalidKind", f"Backend {namespace}/{name}: {why}"
+    return cluster(store, backend), "ResolvedRefs", ""
+
+
+def write_status(store: Store, out: dict[ObjectKey, dict[str, Any]]) -> None:
+    for backend in store.list(Backend):
+        why = problem(backend)
+        accepted = (condition("Accepted", False, "Unsupported", why, backend.generation) if why
+                    else condition("Accepted", True, "Accepted", f"{backend.spec.kind} backend is ready for routes",
+                                   backend.generation))
+        out[backend.key] = {"conditions": [accepted]}
