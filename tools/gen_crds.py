@@ -53,6 +53,7 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "GatewayExtension": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"},
                          _condition("Accepted"), AGE],
     "Backend": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"}, _condition("Accepted"), AGE],
+    "DirectResponse": [{"name": "Status", "type": "integer", "jsonPath": ".spec.status"}, AGE],
     "BackendConfigPolicy": [_condition("Accepted", ".status.ancestors[*].conditions"),
                             _condition("Attached", ".status.ancestors[*].conditions"), AGE],
 }

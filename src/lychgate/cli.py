@@ -47,6 +47,8 @@ for _kind, _names in {
     "TrafficPolicy": ("trafficpolicies", "trafficpolicy", "tp"),
     "GatewayExtension": ("gatewayextensions", "gatewayextension", "gwe"),
     "BackendConfigPolicy": ("backendconfigpolicies", "backendconfigpolicy", "bcp"),
+    "Backend": ("backends", "backend"),
+    "DirectResponse": ("directresponses", "directresponse"),
 }.items():
     for _n in _names:
         KIND_ALIASES[_n] = _kind

@@ -90,6 +90,10 @@ class Forward:
 class DirectResponse:
     status: int
     body: str = ""
+    # A body Envoy formats (DirectResponse bodyFormat): text, or a JSON object as canonical JSON text.
+    text_format: str | None = None
+    json_format: str | None = None
+    content_type: str | None = None
 
 
 @dataclass(frozen=True)

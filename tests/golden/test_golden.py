@@ -64,12 +64,14 @@ def render(case: str) -> dict[str, Any]:
 
 
 def _sorted_maps(value: Any) -> Any:
-    """Matcher maps (protobuf maps: no stable JSON order) with their keys sorted."""
+    """Matcher maps and Structs (protobuf maps: no stable JSON order) with their keys sorted."""
     if isinstance(value, dict):
         out = {k: _sorted_maps(v) for k, v in value.items()}
         for kind in ("prefixMatchMap", "exactMatchMap"):
             if isinstance(out.get(kind), dict) and isinstance(out[kind].get("map"), dict):
                 out[kind]["map"] = dict(sorted(out[kind]["map"].items()))
+        if isinstance(out.get("jsonFormat"), dict):  # a Struct: a protobuf map too
+            out["jsonFormat"] = dict(sorted(out["jsonFormat"].items()))
         return out
     if isinstance(value, list):
         return [_sorted_maps(v) for v in value]

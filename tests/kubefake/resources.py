@@ -251,6 +251,8 @@ def custom_types() -> list[ResourceType]:
                      list_types=_PLAIN_CR_LISTS, status=True),
         ResourceType(LYCHGATE_API, ("v1alpha1",), "BackendConfigPolicy", "backendconfigpolicies",
                      list_types=_POLICY_LISTS, status=True),
+        ResourceType(LYCHGATE_API, ("v1alpha1",), "DirectResponse", "directresponses",
+                     list_types=_POLICY_LISTS, status=True),
         ResourceType(LYCHGATE_API, ("v1alpha1",), "Backend", "backends",
                      list_types=_lists(_conditions(("status",), ("status", "parents"))), status=True),
         ResourceType(INFERENCE_API, ("v1",), "InferencePool", "inferencepools",

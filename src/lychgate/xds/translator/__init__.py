@@ -17,6 +17,7 @@ from lychgate.xds.translator import (  # noqa: F401
     buffer,
     cluster_policy,
     cors,
+    direct_response,
     ext_authz,
     ext_proc,
     inference,
