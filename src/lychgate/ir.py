@@ -249,6 +249,30 @@ class Retry:
 
 
 @dataclass(frozen=True)
+class RateLimitService:
+    """One GatewayExtension of type RateLimit: one ratelimit filter in the chain."""
+
+    name: str  # "namespace/name" of the GatewayExtension
+    cluster: str
+    domain: str
+    authority: str | None = None
+    timeout_ms: int = 100
+    fail_open: bool = True
+    x_ratelimit_headers: bool = False
+
+
+# A descriptor entry: ("generic", key, value), ("header", name, ""),
+# ("remote_address", "", "") or ("path", "", "").
+DescriptorEntry = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class GlobalRateLimit:
+    service: RateLimitService
+    descriptors: tuple[tuple[DescriptorEntry, ...], ...]
+
+
+@dataclass(frozen=True)
 class RoutePolicy:
     """What the TrafficPolicies attached to a route make of it (None: not set)."""
 
@@ -256,6 +280,7 @@ class RoutePolicy:
     ext_proc: ExtProcRoute | None = None
     transformation: Transformation | None = None
     rate_limit: TokenBucket | None = None
+    global_rate_limit: GlobalRateLimit | None = None
     cors: Cors | None = None
     request_headers: HeaderOps = HeaderOps()
     response_headers: HeaderOps = HeaderOps()
@@ -328,7 +353,7 @@ class HTTPListener:
     # Every usable ext auth / ext proc GatewayExtension: each gets a filter in the
     # chain (off by default) whether or not a route uses it yet, so attaching a
     # policy changes only routes and never drains the listener's connections.
-    extensions: tuple[ExtAuthService | ExtProcService, ...] = ()
+    extensions: tuple[ExtAuthService | ExtProcService | RateLimitService, ...] = ()
     # The route-configured policy filters (rate limit, buffer, transformation)
     # are installed, off by default, once any TrafficPolicy exists: from then on
     # policies never change the listener.

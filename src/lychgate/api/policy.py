@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from lychgate.api.base import Model, OpenModel, Resource
 from lychgate.api.gateway import BackendRef, HeaderModifier, HTTPHeader
@@ -125,11 +125,39 @@ class LocalRateLimitPolicy(Model):
     token_bucket: TokenBucket | None = None
 
 
+class RateLimitDescriptorEntryGeneric(Model):
+    key: str = Field(min_length=1)
+    value: str = Field(min_length=1)
+
+
+class RateLimitDescriptorEntry(Model):
+    """One entry of a descriptor: a fixed key and value, a request header, the client address or the path."""
+
+    type: Literal["Generic", "Header", "RemoteAddress", "Path"]
+    generic: RateLimitDescriptorEntryGeneric | None = None
+    header: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> RateLimitDescriptorEntry:
+        if (self.generic is not None) != (self.type == "Generic") or (self.header is not None) != (self.type == "Header"):
+            raise ValueError("exactly one entry type must be specified")
+        return self
+
+
+class RateLimitDescriptor(Model):
+    entries: list[RateLimitDescriptorEntry] = Field(min_length=1)
+
+
+class GlobalRateLimitPolicy(Model):
+    """`rateLimit.global`: descriptors sent to a RateLimit GatewayExtension's service."""
+
+    descriptors: list[RateLimitDescriptor] = Field(min_length=1)
+    extension_ref: NamespacedObjectReference
+
+
 class RateLimit(Model):
     local: LocalRateLimitPolicy | None = None
-    # Global rate limiting (an external rate limit service) is not implemented:
-    # carried so the status can say so.
-    global_: OpenModel | None = Field(None, alias="global")
+    global_: GlobalRateLimitPolicy | None = Field(None, alias="global")
 
 
 class CorsPolicy(Model):
@@ -252,11 +280,21 @@ class ExtProcProvider(Model):
     metadata_options: OpenModel | None = None
 
 
+class RateLimitProvider(Model):
+    """A service speaking Envoy's rate limit protocol (envoy.service.ratelimit.v3)."""
+
+    grpc_service: ExtGrpcService
+    domain: str = Field(min_length=1)
+    fail_open: bool = True
+    timeout: str = Field("100ms", max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")
+    x_rate_limit_headers: Literal["Off", "DraftVersion03"] = Field("Off", alias="xRateLimitHeaders")
+
+
 class GatewayExtensionSpec(Model):
     type: Literal["ExtAuth", "ExtProc", "RateLimit", "JWTProviders"] | None = None
     ext_auth: ExtAuthProvider | None = None
     ext_proc: ExtProcProvider | None = None
-    rate_limit: OpenModel | None = None
+    rate_limit: RateLimitProvider | None = None
     jwt_providers: list[OpenModel] = Field(default_factory=list)
 
 

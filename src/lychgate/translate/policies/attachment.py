@@ -43,10 +43,12 @@ from lychgate.translate.policies.common import CompileContext, Invalid, Unresolv
 from lychgate.translate.policies.extensions import (
     EXT_AUTH,
     EXT_PROC,
+    RATE_LIMIT,
     ext_auth_service,
     ext_proc_service,
     extension_status,
     extension_type,
+    rate_limit_service,
 )
 from lychgate.translate.policies.fields import FIELDS, UNSUPPORTED, PolicyField
 from lychgate.translate.policies.merge import deep_merge_fields
@@ -169,7 +171,7 @@ class PolicyIndex:
         # HTTPRoute key -> policy key -> Outcome on that route's rules
         self._route_outcomes: dict[ObjectKey, dict[str, Outcome]] = defaultdict(dict)
         # Every usable extension gets a filter on every listener (see ir.HTTPListener.extensions).
-        self.extensions: tuple[ir.ExtAuthService | ir.ExtProcService, ...] = ()
+        self.extensions: tuple[ir.ExtAuthService | ir.ExtProcService | ir.RateLimitService, ...] = ()
         self._extension_clusters: dict[str, ir.Cluster] = {}
         self._index_extensions()
         policies = sorted(store.list(TrafficPolicy), key=lambda p: (p.created, p.namespace, p.name))
@@ -184,7 +186,7 @@ class PolicyIndex:
         self.active = bool(self.states)
 
     def _index_extensions(self) -> None:
-        found: list[ir.ExtAuthService | ir.ExtProcService] = []
+        found: list[ir.ExtAuthService | ir.ExtProcService | ir.RateLimitService] = []
         for ext in sorted(self.store.list(GatewayExtension), key=lambda e: (e.namespace, e.name)):
             kind = extension_type(ext)
             try:
@@ -194,6 +196,9 @@ class PolicyIndex:
                 elif kind == EXT_PROC:
                     proc, cluster = ext_proc_service(self.store, ext.namespace, ext.name)
                     found.append(proc)
+                elif kind == RATE_LIMIT:
+                    limit, cluster = rate_limit_service(self.store, ext.namespace, ext.name)
+                    found.append(limit)
                 else:
                     continue
             except (Invalid, Unresolved):

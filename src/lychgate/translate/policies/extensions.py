@@ -25,7 +25,7 @@ from lychgate.translate.conditions import condition
 from lychgate.translate.policies.common import Invalid, Unresolved, duration_ms, header_name
 from lychgate.translate.references import resolve_service
 
-EXT_AUTH, EXT_PROC = "ExtAuth", "ExtProc"
+EXT_AUTH, EXT_PROC, RATE_LIMIT = "ExtAuth", "ExtProc", "RateLimit"
 
 
 def cluster_name(ext: GatewayExtension) -> str:
@@ -53,7 +53,8 @@ def validate(ext: GatewayExtension) -> None:
     if spec.type is not None and spec.type != kind:
         raise Invalid("spec.type", f"is {spec.type} but the spec configures {present[0]}")
     if spec.rate_limit is not None:
-        raise Invalid("spec.rateLimit", "global rate limiting is not supported by lychgate yet")
+        _check_grpc(spec.rate_limit.grpc_service, "spec.rateLimit.grpcService")
+        duration_ms(spec.rate_limit.timeout, "spec.rateLimit.timeout", 1)
     if spec.jwt_providers:
         raise Invalid("spec.jwtProviders", "JWT providers are not supported by lychgate yet")
     if spec.ext_auth is not None:
@@ -214,6 +215,18 @@ def ext_proc_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtPro
     ), cluster
 
 
+def rate_limit_service(store: Store, namespace: str, name: str) -> tuple[ir.RateLimitService, ir.Cluster]:
+    ext = lookup(store, namespace, name, RATE_LIMIT)
+    limit = ext.spec.rate_limit
+    assert limit is not None
+    grpc = limit.grpc_service
+    return ir.RateLimitService(
+        name=f"{ext.namespace}/{ext.name}", cluster=cluster_name(ext), domain=limit.domain, authority=grpc.authority,
+        timeout_ms=duration_ms(limit.timeout, ""), fail_open=limit.fail_open,
+        x_ratelimit_headers=limit.x_rate_limit_headers == "DraftVersion03",
+    ), _cluster(store, ext, grpc, grpc=True)
+
+
 def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
     """Accepted (the spec can be served) and ResolvedRefs (its Service can be reached)."""
     gen = ext.generation
@@ -228,6 +241,8 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
     try:
         if ext.spec.ext_auth is not None:
             svc: ExtGrpcService | ExtHttpService | None = ext.spec.ext_auth.grpc_service or ext.spec.ext_auth.http_service
+        elif ext.spec.rate_limit is not None:
+            svc = ext.spec.rate_limit.grpc_service
         else:
             svc = ext.spec.ext_proc.grpc_service if ext.spec.ext_proc else None
         assert svc is not None

@@ -22,6 +22,7 @@ from lychgate.xds.translator import (  # noqa: F401
     ext_proc,
     inference,
     local_ratelimit,
+    ratelimit,
     route_policy,
     scoped,
     transformation,
