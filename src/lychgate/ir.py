@@ -227,6 +227,8 @@ class TokenBucket:
     max_tokens: int
     tokens_per_fill: int
     fill_interval_ms: int
+    percent_enabled: int = 100
+    percent_enforced: int = 100
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,7 @@ class Retry:
     per_try_timeout_ms: int | None = None
     status_codes: tuple[int, ...] = ()
     backoff_base_ms: int | None = None
+    host_predicates: tuple[str, ...] = ()  # "PreviousHosts", "OmitCanaryHosts"
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,10 @@ class RoutePolicy:
     timeout_ms: int | None = None
     stream_idle_timeout_ms: int | None = None
     retry: Retry | None = None
+    response_compression: bool | None = None  # compression (xds/translator/compression.py)
+    request_decompression: bool | None = None
+    path_regex_rewrite: tuple[str, str] | None = None  # urlRewrite.pathRegex: pattern, substitution
+    auto_host_rewrite: bool | None = None
     # "namespace/name" of every TrafficPolicy that contributed, oldest first.
     sources: tuple[str, ...] = ()
 

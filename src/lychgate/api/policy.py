@@ -123,6 +123,10 @@ class TokenBucket(Model):
 
 class LocalRateLimitPolicy(Model):
     token_bucket: TokenBucket | None = None
+    # Of the requests, how many the filter counts (enabled) and how many over the limit
+    # it refuses (enforced); percentEnforced 0 is shadow mode: counted, never refused.
+    percent_enabled: int | None = Field(None, ge=0, le=100)
+    percent_enforced: int | None = Field(None, ge=0, le=100)
 
 
 class RateLimitDescriptorEntryGeneric(Model):
@@ -193,6 +197,35 @@ class Retry(Model):
     per_try_timeout: str | None = None
     status_codes: list[int] = Field(default_factory=list)
     backoff_base_interval: str | None = None
+    retry_host_predicates: list[Literal["PreviousHosts", "OmitCanaryHosts"]] = Field(default_factory=list)
+
+
+class PathRegexRewrite(Model):
+    pattern: str = Field(min_length=1, max_length=1024)
+    substitution: str = Field(min_length=1, max_length=1024)
+
+
+class URLRewrite(Model):
+    """`urlRewrite`: the path rewritten by a regular expression (RE2)."""
+
+    path_regex: PathRegexRewrite
+
+
+class CompressionToggle(Model):
+    disable: PolicyDisable | None = None
+
+
+class Compression(Model):
+    """`compression`: gzip responses for clients that accept it, gunzip request bodies."""
+
+    response_compression: CompressionToggle | None = None
+    request_decompression: CompressionToggle | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> Compression:
+        if self.response_compression is None and self.request_decompression is None:
+            raise ValueError("at least one of responseCompression, requestDecompression must be set")
+        return self
 
 
 class TrafficPolicySpec(Model):
@@ -216,8 +249,8 @@ class TrafficPolicySpec(Model):
     basic_auth: OpenModel | None = None
     api_key_authentication: OpenModel | None = None
     oauth2: OpenModel | None = None
-    url_rewrite: OpenModel | None = None
-    compression: OpenModel | None = None
+    url_rewrite: URLRewrite | None = None
+    compression: Compression | None = None
     direct_response: OpenModel | None = None
 
 

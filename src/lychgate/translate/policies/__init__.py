@@ -8,7 +8,9 @@ them to the routes translation produces and writes the policies' status.
 from __future__ import annotations
 
 from lychgate.translate.policies import (  # noqa: F401  (imported to register their fields)
+    auto_host_rewrite,
     buffer,
+    compression,
     cors,
     ext_auth,
     ext_proc,
@@ -16,6 +18,7 @@ from lychgate.translate.policies import (  # noqa: F401  (imported to register t
     rate_limit,
     timeouts,
     transformation,
+    url_rewrite,
 )
 from lychgate.translate.policies.attachment import INVALID_POLICY_BODY, PolicyIndex, Target
 

@@ -72,8 +72,8 @@ def register(field: PolicyField) -> PolicyField:
 # kgateway TrafficPolicy fields lychgate does not implement yet. A policy using
 # one is not Accepted: silently ignoring it is the failure this code exists to prevent.
 UNSUPPORTED = {
-    "ai": "ai", "csrf": "csrf", "auto_host_rewrite": "autoHostRewrite", "rbac": "rbac",
+    "ai": "ai", "csrf": "csrf", "rbac": "rbac",
     "jwt_auth": "jwtAuth", "basic_auth": "basicAuth",
     "api_key_authentication": "apiKeyAuthentication", "oauth2": "oauth2",
-    "url_rewrite": "urlRewrite", "compression": "compression", "direct_response": "directResponse",
+    "direct_response": "directResponse",
 }

@@ -34,11 +34,13 @@ class RateLimitField(PolicyField):
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         out: dict[str, Any] = {"rate_limit": None, "global_rate_limit": None}
         # `local: {}` (no bucket) switches an inherited limit off.
-        bucket = (value.get("local") or {}).get("tokenBucket")
+        local = value.get("local") or {}
+        bucket = local.get("tokenBucket")
         if bucket is not None:
             out["rate_limit"] = ir.TokenBucket(
                 max_tokens=bucket["maxTokens"], tokens_per_fill=bucket.get("tokensPerFill", 1),
                 fill_interval_ms=duration_ms(bucket["fillInterval"], f"{path}.local.tokenBucket.fillInterval", 50),
+                percent_enabled=local.get("percentEnabled", 100), percent_enforced=local.get("percentEnforced", 100),
             )
         limit = value.get("global")
         if limit is not None:

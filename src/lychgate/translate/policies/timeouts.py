@@ -49,6 +49,7 @@ class RetryField(PolicyField):
             retry_on=tuple(retry_on), attempts=value.get("attempts", 1), status_codes=tuple(codes),
             per_try_timeout_ms=duration_ms(per_try, f"{path}.perTryTimeout", 1) if per_try else None,
             backoff_base_ms=duration_ms(backoff, f"{path}.backoffBaseInterval", 1) if backoff else None,
+            host_predicates=tuple(dict.fromkeys(value.get("retryHostPredicates") or ())),
         )}
 
 
