@@ -26,7 +26,8 @@ from lychgate.translate.gateway import translate
 from tests.harness import EchoBackends, Lychgate, free_port, wait_for
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
-CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None)}
+CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None),
+         "backends": (None, None)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -52,12 +53,12 @@ class Example:
     def __init__(self, name: str, root: Path, backends: EchoBackends) -> None:
         self.dir = root / name
         shutil.copytree(EXAMPLES / name, self.dir)
-        echo = backends.start("echo")
+        echo = self.echo_port = backends.start("echo")
         self.address = f"127.0.{random.randint(100, 250)}.{random.randint(2, 250)}"
         script, port = CASES[name]
         self.server: subprocess.Popen[bytes] | None = None
         replacements = {"3000": str(echo), "127.0.2.1": self.address, "127.0.2.2": self.address,
-                        "127.0.2.3": self.address}
+                        "127.0.2.3": self.address, "127.0.2.4": self.address}
         if script and port:
             server_port = free_port()
             replacements[str(port)] = str(server_port)
@@ -143,3 +144,20 @@ def test_transformation_example(example: Example) -> None:
     assert seen["X-User"] == ["ada"] and seen["X-Order"] == ["POST /orders page 2"]
     assert seen["X-Client"][0].startswith("agent=python-httpx")
     assert "X-Debug" not in seen
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("example", ["backends"], indirect=True)
+def test_backends_example(example: Example) -> None:
+    echo = wait_for(lambda: (r := example.curl("echo.example.com", "/", headers={"accept-encoding": "gzip"}))
+                    .status_code == 200 and r, 10, "the echo route")
+    assert echo.headers["content-encoding"] == "gzip" and json.loads(echo.text)["pod"] == "echo"
+    legacy = wait_for(lambda: (r := example.curl("legacy.example.com", "/v2/orders")).status_code == 200 and r,
+                      10, "the static Backend")
+    assert json.loads(legacy.text)["pod"] == "echo"
+    retired = example.curl("legacy.example.com", "/v1/orders")
+    assert (retired.status_code, retired.text) == (410, "v1 is retired; use /v2\n")
+    egress = example.curl(f"localhost:{example.echo_port}", "/anything")
+    assert egress.status_code == 200 and json.loads(egress.text)["path"] == "/anything"
+    out = example.lg.cli("get", "backendconfigpolicies").stdout
+    assert "echo" in out, out
