@@ -73,6 +73,18 @@ class EndpointPicker:
 
 
 @dataclass(frozen=True)
+class AwsLambda:
+    """An AWS Lambda function a Backend names: Envoy's aws_lambda filter invokes
+    it, signing the request (SigV4) with `credentials` or its default chain."""
+
+    arn: str
+    host: str  # the Host the request is signed for
+    asynchronous: bool = False
+    passthrough: bool = False  # payloadTransformMode None: the body as it is
+    credentials: tuple[str, str, str | None] | None = None  # access key, secret key, session token
+
+
+@dataclass(frozen=True)
 class Forward:
     backends: tuple[WeightedCluster, ...]
     timeout_ms: int | None = None  # None: Envoy's default; 0: no timeout
@@ -84,6 +96,7 @@ class Forward:
     picker: EndpointPicker | None = None  # a backend is an InferencePool
     # Consistent-hashing key of the backends' BackendConfigPolicy (ring hash, maglev).
     hash_policies: tuple[HashPolicy, ...] = ()
+    aws_lambda: AwsLambda | None = None  # the backend is a Lambda Backend
 
 
 @dataclass(frozen=True)
@@ -563,6 +576,7 @@ class Cluster:
     # request (dynamic forward proxy; `forward_proxy_tls`: TLS to that host).
     discovery: Literal["eds", "static", "dns", "forward_proxy"] = "eds"
     forward_proxy_tls: bool = False
+    aws_lambda: AwsLambda | None = None  # a Lambda Backend: routes to it invoke the function
 
 
 # --- waypoint (ambient mesh, translate/mesh.py) ------------------------------------

@@ -16,6 +16,7 @@ from lychgate.store import Store
 from lychgate.translate.gateway import translate
 from lychgate.xds.translator import build
 from lychgate.xds.validate import Preflight
+from tests.policies import lambda_server
 from tests.policies.conftest import Stack, condition
 from tests.policies.servers import body_of
 
@@ -61,14 +62,41 @@ def test_dynamic_forward_proxy_goes_where_the_host_says(stack: Stack) -> None:
         assert body_of(resp)["pod"] == server.pod
 
 
+def test_lambda_backend_is_invoked_signed(stack: Stack) -> None:
+    fn = lambda_server.start(stack.servers, "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+    stack.write("lambda.yaml", """
+apiVersion: v1
+kind: Secret
+metadata: {name: aws-creds}
+stringData: {accessKey: AKIDEXAMPLE, secretKey: wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY}""",
+                backend("fn", f"""  aws:
+    accountId: "123456789012"
+    region: eu-west-1
+    auth: {{type: Secret, secretRef: {{name: aws-creds}}}}
+    lambda: {{functionName: hello, endpointURL: "http://127.0.0.1:{fn.port}"}}"""),
+                stack.route("fn", "fn.example.com", to_backend("fn")))
+    try:
+        resp = stack.wait("fn.example.com", lambda r: r.status_code == 201, path="/greet", headers={"x-user": "ada"},
+                          what="the function to answer")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\nthe function rejected: {fn.rejected[-3:]}") from None
+    assert resp.text == "hello ada from /greet" and resp.headers["x-served-by"] == "lambda"
+    assert fn.rejected == []  # every invocation carried a valid SigV4 signature
+    call = fn.invocations[-1]
+    assert call["function"] == "arn:aws:lambda:eu-west-1:123456789012:function:hello"
+    assert call["event"]["method"] == "GET" and call["invocation_type"] == "RequestResponse"
+
+
 def test_unusable_backends_answer_500_and_say_why(stack: Stack) -> None:
-    stack.write("lambda.yaml",
-                backend("fn", "  aws:\n    accountId: '000000000000'\n    lambda: {functionName: hello}"),
-                stack.route("fn", "fn.example.com", to_backend("fn")),
+    stack.write("broken.yaml",
+                backend("no-creds", "  aws:\n    accountId: '000000000000'\n    lambda: {functionName: hello}\n"
+                                    "    auth: {type: Secret, secretRef: {name: missing}}"),
+                stack.route("no-creds", "no-creds.example.com", to_backend("no-creds")),
                 stack.route("ghost", "ghost.example.com", to_backend("ghost")))
-    assert stack.wait("fn.example.com", lambda r: r.status_code == 500).status_code == 500
+    assert stack.wait("no-creds.example.com", lambda r: r.status_code == 500).status_code == 500
     assert stack.wait("ghost.example.com", lambda r: r.status_code == 500).status_code == 500
-    assert condition(stack.status("Backend", "fn")["conditions"], "Accepted")["reason"] == "Unsupported"
+    accepted = condition(stack.status("Backend", "no-creds")["conditions"], "Accepted")
+    assert accepted["status"] == "False" and "Secret default/missing not found" in accepted["message"]
     refs = condition(stack.status("HTTPRoute", "ghost")["parents"][0]["conditions"], "ResolvedRefs")
     assert refs["reason"] == "BackendNotFound" and "Backend default/ghost not found" in refs["message"]
 

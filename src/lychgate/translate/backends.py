@@ -1,4 +1,5 @@
-"""Backend objects as backendRefs: static hosts, dynamic forward proxy, AWS Lambda.
+"""Backend objects as backendRefs: static hosts, dynamic forward proxy, AWS Lambda
+(translate/aws_lambda.py).
 
 A route (or GatewayExtension) naming `group: gateway.lychgate.dev, kind: Backend`
 gets a cluster named `backend/<namespace>/<name>` (`.../dfp` for a forward proxy); the backendRef's port is not
@@ -15,7 +16,7 @@ from lychgate import ir
 from lychgate.api.backend import GROUPS, Backend
 from lychgate.api.base import ObjectKey
 from lychgate.store import Store
-from lychgate.translate import backend_config
+from lychgate.translate import aws_lambda, backend_config
 from lychgate.translate.conditions import condition
 from lychgate.translate.grants import grant_allows
 
@@ -38,16 +39,21 @@ def _is_ip(host: str) -> bool:
         return False
 
 
-def problem(backend: Backend) -> str:
+def problem(store: Store, backend: Backend) -> str:
     """Why the Backend cannot be served, or ""."""
     if backend.spec.aws is not None:
-        return "aws.lambda backends are not supported yet"
+        try:
+            aws_lambda.function(store, backend)
+        except aws_lambda.LambdaProblem as err:
+            return str(err)
     return ""
 
 
 def cluster(store: Store, backend: Backend) -> ir.Cluster:
     name = cluster_name(backend.namespace, backend.name)
     config = backend_config.for_backend(store, backend)
+    if backend.spec.aws is not None:
+        return aws_lambda.cluster(store, backend, name, config)
     if backend.spec.dynamic_forward_proxy is not None:
         return ir.Cluster(name=f"{name}/dfp", endpoints=(), discovery="forward_proxy", config=config,
                           forward_proxy_tls=bool(backend.spec.dynamic_forward_proxy.enable_tls))
@@ -70,7 +76,7 @@ def resolve(store: Store, from_group: str, from_kind: str, from_namespace: str, 
     backend = store.get(Backend, namespace, name)
     if backend is None:
         return None, "BackendNotFound", f"Backend {namespace}/{name} not found"
-    why = problem(backend)
+    why = problem(store, backend)
     if why:
         return None, "InvalidKind", f"Backend {namespace}/{name}: {why}"
     return cluster(store, backend), "ResolvedRefs", ""
@@ -78,8 +84,8 @@ def resolve(store: Store, from_group: str, from_kind: str, from_namespace: str, 
 
 def write_status(store: Store, out: dict[ObjectKey, dict[str, Any]]) -> None:
     for backend in store.list(Backend):
-        why = problem(backend)
-        accepted = (condition("Accepted", False, "Unsupported", why, backend.generation) if why
+        why = problem(store, backend)
+        accepted = (condition("Accepted", False, "Invalid", why, backend.generation) if why
                     else condition("Accepted", True, "Accepted", f"{backend.spec.kind} backend is ready for routes",
                                    backend.generation))
         out[backend.key] = {"conditions": [accepted]}

@@ -205,6 +205,7 @@ def _forward(
         retry=rule_filters.retry(rule.retry, "retry") if rule.retry is not None else None,
         websocket=websocket, picker=picker,
         hash_policies=backend_config.hash_policies(out.clusters.get(b.cluster or "") for b in backends),
+        aws_lambda=next((c.aws_lambda for b in backends if (c := out.clusters.get(b.cluster or ""))), None),
     )
 
 

@@ -164,3 +164,9 @@ def tls_secret(store: Store, namespace: str, name: str) -> tuple[ir.Certificate 
     if cert is None and ca is None:
         return None, None, f"Secret {namespace}/{name} has neither tls.crt/tls.key nor ca.crt"
     return cert, ca, ""
+
+
+def secret_value(secret: Secret, key: str) -> str | None:
+    """A Secret's value under `key` as text (data is base64, stringData plain), or None."""
+    raw = _field(secret, key)
+    return raw.decode(errors="replace") if raw is not None else None

@@ -13,6 +13,7 @@ from lychgate.xds import types
 
 # Policy features register themselves on import (their `order` is the HTTP filter order).
 from lychgate.xds.translator import (  # noqa: F401
+    aws_lambda,
     backend_cluster,
     buffer,
     cluster_policy,

@@ -43,6 +43,9 @@ def _pack(message: object) -> any_pb2.Any:
 def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb2.ClusterLoadAssignment) -> None:
     """Turn the EDS Cluster built for `cluster` into what its discovery asks for;
     `assignment` is its ClusterLoadAssignment (static addresses and host names)."""
+    if cluster.aws_lambda is not None:
+        # Envoy's aws_lambda filter acts only on clusters marked as Lambda gateways.
+        out.metadata.filter_metadata["com.amazonaws.lambda"].update({"egress_gateway": True})
     if cluster.discovery == "eds":
         return
     out.ClearField("eds_cluster_config")
