@@ -1,6 +1,7 @@
-"""A pool of backend Pods for one Service: the same port on several loopback
-addresses, each one able to fail its requests, fail its health check, or answer
-slowly, and counting what it served."""
+"""Pools of backend Pods for one Service: the same port on several loopback
+addresses. HTTP Pods can fail their requests, fail their health check or answer
+slowly, and count what they served; gRPC Pods serve the standard health service
+and say their name."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 from aiohttp import web
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from tests.harness import free_port
 from tests.policies.servers import Servers
@@ -86,3 +89,60 @@ class Pool:
     def reset(self) -> None:
         for pod in self.pods:
             pod.served = pod.peak = 0
+
+
+@dataclass
+class GrpcPod:
+    """A gRPC server (h2c) with the standard health service and /test.Who/Name,
+    which answers with the Pod's name."""
+
+    name: str
+    address: str
+    servers: Servers = field(repr=False)
+    health: Any = field(default=None, repr=False)  # grpc_health's aio HealthServicer
+
+    def serving(self, ok: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+        self.servers.loop.run(self.health.set("", status))
+
+
+class GrpcPool:
+    def __init__(self, servers: Servers, service: str, size: int, base: int) -> None:
+        self.service = service
+        self.port = free_port()
+        self.pods = [GrpcPod(f"{service}-{i}", f"127.0.{base}.{i + 1}", servers) for i in range(size)]
+        for pod in self.pods:
+            async def go(pod: GrpcPod = pod) -> Any:
+                server = grpc.aio.server()
+                pod.health = health.aio.HealthServicer()
+                health_pb2_grpc.add_HealthServicer_to_server(pod.health, server)
+
+                async def who(request: bytes, context: Any, name: str = pod.name) -> bytes:
+                    return name.encode()
+
+                server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+                    "test.Who", {"Name": grpc.unary_unary_rpc_method_handler(who)})])
+                server.add_insecure_port(f"{pod.address}:{self.port}")
+                await server.start()
+                return server
+
+            server = servers.loop.run(go())
+            servers._stops.append(lambda s=server: s.stop(0))
+            pod.serving(True)
+
+    def manifest(self) -> str:
+        addresses = ", ".join(f"{{addresses: [{p.address}]}}" for p in self.pods)
+        return textwrap.dedent(f"""\
+            apiVersion: v1
+            kind: Service
+            metadata: {{name: {self.service}}}
+            spec:
+              ports: [{{name: grpc, port: 80, targetPort: {self.port}, appProtocol: kubernetes.io/h2c}}]
+            ---
+            apiVersion: discovery.k8s.io/v1
+            kind: EndpointSlice
+            metadata: {{name: {self.service}-1, labels: {{kubernetes.io/service-name: {self.service}}}}}
+            addressType: IPv4
+            ports: [{{name: grpc, port: {self.port}}}]
+            endpoints: [{addresses}]
+            """)

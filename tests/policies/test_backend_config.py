@@ -7,12 +7,13 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 
 from tests.harness import wait_for
 from tests.policies.conftest import Stack, condition
-from tests.policies.pool import Pool
+from tests.policies.pool import GrpcPool, Pool
 
 pytestmark = pytest.mark.e2e
 
@@ -82,6 +83,29 @@ def test_health_checks_take_an_endpoint_out_and_back(stack: Stack) -> None:
     sick.healthy = True
     wait_for(lambda: "checked-1" in pods_seen(stack, host, 9), 15, "the recovered Pod to take traffic again")
     assert sick.health_checks >= 3
+
+
+def test_grpc_health_checks_follow_the_health_service(stack: Stack) -> None:
+    pool = GrpcPool(stack.servers, "grpc-checked", 2, 36)
+    host = f"{pool.service}.example.com"
+    stack.write(f"{pool.service}.yaml", pool.manifest(),
+                stack.route(pool.service, host, f"- backendRefs: [{{name: {pool.service}, port: 80}}]"),
+                policy(pool.service, pool.service, """
+  healthCheck: {timeout: 1s, interval: 200ms, unhealthyThreshold: 1, healthyThreshold: 1, grpc: {}}"""))
+    channel = grpc.insecure_channel(f"{stack.addr}:8080", options=[("grpc.default_authority", host)])
+    name = channel.unary_unary("/test.Who/Name")
+
+    def answers(count: int) -> set[str]:
+        return {name(b"", timeout=5).decode() for _ in range(count)}
+
+    try:
+        wait_for(lambda: answers(10) == {"grpc-checked-0", "grpc-checked-1"}, 15, "both Pods to answer")
+        pool.pods[1].serving(False)  # its health service says NOT_SERVING: Envoy's gRPC check takes it out
+        wait_for(lambda: answers(20) == {"grpc-checked-0"}, 15, "the NOT_SERVING Pod to be taken out")
+        pool.pods[1].serving(True)
+        wait_for(lambda: "grpc-checked-1" in answers(10), 15, "the Pod to come back")
+    finally:
+        channel.close()
 
 
 def test_least_request_avoids_the_slow_endpoint(stack: Stack) -> None:
