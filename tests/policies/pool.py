@@ -18,6 +18,26 @@ from tests.harness import free_port
 from tests.policies.servers import Servers
 
 
+def manifest(service: str, port: int, addresses: list[str], app_protocol: str | None = None) -> str:
+    """The Service (port 80) and the EndpointSlice that put `addresses` behind it."""
+    proto = f", appProtocol: {app_protocol}" if app_protocol else ""
+    endpoints = ", ".join(f"{{addresses: [{a}]}}" for a in addresses)
+    return textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Service
+        metadata: {{name: {service}}}
+        spec:
+          ports: [{{name: main, port: 80, targetPort: {port}{proto}}}]
+        ---
+        apiVersion: discovery.k8s.io/v1
+        kind: EndpointSlice
+        metadata: {{name: {service}-1, labels: {{kubernetes.io/service-name: {service}}}}}
+        addressType: IPv4
+        ports: [{{name: main, port: {port}}}]
+        endpoints: [{endpoints}]
+        """)
+
+
 @dataclass
 class Pod:
     name: str
@@ -70,21 +90,7 @@ class Pool:
             servers._stops.append(pod.runner.cleanup)
 
     def manifest(self) -> str:
-        addresses = ", ".join(f"{{addresses: [{p.address}]}}" for p in self.pods)
-        return textwrap.dedent(f"""\
-            apiVersion: v1
-            kind: Service
-            metadata: {{name: {self.service}}}
-            spec:
-              ports: [{{name: http, port: 80, targetPort: {self.port}}}]
-            ---
-            apiVersion: discovery.k8s.io/v1
-            kind: EndpointSlice
-            metadata: {{name: {self.service}-1, labels: {{kubernetes.io/service-name: {self.service}}}}}
-            addressType: IPv4
-            ports: [{{name: http, port: {self.port}}}]
-            endpoints: [{addresses}]
-            """)
+        return manifest(self.service, self.port, [p.address for p in self.pods])
 
     def reset(self) -> None:
         for pod in self.pods:
@@ -131,18 +137,4 @@ class GrpcPool:
             pod.serving(True)
 
     def manifest(self) -> str:
-        addresses = ", ".join(f"{{addresses: [{p.address}]}}" for p in self.pods)
-        return textwrap.dedent(f"""\
-            apiVersion: v1
-            kind: Service
-            metadata: {{name: {self.service}}}
-            spec:
-              ports: [{{name: grpc, port: 80, targetPort: {self.port}, appProtocol: kubernetes.io/h2c}}]
-            ---
-            apiVersion: discovery.k8s.io/v1
-            kind: EndpointSlice
-            metadata: {{name: {self.service}-1, labels: {{kubernetes.io/service-name: {self.service}}}}}
-            addressType: IPv4
-            ports: [{{name: grpc, port: {self.port}}}]
-            endpoints: [{addresses}]
-            """)
+        return manifest(self.service, self.port, [p.address for p in self.pods], app_protocol="kubernetes.io/h2c")

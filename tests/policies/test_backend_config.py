@@ -12,25 +12,20 @@ import httpx
 import pytest
 
 from tests.harness import wait_for
-from tests.policies.conftest import Stack, condition
+from tests.policies.conftest import Stack, condition, lychgate_object
 from tests.policies.pool import GrpcPool, Pool
 
 pytestmark = pytest.mark.e2e
 
 
 def policy(name: str, service: str, body: str) -> str:
-    return f"""
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: BackendConfigPolicy
-metadata: {{name: {name}}}
-spec:
-  targetRefs: [{{group: "", kind: Service, name: {service}}}]
-{body}"""
+    return lychgate_object("BackendConfigPolicy", name, f'  targetRefs: [{{group: "", kind: Service, name: {service}}}]\n'
+                           + body.lstrip("\n"))
 
 
-def deploy(stack: Stack, pool: Pool, body: str) -> str:
+def deploy(stack: Stack, pool: Pool | GrpcPool, body: str) -> str:
     """The pool's Service, a route to it on its own host, and a policy for it; waits until the
-    policy is Attached and the route answers."""
+    policy is Attached (and, for HTTP pools, until the route answers)."""
     host = f"{pool.service}.example.com"
     stack.write(f"{pool.service}.yaml", pool.manifest(),
                 stack.route(pool.service, host, f"- backendRefs: [{{name: {pool.service}, port: 80}}]"),
@@ -41,7 +36,8 @@ def deploy(stack: Stack, pool: Pool, body: str) -> str:
         return bool(ancestors) and condition(ancestors[0]["conditions"], "Attached")["status"] == "True"
 
     wait_for(attached, 10, f"BackendConfigPolicy {pool.service} to be attached")
-    stack.wait(host, lambda r: r.status_code in (200, 500), what=f"{host} to be routed")
+    if isinstance(pool, Pool):
+        stack.wait(host, lambda r: r.status_code in (200, 500), what=f"{host} to be routed")
     return host
 
 
@@ -52,6 +48,13 @@ def pods_seen(stack: Stack, host: str, count: int, **kwargs: Any) -> Counter[str
         resp = stack.get(host, **kwargs)
         seen[resp.headers.get("x-backend", str(resp.status_code)) if resp.status_code == 200 else str(resp.status_code)] += 1
     return seen
+
+
+def concurrently(stack: Stack, host: str, count: int, **kwargs: Any) -> list[httpx.Response]:
+    """`count` requests, eight at a time (a bounded concurrent load)."""
+    headers = {"host": host, **kwargs.pop("headers", {})}
+    with httpx.Client(timeout=10) as client, ThreadPoolExecutor(8) as workers:
+        return list(workers.map(lambda _: client.get(f"http://{stack.addr}:8080/", headers=headers), range(count)))
 
 
 def test_outlier_detection_ejects_the_failing_endpoint(stack: Stack) -> None:
@@ -87,11 +90,8 @@ def test_health_checks_take_an_endpoint_out_and_back(stack: Stack) -> None:
 
 def test_grpc_health_checks_follow_the_health_service(stack: Stack) -> None:
     pool = GrpcPool(stack.servers, "grpc-checked", 2, 36)
-    host = f"{pool.service}.example.com"
-    stack.write(f"{pool.service}.yaml", pool.manifest(),
-                stack.route(pool.service, host, f"- backendRefs: [{{name: {pool.service}, port: 80}}]"),
-                policy(pool.service, pool.service, """
-  healthCheck: {timeout: 1s, interval: 200ms, unhealthyThreshold: 1, healthyThreshold: 1, grpc: {}}"""))
+    host = deploy(stack, pool, """
+  healthCheck: {timeout: 1s, interval: 200ms, unhealthyThreshold: 1, healthyThreshold: 1, grpc: {}}""")
     channel = grpc.insecure_channel(f"{stack.addr}:8080", options=[("grpc.default_authority", host)])
     name = channel.unary_unary("/test.Who/Name")
 
@@ -114,12 +114,7 @@ def test_least_request_avoids_the_slow_endpoint(stack: Stack) -> None:
     host = deploy(stack, pool, "  loadBalancer: {leastRequest: {choiceCount: 2}}")
     slow.delay = 0.3
     pool.reset()
-    with httpx.Client(timeout=10) as client, ThreadPoolExecutor(8) as workers:
-        def one(_: int) -> str:
-            resp = client.get(f"http://{stack.addr}:8080/", headers={"host": host})
-            return resp.headers.get("x-backend", str(resp.status_code))
-
-        answers = Counter(workers.map(one, range(240)))
+    answers = Counter(r.headers.get("x-backend", str(r.status_code)) for r in concurrently(stack, host, 240))
     # Round robin would give the slow Pod a third (80); least request sends new
     # requests to the Pods with fewer in flight.
     assert sum(answers.values()) == 240 and set(answers) <= {p.name for p in pool.pods}, answers
@@ -147,10 +142,7 @@ def test_circuit_breaker_overflows_with_503(stack: Stack) -> None:
     host = deploy(stack, pool, "  circuitBreakers: {maxConnections: 1, maxPendingRequests: 1, maxRequests: 1}")
     pod.delay = 0.5
     pool.reset()
-    with httpx.Client(timeout=10) as client, ThreadPoolExecutor(8) as workers:
-        responses = list(workers.map(
-            lambda _: client.get(f"http://{stack.addr}:8080/", headers={"host": host, "connection": "close"}),
-            range(8)))
+    responses = concurrently(stack, host, 8, headers={"connection": "close"})
     codes = Counter(r.status_code for r in responses)
     overflowed = [r for r in responses if r.status_code == 503]
     assert codes[200] >= 1 and overflowed, codes

@@ -17,7 +17,7 @@ from lychgate.translate.gateway import translate
 from lychgate.xds.translator import build
 from lychgate.xds.validate import Preflight
 from tests.policies import lambda_server
-from tests.policies.conftest import Stack, condition
+from tests.policies.conftest import Stack, condition, lychgate_object
 from tests.policies.servers import body_of
 
 pytestmark = pytest.mark.e2e
@@ -26,12 +26,7 @@ GOLDEN = Path(__file__).parent.parent / "golden" / "in"
 
 
 def backend(name: str, spec: str) -> str:
-    return f"""
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: Backend
-metadata: {{name: {name}}}
-spec:
-{spec}"""
+    return lychgate_object("Backend", name, spec)
 
 
 def to_backend(name: str) -> str:
@@ -102,12 +97,7 @@ def test_unusable_backends_answer_500_and_say_why(stack: Stack) -> None:
 
 
 def direct(name: str, spec: str) -> str:
-    return f"""
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: DirectResponse
-metadata: {{name: {name}}}
-spec:
-{spec}"""
+    return lychgate_object("DirectResponse", name, spec)
 
 
 def test_direct_responses_answer_status_and_body(stack: Stack) -> None:

@@ -6,35 +6,24 @@ from __future__ import annotations
 import pytest
 
 from tests.harness import free_port
-from tests.policies.conftest import Stack, condition
+from tests.policies.conftest import Stack, condition, lychgate_object, route_policy
 from tests.policies.ratelimit_server import start
 
 pytestmark = pytest.mark.e2e
 
 
 def extension(name: str, service: str, port: int, extra: str = "") -> str:
-    return f"""
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: GatewayExtension
-metadata: {{name: {name}}}
-spec:
-  type: RateLimit
+    return lychgate_object("GatewayExtension", name, f"""  type: RateLimit
   rateLimit:
     grpcService: {{backendRef: {{name: {service}, port: {port}}}}}
-    domain: api{extra}"""
+    domain: api{extra}""")
 
 
 def limited(name: str, route: str, extension_name: str, descriptors: str) -> str:
-    return f"""
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: TrafficPolicy
-metadata: {{name: {name}}}
-spec:
-  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {route}}}]
-  rateLimit:
+    return route_policy(name, route, f"""  rateLimit:
     global:
       extensionRef: {{name: {extension_name}}}
-      descriptors: {descriptors}"""
+      descriptors: {descriptors}""")
 
 
 def test_descriptors_are_counted_and_over_limit_answers_429(stack: Stack) -> None:

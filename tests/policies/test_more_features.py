@@ -9,20 +9,11 @@ import json
 
 import pytest
 
-from tests.policies.conftest import Stack
+from tests.policies.conftest import Stack, lychgate_object
+from tests.policies.conftest import route_policy as policy
 from tests.policies.servers import body_of
 
 pytestmark = pytest.mark.e2e
-
-
-def policy(name: str, route: str, body: str) -> str:
-    return f"""
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: TrafficPolicy
-metadata: {{name: {name}}}
-spec:
-  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {route}}}]
-{body}"""
 
 
 def test_compression_is_negotiated_with_accept_encoding(stack: Stack) -> None:
@@ -55,13 +46,8 @@ def test_url_rewrite_by_regex(stack: Stack) -> None:
 
 def test_auto_host_rewrite_to_the_backend_host_name(stack: Stack) -> None:
     outside = stack.servers.echo("outside")
-    stack.write("auto-host.yaml", f"""
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: Backend
-metadata: {{name: named}}
-spec:
-  static:
-    hosts: [{{host: localhost, port: {outside.port}}}]""",
+    stack.write("auto-host.yaml",
+                lychgate_object("Backend", "named", f"  static:\n    hosts: [{{host: localhost, port: {outside.port}}}]"),
                 stack.route("auto-host", "auto-host.example.com",
                             "- backendRefs: [{group: gateway.lychgate.dev, kind: Backend, name: named}]"),
                 policy("auto-host", "auto-host", "  autoHostRewrite: true"))

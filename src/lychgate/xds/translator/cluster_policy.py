@@ -44,6 +44,13 @@ def _ms(value: int) -> duration_pb2.Duration:
     return duration_pb2.Duration(seconds=value // 1000, nanos=(value % 1000) * 1_000_000)
 
 
+def _wrapped(out: object, **values: int | bool | None) -> None:
+    """Set the protobuf wrapper fields (UInt32Value, BoolValue, ...) of `out` whose value is given."""
+    for attr, value in values.items():
+        if value is not None:
+            getattr(out, attr).value = value
+
+
 def _pack(message: object) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)
@@ -57,18 +64,12 @@ def apply(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
         return
     if c.connect_timeout_ms is not None:
         out.connect_timeout.CopyFrom(_ms(c.connect_timeout_ms))
-    if c.per_connection_buffer_limit_bytes is not None:
-        out.per_connection_buffer_limit_bytes.value = c.per_connection_buffer_limit_bytes
+    _wrapped(out, per_connection_buffer_limit_bytes=c.per_connection_buffer_limit_bytes)
     if c.tcp_keepalive is not None:
         probes, time_s, interval_s = c.tcp_keepalive
         keepalive = out.upstream_connection_options.tcp_keepalive
         keepalive.SetInParent()
-        if probes is not None:
-            keepalive.keepalive_probes.value = probes
-        if time_s is not None:
-            keepalive.keepalive_time.value = time_s
-        if interval_s is not None:
-            keepalive.keepalive_interval.value = interval_s
+        _wrapped(keepalive, keepalive_probes=probes, keepalive_time=time_s, keepalive_interval=interval_s)
     _http_options(cluster, c, out)
     if cluster.tls is None and c.tls is not None:  # a BackendTLSPolicy wins
         out.transport_socket.CopyFrom(upstream_tls(c.tls))
@@ -129,14 +130,10 @@ def _http_options(cluster: ir.Cluster, c: ir.BackendConfig, out: cluster_pb2.Clu
 
 
 def _http2(c: ir.BackendConfig, http2: protocol_pb2.Http2ProtocolOptions) -> None:
-    if c.http2_initial_stream_window is not None:
-        http2.initial_stream_window_size.value = c.http2_initial_stream_window
-    if c.http2_initial_connection_window is not None:
-        http2.initial_connection_window_size.value = c.http2_initial_connection_window
-    if c.http2_max_concurrent_streams is not None:
-        http2.max_concurrent_streams.value = c.http2_max_concurrent_streams
-    if c.http2_override_stream_error is not None:
-        http2.override_stream_error_on_invalid_http_message.value = c.http2_override_stream_error
+    _wrapped(http2, initial_stream_window_size=c.http2_initial_stream_window,
+             initial_connection_window_size=c.http2_initial_connection_window,
+             max_concurrent_streams=c.http2_max_concurrent_streams,
+             override_stream_error_on_invalid_http_message=c.http2_override_stream_error)
     if c.http2_keepalive is not None:
         timeout, interval, idle = c.http2_keepalive
         http2.connection_keepalive.timeout.CopyFrom(_ms(timeout))
@@ -269,11 +266,10 @@ def health_check(hc: ir.HealthCheck) -> health_check_pb2.HealthCheck:
 def _outlier(o: ir.OutlierDetection) -> outlier_detection_pb2.OutlierDetection:
     out = outlier_detection_pb2.OutlierDetection(
         split_external_local_origin_errors=o.split_external_local_origin_errors)
-    for attr in ("consecutive_5xx", "enforcing_consecutive_5xx", "consecutive_local_origin_failure",
-                 "enforcing_consecutive_local_origin_failure", "max_ejection_percent"):
-        value = getattr(o, attr)
-        if value is not None:
-            getattr(out, attr).value = value
+    _wrapped(out, consecutive_5xx=o.consecutive_5xx, enforcing_consecutive_5xx=o.enforcing_consecutive_5xx,
+             consecutive_local_origin_failure=o.consecutive_local_origin_failure,
+             enforcing_consecutive_local_origin_failure=o.enforcing_consecutive_local_origin_failure,
+             max_ejection_percent=o.max_ejection_percent)
     if o.interval_ms is not None:
         out.interval.CopyFrom(_ms(o.interval_ms))
     if o.base_ejection_time_ms is not None:
@@ -283,10 +279,8 @@ def _outlier(o: ir.OutlierDetection) -> outlier_detection_pb2.OutlierDetection:
 
 def _thresholds(cb: ir.CircuitBreakers) -> circuit_breaker_pb2.CircuitBreakers.Thresholds:
     out = circuit_breaker_pb2.CircuitBreakers.Thresholds(track_remaining=cb.track_remaining)
-    for attr in ("max_connections", "max_pending_requests", "max_requests", "max_retries"):
-        value = getattr(cb, attr)
-        if value is not None:
-            getattr(out, attr).value = value
+    _wrapped(out, max_connections=cb.max_connections, max_pending_requests=cb.max_pending_requests,
+             max_requests=cb.max_requests, max_retries=cb.max_retries)
     return out
 
 
