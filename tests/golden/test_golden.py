@@ -70,8 +70,9 @@ def _sorted_maps(value: Any) -> Any:
         for kind in ("prefixMatchMap", "exactMatchMap"):
             if isinstance(out.get(kind), dict) and isinstance(out[kind].get("map"), dict):
                 out[kind]["map"] = dict(sorted(out[kind]["map"].items()))
-        if isinstance(out.get("jsonFormat"), dict):  # a Struct: a protobuf map too
-            out["jsonFormat"] = dict(sorted(out["jsonFormat"].items()))
+        for key in ("jsonFormat", "typedPerFilterConfig"):  # a Struct, a map of filter configs
+            if isinstance(out.get(key), dict):
+                out[key] = dict(sorted(out[key].items()))
         return out
     if isinstance(value, list):
         return [_sorted_maps(v) for v in value]

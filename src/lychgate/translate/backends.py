@@ -10,6 +10,7 @@ its routes' share of traffic at 500, and its own status says why.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from lychgate import ir
@@ -37,6 +38,12 @@ def _is_ip(host: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def aws_lambda_of(clusters: Iterable[ir.Cluster | None]) -> ir.AwsLambda | None:
+    """The function a rule's requests invoke: that of its first Lambda backend (Envoy's
+    filter acts only on requests routed to a Lambda cluster, so other backends are untouched)."""
+    return next((c.aws_lambda for c in clusters if c is not None and c.aws_lambda is not None), None)
 
 
 def problem(store: Store, backend: Backend) -> str:

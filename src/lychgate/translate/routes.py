@@ -23,6 +23,7 @@ from lychgate.api.gateway import (
 )
 from lychgate.store import Store
 from lychgate.translate import backend_config, direct_response, rule_filters
+from lychgate.translate.backends import aws_lambda_of
 from lychgate.translate.references import Resolution, resolve_service
 from lychgate.translate.rule_filters import InvalidRule, duration_ms
 
@@ -205,7 +206,7 @@ def _forward(
         retry=rule_filters.retry(rule.retry, "retry") if rule.retry is not None else None,
         websocket=websocket, picker=picker,
         hash_policies=backend_config.hash_policies(out.clusters.get(b.cluster or "") for b in backends),
-        aws_lambda=next((c.aws_lambda for b in backends if (c := out.clusters.get(b.cluster or ""))), None),
+        aws_lambda=aws_lambda_of(out.clusters.get(b.cluster or "") for b in backends),
     )
 
 
