@@ -267,9 +267,11 @@ class KubeDeployer:
             if self.applied.get(ref) == digest:
                 continue
             try:
-                await self._apply(gateway, objs)
+                # Pruned first and the Deployment applied last: once it is written nothing
+                # awaits before `applied` is set, so its deletion by hand is never missed.
                 await self._prune(gateway.namespace, gateway.name, [r for r in OPTIONAL
                                                                     if r.kind not in {o["kind"] for o in objs}])
+                await self._apply(gateway, objs)
             except NotLeader:
                 return
             except DeployError as err:

@@ -373,6 +373,6 @@ def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tup
         service_account(gateway, params),
         cm,
         service(gateway, params, ports, udp_ports),
-        deployment(gateway, params, ports, ctx, digest, udp_ports),
         *(overlays.optional_objects(params.spec.kube, _metadata(gateway), selector(gateway)) if params else []),
+        deployment(gateway, params, ports, ctx, digest, udp_ports),  # last: see KubeDeployer._reconcile
     ]

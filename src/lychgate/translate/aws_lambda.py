@@ -1,8 +1,8 @@
 """`aws.lambda` Backends: the function's ARN, the endpoint that serves it and the
 credentials Envoy signs the invocation with (SigV4).
 
-The cluster goes to `lambda.<region>.amazonaws.com:443` over TLS (system CAs),
-or to `lambda.endpointURL` (for testing against a local endpoint). Without
+The function is served at `lambda.<region>.amazonaws.com:443` over TLS (system
+CAs), or at `lambda.endpointURL` (for testing against a local endpoint). Without
 `auth`, Envoy finds credentials itself (environment, web identity, EKS Pod
 Identity); with `auth.type: Secret` they come from the Secret's `accessKey`,
 `secretKey` and optional `sessionToken`.
@@ -10,8 +10,6 @@ Identity); with `auth.type: Secret` they come from the Secret's `accessKey`,
 
 from __future__ import annotations
 
-import ipaddress
-from typing import Literal
 from urllib.parse import urlsplit
 
 from lychgate import ir
@@ -25,7 +23,7 @@ class LambdaProblem(ValueError):
     """Why a Lambda Backend cannot be served (shown on the Backend and its routes)."""
 
 
-def _endpoint(backend: Backend) -> tuple[str, str, int]:
+def endpoint(backend: Backend) -> tuple[str, str, int]:
     """(scheme, host, port) of the Lambda endpoint."""
     aws = backend.spec.aws
     assert aws is not None
@@ -54,20 +52,8 @@ def function(store: Store, backend: Backend) -> ir.AwsLambda:
         if not access or not key:
             raise LambdaProblem(f"aws.auth.secretRef: Secret {backend.namespace}/{name} needs accessKey and secretKey")
         credentials = (access, key, secret_value(secret, "sessionToken") or None)
-    scheme, host, port = _endpoint(backend)
+    scheme, host, port = endpoint(backend)
     default_port = 443 if scheme == "https" else 80
     return ir.AwsLambda(arn=arn, host=host if port == default_port else f"{host}:{port}",
                         asynchronous=fn.invocation_mode == "Async", passthrough=fn.payload_transform_mode == "None",
                         credentials=credentials)
-
-
-def cluster(store: Store, backend: Backend, name: str, config: ir.BackendConfig | None) -> ir.Cluster:
-    scheme, host, port = _endpoint(backend)
-    try:
-        ipaddress.ip_address(host)
-        discovery: Literal["static", "dns"] = "static"
-    except ValueError:
-        discovery = "dns"
-    tls = ir.UpstreamTLS(sni=host, ca=None, sans=(("Hostname", host),)) if scheme == "https" else None
-    return ir.Cluster(name=name, endpoints=(ir.Endpoint(host, port),), discovery=discovery, tls=tls, config=config,
-                      aws_lambda=function(store, backend))

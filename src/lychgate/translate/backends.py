@@ -60,7 +60,10 @@ def cluster(store: Store, backend: Backend) -> ir.Cluster:
     name = cluster_name(backend.namespace, backend.name)
     config = backend_config.for_backend(store, backend)
     if backend.spec.aws is not None:
-        return aws_lambda.cluster(store, backend, name, config)
+        scheme, host, port = aws_lambda.endpoint(backend)
+        tls = ir.UpstreamTLS(sni=host, ca=None, sans=(("Hostname", host),)) if scheme == "https" else None
+        return ir.Cluster(name=name, endpoints=(ir.Endpoint(host, port),), discovery="static" if _is_ip(host) else "dns",
+                          tls=tls, config=config, aws_lambda=aws_lambda.function(store, backend))
     if backend.spec.dynamic_forward_proxy is not None:
         return ir.Cluster(name=f"{name}/dfp", endpoints=(), discovery="forward_proxy", config=config,
                           forward_proxy_tls=bool(backend.spec.dynamic_forward_proxy.enable_tls))
