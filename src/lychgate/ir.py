@@ -262,6 +262,31 @@ class Retry:
     status_codes: tuple[int, ...] = ()
     backoff_base_ms: int | None = None
     host_predicates: tuple[str, ...] = ()  # "PreviousHosts", "OmitCanaryHosts"
+    # On envoy-ratelimited: back off as these response headers say ((name, "Seconds" | "UnixTimestamp")...).
+    rate_limited_reset_headers: tuple[tuple[str, str], ...] = ()
+    rate_limited_max_interval_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class FaultInjection:
+    """Envoy's fault filter for a route; percentages are of requests."""
+
+    delay_ms: int | None = None
+    delay_percent: int = 100
+    abort_http_status: int | None = None
+    abort_grpc_status: int | None = None
+    abort_percent: int = 100
+    response_kbps: int | None = None
+    response_percent: int = 100
+    max_active_faults: int | None = None
+
+
+@dataclass(frozen=True)
+class InternalRedirect:
+    response_codes: tuple[int, ...] = (302,)
+    allow_cross_scheme: bool = False
+    headers_to_copy: tuple[str, ...] = ()
+    max_redirects: int = 1
 
 
 @dataclass(frozen=True)
@@ -308,6 +333,8 @@ class RoutePolicy:
     request_decompression: bool | None = None
     path_regex_rewrite: tuple[str, str] | None = None  # urlRewrite.pathRegex: pattern, substitution
     auto_host_rewrite: bool | None = None
+    fault_injection: FaultInjection | None = None  # xds/translator/fault.py
+    internal_redirect: InternalRedirect | None = None
     # "namespace/name" of every TrafficPolicy that contributed, oldest first.
     sources: tuple[str, ...] = ()
 

@@ -1,13 +1,17 @@
 """The rest of TrafficPolicy end to end: compression negotiated with
 Accept-Encoding, gzip request bodies, urlRewrite by regex, autoHostRewrite to a
-Backend's host name, and a local rate limit in shadow mode."""
+Backend's host name, a local rate limit in shadow mode, internal redirects and
+injected faults."""
 
 from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from aiohttp import web
 
 from tests.policies.conftest import Stack, lychgate_object
 from tests.policies.conftest import route_policy as policy
@@ -71,3 +75,47 @@ def test_local_rate_limit_in_shadow_mode(stack: Stack) -> None:
     stack.wait("enforced.example.com", lambda r: r.status_code == 429, what="the enforced bucket to run dry")
     assert stack.applied("shadow")["status"] == "True"
     assert all(stack.get("shadow.example.com").status_code == 200 for _ in range(5))  # counted, never refused
+
+
+@dataclass
+class Redirector:
+    """Answers /start with a 302 to /final on the same host; /final with who asked."""
+
+    port: int = 0
+    runner: Any = None
+
+    def app(self) -> web.Application:
+        async def start(request: web.Request) -> web.Response:
+            raise web.HTTPFound(f"http://{request.host}/final", headers={"x-trace": "t-1"})
+
+        async def final(request: web.Request) -> web.Response:
+            return web.json_response({"path": request.path, "trace": request.headers.get("x-trace")})
+
+        app = web.Application()
+        app.router.add_get("/start", start)
+        app.router.add_get("/final", final)
+        return app
+
+
+def test_internal_redirect_is_followed_by_the_gateway(stack: Stack) -> None:
+    redirector = Redirector()
+    stack.servers.http(redirector)  # type: ignore[arg-type]  # any object with app(), port, runner
+    stack.service("redirector", redirector.port)
+    rules = f"- backendRefs: [{{name: redirector, port: {redirector.port}}}]"
+    stack.write("redirect.yaml", stack.route("follows", "follows.example.com", rules),
+                stack.route("passes", "passes.example.com", rules),
+                policy("follows", "follows", "  internalRedirect: {responseHeadersToCopy: [x-trace]}"))
+    resp = stack.wait("follows.example.com", lambda r: r.status_code == 200, path="/start",
+                      what="the redirect to be followed", follow_redirects=False)
+    assert resp.json() == {"path": "/final", "trace": "t-1"}  # one answer, and the copied header reached /final
+    passed = stack.get("passes.example.com", "/start", follow_redirects=False)
+    assert passed.status_code == 302  # without the policy the client gets the redirect
+
+
+def test_fault_injection_aborts_and_disable_turns_it_off(stack: Stack) -> None:
+    stack.write("faults.yaml", stack.route("faulty", "faulty.example.com"),
+                stack.route("healthy", "healthy.example.com"),
+                policy("faulty", "faulty", "  faultInjection: {abort: {httpStatus: 418}}"))
+    resp = stack.wait("faulty.example.com", lambda r: r.status_code == 418, what="the abort to be injected")
+    assert resp.text == "fault filter abort"
+    assert stack.get("healthy.example.com").status_code == 200

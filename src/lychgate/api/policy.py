@@ -198,6 +198,67 @@ class Retry(Model):
     status_codes: list[int] = Field(default_factory=list)
     backoff_base_interval: str | None = None
     retry_host_predicates: list[Literal["PreviousHosts", "OmitCanaryHosts"]] = Field(default_factory=list)
+    rate_limited_back_off: RateLimitedRetryBackOff | None = None
+
+
+class ResetHeader(Model):
+    name: str = Field(min_length=1, max_length=256)
+    format: Literal["Seconds", "UnixTimestamp"]
+
+
+class RateLimitedRetryBackOff(Model):
+    """Back-off for retries on `envoy-ratelimited`, read from the response's reset headers."""
+
+    reset_headers: list[ResetHeader] = Field(min_length=1)
+    max_interval: str | None = None
+
+
+class InternalRedirect(Model):
+    """Follow the backend's 3xx inside the gateway; the client sees the final answer."""
+
+    redirect_response_codes: list[Literal[301, 302, 303, 307, 308]] = Field(
+        default_factory=list, max_length=5)
+    allow_cross_scheme_redirect: bool | None = None
+    response_headers_to_copy: list[str] = Field(default_factory=list, max_length=16)
+    max_redirects: int | None = Field(None, ge=1)
+
+
+class FaultDelay(Model):
+    fixed_delay: str
+    percentage: int = Field(100, ge=0, le=100)
+
+
+class FaultAbort(Model):
+    http_status: int | None = Field(None, ge=200, le=599)
+    grpc_status: int | None = Field(None, ge=0, le=16)
+    percentage: int = Field(100, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _one(self) -> FaultAbort:
+        if (self.http_status is None) == (self.grpc_status is None):
+            raise ValueError("exactly one of httpStatus, grpcStatus must be set")
+        return self
+
+
+class FaultResponseRateLimit(Model):
+    kbits_per_second: int = Field(ge=1)
+    percentage: int = Field(100, ge=0, le=100)
+
+
+class FaultInjectionPolicy(Model):
+    """Delays, aborts and slow responses for resilience testing (Envoy's fault filter)."""
+
+    delay: FaultDelay | None = None
+    abort: FaultAbort | None = None
+    response_rate_limit: FaultResponseRateLimit | None = None
+    max_active_faults: int | None = Field(None, ge=0)
+    disable: PolicyDisable | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> FaultInjectionPolicy:
+        if self.delay is None and self.abort is None and self.response_rate_limit is None and self.disable is None:
+            raise ValueError("at least one of delay, abort, responseRateLimit, disable must be set")
+        return self
 
 
 class PathRegexRewrite(Model):
@@ -240,6 +301,8 @@ class TrafficPolicySpec(Model):
     buffer: Buffer | None = None
     timeouts: Timeouts | None = None
     retry: Retry | None = None
+    internal_redirect: InternalRedirect | None = None
+    fault_injection: FaultInjectionPolicy | None = None
     # kgateway fields lychgate does not implement yet: reported as unsupported.
     ai: OpenModel | None = None
     csrf: OpenModel | None = None

@@ -22,6 +22,7 @@ from lychgate.xds.translator import (  # noqa: F401
     direct_response,
     ext_authz,
     ext_proc,
+    fault,
     inference,
     local_ratelimit,
     ratelimit,

@@ -1,5 +1,6 @@
-"""urlRewrite.pathRegex and autoHostRewrite → the route's regex_rewrite and
-auto_host_rewrite. The HTTPRoute's own URLRewrite filter wins where both apply."""
+"""urlRewrite.pathRegex, autoHostRewrite and internalRedirect → the route's
+regex_rewrite, auto_host_rewrite and internal_redirect_policy. The HTTPRoute's
+own URLRewrite filter wins where both apply."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ class PolicyRewrite(Feature):
             action.regex_rewrite.pattern.regex, action.regex_rewrite.substitution = p.path_regex_rewrite
         if p.auto_host_rewrite and route.url_rewrite_host is None:
             action.auto_host_rewrite.value = True
+        if p.internal_redirect is not None:
+            redirect = action.internal_redirect_policy
+            redirect.redirect_response_codes.extend(p.internal_redirect.response_codes)
+            redirect.allow_cross_scheme_redirect = p.internal_redirect.allow_cross_scheme
+            redirect.response_headers_to_copy.extend(p.internal_redirect.headers_to_copy)
+            redirect.max_internal_redirects.value = p.internal_redirect.max_redirects
 
 
 register(PolicyRewrite())
