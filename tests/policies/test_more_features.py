@@ -119,3 +119,33 @@ def test_fault_injection_aborts_and_disable_turns_it_off(stack: Stack) -> None:
     resp = stack.wait("faulty.example.com", lambda r: r.status_code == 418, what="the abort to be injected")
     assert resp.text == "fault filter abort"
     assert stack.get("healthy.example.com").status_code == 200
+
+
+def test_header_values_from_secrets(stack: Stack) -> None:
+    stack.write("secret-headers.yaml", """
+apiVersion: v1
+kind: Secret
+metadata: {name: upstream-creds}
+stringData: {token: s3cr3t, x-tenant: acme, x-region: eu}""",
+                stack.route("secret-headers", "secret-headers.example.com"),
+                policy("secret-headers", "secret-headers", """
+  headerModifiers:
+    request:
+      set:
+        - {name: x-api-key, secretRef: {name: upstream-creds, key: token}}
+        - {name: x-tenant, secretRef: {name: upstream-creds}}
+        - {name: x-static, value: plain}""" ))
+    resp = stack.wait("secret-headers.example.com", lambda r: "x-api-key" in body_of(r)["headers"],
+                      what="headers from the Secret")
+    seen = body_of(resp)["headers"]
+    assert (seen["x-api-key"], seen["x-tenant"], seen["x-static"]) == ("s3cr3t", "acme", "plain")
+    assert "x-region" not in seen  # a name picks one key
+
+    stack.write("all-headers.yaml", stack.route("all-headers", "all-headers.example.com"),
+                policy("all-headers", "all-headers", """
+  headerModifiers:
+    request:
+      add: [{secretRef: {name: upstream-creds}}]"""))
+    seen = body_of(stack.wait("all-headers.example.com", lambda r: "x-region" in body_of(r)["headers"],
+                              what="every entry of the Secret"))["headers"]
+    assert (seen["token"], seen["x-tenant"], seen["x-region"]) == ("s3cr3t", "acme", "eu")

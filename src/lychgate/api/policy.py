@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from lychgate.api.base import Model, OpenModel, Resource
-from lychgate.api.gateway import BackendRef, HeaderModifier, HTTPHeader
+from lychgate.api.gateway import BackendRef, HTTPHeader
 from lychgate.api.lychgate import GROUP
 
 # --- targets -------------------------------------------------------------------
@@ -176,9 +176,37 @@ class CorsPolicy(Model):
     disable: PolicyDisable | None = None
 
 
+class SecretRefWithKey(Model):
+    name: str = Field(min_length=1)
+    key: str | None = Field(None, min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
+    namespace: str | None = None
+
+
+class PolicyHTTPHeader(Model):
+    """A header and its value, written inline or read from a Secret (`secretRef`)."""
+
+    name: str | None = Field(None, min_length=1)
+    value: str | None = Field(None, min_length=1, max_length=4096)
+    secret_ref: SecretRefWithKey | None = None
+
+    @model_validator(mode="after")
+    def _source(self) -> PolicyHTTPHeader:
+        if (self.value is None) == (self.secret_ref is None):
+            raise ValueError("exactly one of value, secretRef must be set")
+        if self.value is not None and self.name is None:
+            raise ValueError("name is required when using an inline value")
+        return self
+
+
+class PolicyHeaderFilter(Model):
+    set: list[PolicyHTTPHeader] = Field(default_factory=list, max_length=16)
+    add: list[PolicyHTTPHeader] = Field(default_factory=list, max_length=16)
+    remove: list[str] = Field(default_factory=list, max_length=16)
+
+
 class HeaderModifiers(Model):
-    request: HeaderModifier | None = None
-    response: HeaderModifier | None = None
+    request: PolicyHeaderFilter | None = None
+    response: PolicyHeaderFilter | None = None
 
 
 class Buffer(Model):
