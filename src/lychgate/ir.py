@@ -334,6 +334,9 @@ class RoutePolicy:
     path_regex_rewrite: tuple[str, str] | None = None  # urlRewrite.pathRegex: pattern, substitution
     auto_host_rewrite: bool | None = None
     fault_injection: FaultInjection | None = None  # xds/translator/fault.py
+    # headerModifiers.filterStage: the header ops run in a header_mutation filter at
+    # (stage, predicate) instead of on the route (xds/translator/header_stage.py).
+    header_stage: tuple[str, str] | None = None
     internal_redirect: InternalRedirect | None = None
     # "namespace/name" of every TrafficPolicy that contributed, oldest first.
     sources: tuple[str, ...] = ()

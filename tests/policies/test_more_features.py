@@ -149,3 +149,27 @@ stringData: {token: s3cr3t, x-tenant: acme, x-region: eu}""",
     seen = body_of(stack.wait("all-headers.example.com", lambda r: "x-region" in body_of(r)["headers"],
                               what="every entry of the Secret"))["headers"]
     assert (seen["token"], seen["x-tenant"], seen["x-region"]) == ("s3cr3t", "acme", "eu")
+
+
+def test_filter_stage_puts_header_changes_before_authorization(stack: Stack) -> None:
+    auth = stack.servers.auth("staged")
+    stack.service("auth-staged", auth.port)
+    ext = lychgate_object("GatewayExtension", "staged-auth", f"""  type: ExtAuth
+  extAuth:
+    grpcService: {{backendRef: {{name: auth-staged, port: {auth.port}}}}}""")
+    headers = "    request:\n      set: [{name: x-tenant, value: acme}]"
+    stack.write("staged-ext.yaml", ext)  # the extension first: its filter joins the listener
+    stack.write("staged.yaml", stack.route("staged", "staged.example.com"),
+                stack.route("unstaged", "unstaged.example.com"),
+                policy("staged", "staged", "  extAuth: {extensionRef: {name: staged-auth}}\n  headerModifiers:\n"
+                       "    filterStage: {stage: AuthZ, predicate: Before}\n" + headers),
+                policy("unstaged", "unstaged", "  extAuth: {extensionRef: {name: staged-auth}}\n  headerModifiers:\n"
+                       + headers))
+    good = {"authorization": "Bearer good"}
+    for host in ("staged.example.com", "unstaged.example.com"):
+        resp = stack.wait(host, lambda r: r.status_code == 200 and "x-tenant" in body_of(r)["headers"],
+                          headers=good, what=f"{host} to be authorized with its header")
+        assert body_of(resp)["headers"]["x-tenant"] == "acme"  # the backend gets it either way
+    seen = {check.headers.get(":authority"): check.headers.get("x-tenant") for check in auth.checks}
+    assert seen["staged.example.com"] == "acme"  # set before the authorization service was asked
+    assert seen["unstaged.example.com"] is None  # on the route: after it

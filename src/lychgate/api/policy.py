@@ -204,9 +204,18 @@ class PolicyHeaderFilter(Model):
     remove: list[str] = Field(default_factory=list, max_length=16)
 
 
+class FilterStageSpec(Model):
+    """Where in the HTTP filter chain a filter goes: a well-known stage and before, during or after it."""
+
+    stage: Literal["Fault", "AuthN", "AuthZ", "RateLimit", "Route"]
+    predicate: Literal["Before", "During", "After"] = "During"
+    weight: int = 0
+
+
 class HeaderModifiers(Model):
     request: PolicyHeaderFilter | None = None
     response: PolicyHeaderFilter | None = None
+    filter_stage: FilterStageSpec | None = None
 
 
 class Buffer(Model):

@@ -4,6 +4,8 @@ A value can come from a Secret (`secretRef`, kgateway's shape): `name` and `key`
 pick the header and the Secret's key (either one stands for both), and with
 neither every entry of the Secret becomes a header. A Secret in another
 namespace needs a ReferenceGrant there for TrafficPolicies of the policy's namespace.
+`filterStage` moves the header changes from the route into a filter at that
+stage of the chain (xds/translator/header_stage.py).
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ class HeaderModifiersField(PolicyField):
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         if not value.get("request") and not value.get("response"):
             raise Invalid(path, "at least one of request or response must be set")
+        stage = value.get("filterStage")
         return {"request_headers": _ops(ctx.store, value.get("request"), f"{path}.request"),
-                "response_headers": _ops(ctx.store, value.get("response"), f"{path}.response")}
+                "response_headers": _ops(ctx.store, value.get("response"), f"{path}.response"),
+                "header_stage": (stage["stage"], stage.get("predicate", "During")) if stage else None}
 
 
 register(HeaderModifiersField())

@@ -23,6 +23,7 @@ from lychgate.xds.translator import (  # noqa: F401
     ext_authz,
     ext_proc,
     fault,
+    header_stage,
     inference,
     local_ratelimit,
     ratelimit,
