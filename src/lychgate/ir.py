@@ -268,6 +268,13 @@ class Retry:
 
 
 @dataclass(frozen=True)
+class ResponseCompression:
+    libraries: tuple[str, ...] = ("Gzip",)  # offered codecs, negotiated with Accept-Encoding
+    min_content_length: int | None = None  # None: Envoy's 30 bytes
+    content_types: tuple[str, ...] = ()  # (): the default textual types
+
+
+@dataclass(frozen=True)
 class FaultInjection:
     """Envoy's fault filter for a route; percentages are of requests."""
 
@@ -329,8 +336,8 @@ class RoutePolicy:
     timeout_ms: int | None = None
     stream_idle_timeout_ms: int | None = None
     retry: Retry | None = None
-    response_compression: bool | None = None  # compression (xds/translator/compression.py)
-    request_decompression: bool | None = None
+    response_compression: ResponseCompression | None = None  # compression (xds/translator/compression.py)
+    request_decompression: tuple[str, ...] = ()  # the codecs ("Gzip", "Brotli", "Zstd") to decompress
     path_regex_rewrite: tuple[str, str] | None = None  # urlRewrite.pathRegex: pattern, substitution
     auto_host_rewrite: bool | None = None
     fault_injection: FaultInjection | None = None  # xds/translator/fault.py

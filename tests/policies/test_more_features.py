@@ -6,6 +6,7 @@ injected faults."""
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.harness import wait_for
 from tests.policies.conftest import Stack, lychgate_object
 from tests.policies.conftest import route_policy as policy
 from tests.policies.servers import body_of
@@ -173,3 +175,27 @@ def test_filter_stage_puts_header_changes_before_authorization(stack: Stack) -> 
     seen = {check.headers.get(":authority"): check.headers.get("x-tenant") for check in auth.checks}
     assert seen["staged.example.com"] == "acme"  # set before the authorization service was asked
     assert seen["unstaged.example.com"] is None  # on the route: after it
+
+
+def test_compression_codec_is_negotiated(stack: Stack) -> None:
+    stack.write("codecs.yaml", stack.route("codecs", "codecs.example.com"), policy("codecs", "codecs", """
+  compression:
+    responseCompression: {libraries: [Brotli, Zstd, Gzip], minContentLengthBytes: 10}"""))
+
+    def encoding(accept: str) -> str | None:
+        # Raw bytes: the client must not try to decode a codec it may lack.
+        conn = http.client.HTTPConnection(stack.addr, 8080, timeout=5)
+        try:
+            conn.request("GET", "/", headers={"host": "codecs.example.com", "accept-encoding": accept,
+                                              "connection": "close"})
+            resp = conn.getresponse()
+            resp.read()
+            return resp.getheader("content-encoding")
+        finally:
+            conn.close()
+
+    wait_for(lambda: encoding("br") == "br", 10, "brotli to be offered")
+    assert encoding("zstd") == "zstd"
+    assert encoding("gzip") == "gzip"
+    assert encoding("gzip;q=0.5, zstd;q=0.9") == "zstd"  # the client's preference wins
+    assert encoding("deflate") is None  # nothing it accepts: as it is

@@ -14,7 +14,7 @@ them never says Accepted while doing nothing.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -309,15 +309,28 @@ class URLRewrite(Model):
     path_regex: PathRegexRewrite
 
 
-class CompressionToggle(Model):
+CompressionLibrary = Literal["Gzip", "Brotli", "Zstd"]
+
+
+class ResponseCompression(Model):
+    libraries: list[CompressionLibrary] = Field(default_factory=list, max_length=3)  # default: [Gzip]
+    min_content_length_bytes: int | None = Field(None, ge=0)
+    content_types: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        default_factory=list, max_length=50)
+    disable: PolicyDisable | None = None
+
+
+class RequestDecompression(Model):
+    libraries: list[CompressionLibrary] = Field(default_factory=list, max_length=3)  # default: [Gzip]
     disable: PolicyDisable | None = None
 
 
 class Compression(Model):
-    """`compression`: gzip responses for clients that accept it, gunzip request bodies."""
+    """`compression`: responses compressed for clients that accept it (gzip, brotli,
+    zstd as negotiated), request bodies decompressed."""
 
-    response_compression: CompressionToggle | None = None
-    request_decompression: CompressionToggle | None = None
+    response_compression: ResponseCompression | None = None
+    request_decompression: RequestDecompression | None = None
 
     @model_validator(mode="after")
     def _some(self) -> Compression:
