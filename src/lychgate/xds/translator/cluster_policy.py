@@ -24,12 +24,13 @@ from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
 from envoy.type.matcher.v3 import string_pb2
 from envoy.type.v3 import percent_pb2
-from google.protobuf import any_pb2, duration_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.policy_filters import ms, pack
 
 HTTP_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+# The proxy's trust store for `wellKnownCACertificates: System` (Debian/Ubuntu and the proxy image).
 SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 _LB = {"least_request": cluster_pb2.Cluster.LEAST_REQUEST, "round_robin": cluster_pb2.Cluster.ROUND_ROBIN,
@@ -40,21 +41,11 @@ _TLS_VERSIONS = {"AUTO": tls_common_pb2.TlsParameters.TLS_AUTO, "1.0": tls_commo
                  "1.3": tls_common_pb2.TlsParameters.TLSv1_3}
 
 
-def _ms(value: int) -> duration_pb2.Duration:
-    return duration_pb2.Duration(seconds=value // 1000, nanos=(value % 1000) * 1_000_000)
-
-
 def _wrapped(out: object, **values: int | bool | None) -> None:
     """Set the protobuf wrapper fields (UInt32Value, BoolValue, ...) of `out` whose value is given."""
     for attr, value in values.items():
         if value is not None:
             getattr(out, attr).value = value
-
-
-def _pack(message: object) -> any_pb2.Any:
-    packed = any_pb2.Any()
-    packed.Pack(message)
-    return packed
 
 
 def apply(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
@@ -63,7 +54,7 @@ def apply(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
     if c is None:
         return
     if c.connect_timeout_ms is not None:
-        out.connect_timeout.CopyFrom(_ms(c.connect_timeout_ms))
+        out.connect_timeout.CopyFrom(ms(c.connect_timeout_ms))
     _wrapped(out, per_connection_buffer_limit_bytes=c.per_connection_buffer_limit_bytes)
     if c.tcp_keepalive is not None:
         probes, time_s, interval_s = c.tcp_keepalive
@@ -85,9 +76,9 @@ def apply(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
         out.circuit_breakers.thresholds.append(_thresholds(c.circuit_breakers))
     if out.type in (cluster_pb2.Cluster.STRICT_DNS, cluster_pb2.Cluster.LOGICAL_DNS):
         if c.dns_refresh_ms is not None:
-            out.dns_refresh_rate.CopyFrom(_ms(c.dns_refresh_ms))
+            out.dns_refresh_rate.CopyFrom(ms(c.dns_refresh_ms))
         if c.dns_jitter_ms is not None:
-            out.dns_jitter.CopyFrom(_ms(c.dns_jitter_ms))
+            out.dns_jitter.CopyFrom(ms(c.dns_jitter_ms))
         if c.dns_respect_ttl is not None:
             out.respect_dns_ttl = c.dns_respect_ttl
 
@@ -98,13 +89,13 @@ def _http_options(cluster: ir.Cluster, c: ir.BackendConfig, out: cluster_pb2.Clu
         out.typed_extension_protocol_options[HTTP_OPTIONS].Unpack(options)
     common = options.common_http_protocol_options
     if c.idle_timeout_ms is not None:
-        common.idle_timeout.CopyFrom(_ms(c.idle_timeout_ms))
+        common.idle_timeout.CopyFrom(ms(c.idle_timeout_ms))
     if c.max_connection_duration_ms is not None:
-        common.max_connection_duration.CopyFrom(_ms(c.max_connection_duration_ms))
+        common.max_connection_duration.CopyFrom(ms(c.max_connection_duration_ms))
     if c.max_headers_count is not None:
         common.max_headers_count.value = c.max_headers_count
     if c.max_stream_duration_ms is not None:
-        common.max_stream_duration.CopyFrom(_ms(c.max_stream_duration_ms))
+        common.max_stream_duration.CopyFrom(ms(c.max_stream_duration_ms))
     if c.max_requests_per_connection is not None:
         common.max_requests_per_connection.value = c.max_requests_per_connection
     explicit = options.explicit_http_config
@@ -121,12 +112,12 @@ def _http_options(cluster: ir.Cluster, c: ir.BackendConfig, out: cluster_pb2.Clu
             http1.override_stream_error_on_invalid_http_message.value = c.http1_override_stream_error
         if c.http1_preserve_case:
             http1.header_key_format.stateful_formatter.CopyFrom(extension_pb2.TypedExtensionConfig(
-                name="preserve_case", typed_config=_pack(preserve_case_pb2.PreserveCaseFormatterConfig())))
+                name="preserve_case", typed_config=pack(preserve_case_pb2.PreserveCaseFormatterConfig())))
     if options.ListFields():
         if not options.HasField("explicit_http_config"):
             # Common options alone still need a protocol choice: the one the cluster had.
             explicit.http_protocol_options.SetInParent()
-        out.typed_extension_protocol_options[HTTP_OPTIONS].CopyFrom(_pack(options))
+        out.typed_extension_protocol_options[HTTP_OPTIONS].CopyFrom(pack(options))
 
 
 def _http2(c: ir.BackendConfig, http2: protocol_pb2.Http2ProtocolOptions) -> None:
@@ -136,11 +127,11 @@ def _http2(c: ir.BackendConfig, http2: protocol_pb2.Http2ProtocolOptions) -> Non
              override_stream_error_on_invalid_http_message=c.http2_override_stream_error)
     if c.http2_keepalive is not None:
         timeout, interval, idle = c.http2_keepalive
-        http2.connection_keepalive.timeout.CopyFrom(_ms(timeout))
+        http2.connection_keepalive.timeout.CopyFrom(ms(timeout))
         if interval is not None:
-            http2.connection_keepalive.interval.CopyFrom(_ms(interval))
+            http2.connection_keepalive.interval.CopyFrom(ms(interval))
         if idle is not None:
-            http2.connection_keepalive.connection_idle_interval.CopyFrom(_ms(idle))
+            http2.connection_keepalive.connection_idle_interval.CopyFrom(ms(idle))
 
 
 def upstream_tls(tls: ir.BackendTLS) -> base_pb2.TransportSocket:
@@ -177,12 +168,12 @@ def upstream_tls(tls: ir.BackendTLS) -> base_pb2.TransportSocket:
     context = tls_pb2.UpstreamTlsContext(common_tls_context=common, allow_renegotiation=tls.allow_renegotiation)
     if tls.sni is not None:
         context.sni = tls.sni
-    return base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=_pack(context))
+    return base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=pack(context))
 
 
 def _proxy_protocol(version: str, out: cluster_pb2.Cluster) -> None:
     inner = base_pb2.TransportSocket(name="envoy.transport_sockets.raw_buffer",
-                                     typed_config=_pack(raw_buffer_pb2.RawBuffer()))
+                                     typed_config=pack(raw_buffer_pb2.RawBuffer()))
     if out.HasField("transport_socket"):  # TLS: the PROXY header goes first, in the clear
         inner.CopyFrom(out.transport_socket)
     config = upstream_proxy_protocol_pb2.ProxyProtocolUpstreamTransport(
@@ -190,13 +181,13 @@ def _proxy_protocol(version: str, out: cluster_pb2.Cluster) -> None:
             version=proxy_protocol_pb2.ProxyProtocolConfig.V2 if version == "V2" else proxy_protocol_pb2.ProxyProtocolConfig.V1),
         transport_socket=inner)
     out.transport_socket.CopyFrom(base_pb2.TransportSocket(
-        name="envoy.transport_sockets.upstream_proxy_protocol", typed_config=_pack(config)))
+        name="envoy.transport_sockets.upstream_proxy_protocol", typed_config=pack(config)))
 
 
 def _slow_start(slow: ir.SlowStart) -> cluster_pb2.Cluster.SlowStartConfig:
     out = cluster_pb2.Cluster.SlowStartConfig()
     if slow.window_ms is not None:
-        out.slow_start_window.CopyFrom(_ms(slow.window_ms))
+        out.slow_start_window.CopyFrom(ms(slow.window_ms))
     if slow.aggression is not None:
         out.aggression.default_value = slow.aggression
         out.aggression.runtime_key = "upstream.slow_start.aggression"
@@ -225,7 +216,7 @@ def _load_balancing(lb: ir.LoadBalancing, out: cluster_pb2.Cluster) -> None:
     if lb.healthy_panic_threshold is not None:
         common.healthy_panic_threshold.CopyFrom(percent_pb2.Percent(value=lb.healthy_panic_threshold))
     if lb.update_merge_window_ms is not None:
-        common.update_merge_window.CopyFrom(_ms(lb.update_merge_window_ms))
+        common.update_merge_window.CopyFrom(ms(lb.update_merge_window_ms))
     if lb.locality_weighted:
         common.locality_weighted_lb_config.SetInParent()
     if lb.close_connections_on_host_set_change:
@@ -238,8 +229,8 @@ def health_check(hc: ir.HealthCheck) -> health_check_pb2.HealthCheck:
     # `interval` is "the time between health checks" for the user; Envoy would
     # otherwise wait a minute (no_traffic_interval) between checks until the
     # cluster has seen traffic, so a backend back up stays out that long.
-    out = health_check_pb2.HealthCheck(timeout=_ms(hc.timeout_ms), interval=_ms(hc.interval_ms),
-                                       no_traffic_interval=_ms(hc.interval_ms))
+    out = health_check_pb2.HealthCheck(timeout=ms(hc.timeout_ms), interval=ms(hc.interval_ms),
+                                       no_traffic_interval=ms(hc.interval_ms))
     out.unhealthy_threshold.value = hc.unhealthy_threshold
     out.healthy_threshold.value = hc.healthy_threshold
     if hc.http_path is not None:
@@ -271,9 +262,9 @@ def _outlier(o: ir.OutlierDetection) -> outlier_detection_pb2.OutlierDetection:
              enforcing_consecutive_local_origin_failure=o.enforcing_consecutive_local_origin_failure,
              max_ejection_percent=o.max_ejection_percent)
     if o.interval_ms is not None:
-        out.interval.CopyFrom(_ms(o.interval_ms))
+        out.interval.CopyFrom(ms(o.interval_ms))
     if o.base_ejection_time_ms is not None:
-        out.base_ejection_time.CopyFrom(_ms(o.base_ejection_time_ms))
+        out.base_ejection_time.CopyFrom(ms(o.base_ejection_time_ms))
     return out
 
 
@@ -293,7 +284,7 @@ def hash_policy(h: ir.HashPolicy) -> route_pb.RouteAction.HashPolicy:
         if h.cookie_path is not None:
             out.cookie.path = h.cookie_path
         if h.cookie_ttl_ms is not None:
-            out.cookie.ttl.CopyFrom(_ms(h.cookie_ttl_ms))
+            out.cookie.ttl.CopyFrom(ms(h.cookie_ttl_ms))
         out.cookie.attributes.extend(route_pb.RouteAction.HashPolicy.CookieAttribute(name=n, value=v)
                                      for n, v in h.cookie_attributes)
     else:
