@@ -117,6 +117,16 @@ async def test_every_kube_field_reaches_its_object(kube: KubeFake, controller: C
         assert svc["spec"]["ipFamilies"] == ["IPv4"] and svc["spec"]["ipFamilyPolicy"] == "SingleStack"
 
 
+async def test_default_security_contexts_can_be_left_to_the_platform(kube: KubeFake, controller: Controller) -> None:
+    kube.create(gateway_class())
+    kube.create(gateway_parameters(omitDefaultSecurityContext=True, podTemplate={"securityContext": {"fsGroup": 7}}))
+    kube.create(gateway(params="params"))
+    async with controller():
+        dep = await eventually(lambda: kube.get("deployments", "gw"), what="the Deployment")
+        assert "securityContext" not in envoy(dep)  # not even lychgate's runAsNonRoot
+        assert dep["spec"]["template"]["spec"]["securityContext"] == {"fsGroup": 7}  # only what was given
+
+
 async def test_overlays_patch_the_generated_objects(kube: KubeFake, controller: Controller) -> None:
     kube.create(gateway_class())
     kube.create(gateway_parameters(

@@ -177,6 +177,8 @@ class KubernetesProxyConfig(Model):
     pod_template: PodTemplate | None = None
     service: ProxyService | None = None
     service_account: ProxyServiceAccount | None = None
+    omit_default_security_context: bool | None = Field(
+        None, description="Render no securityContext but the ones given (platforms such as OpenShift set their own).")
     # Overlays apply after everything else: the class's, then the Gateway's.
     deployment_overlay: ResourceOverlay | None = None
     service_overlay: ResourceOverlay | None = None

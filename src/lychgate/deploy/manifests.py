@@ -309,6 +309,12 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
             {"name": "tmp", "emptyDir": {}},
         ],
     }
+    if kube.omit_default_security_context:  # the platform sets them: only what the parameters say
+        for obj, given in ((container, envoy.security_context), (pod_spec, pod.security_context if pod else None)):
+            if given:
+                obj["securityContext"] = dict(given)
+            else:
+                obj.pop("securityContext")
     if pod:
         if pod.node_selector:
             pod_spec["nodeSelector"] = dict(pod.node_selector)
