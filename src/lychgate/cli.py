@@ -248,6 +248,17 @@ def _columns(kind: str, obj: dict[str, Any], proxies: dict[str, dict[str, Any]])
                     for s in spec.get("targetSelectors", [])]
         return {"ACCEPTED": _cond(status, "Accepted"), "APPLIED": _cond(status, "Applied"),
                 "TARGETS": " ".join(targets)}
+    if kind == "BackendConfigPolicy":
+        ancestor = (status.get("ancestors") or [{}])[0]
+        targets = [f"{r['kind']}/{r['name']}" + (f":{r['sectionName']}" if r.get("sectionName") else "")
+                   for r in spec.get("targetRefs", [])]
+        return {"ACCEPTED": _cond(ancestor, "Accepted"), "ATTACHED": _cond(ancestor, "Attached"),
+                "TARGETS": " ".join(targets)}
+    if kind == "Backend":
+        kinds = [k for k in ("static", "dynamicForwardProxy", "aws") if spec.get(k)]
+        return {"TYPE": spec.get("type") or ",".join(kinds), "ACCEPTED": _cond(status, "Accepted")}
+    if kind == "DirectResponse":
+        return {"STATUS": str(spec.get("status", ""))}
     if kind == "GatewayExtension":
         kinds = [k for k in ("extAuth", "extProc", "rateLimit", "jwtProviders") if spec.get(k)]
         return {"TYPE": spec.get("type") or ",".join(kinds), "ACCEPTED": _cond(status, "Accepted"),

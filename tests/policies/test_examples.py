@@ -160,4 +160,5 @@ def test_backends_example(example: Example) -> None:
     egress = example.curl(f"localhost:{example.echo_port}", "/anything")
     assert egress.status_code == 200 and json.loads(egress.text)["path"] == "/anything"
     out = example.lg.cli("get", "backendconfigpolicies").stdout
-    assert "echo" in out, out
+    assert out.split("\n")[0].split() == ["NAME", "ACCEPTED", "ATTACHED", "TARGETS", "AGE"], out
+    assert out.split("\n")[1].split()[:4] == ["echo", "True", "True", "Service/echo"], out
