@@ -52,9 +52,12 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "TrafficPolicy": [_condition("Accepted"), _condition("Applied"), AGE],
     "GatewayExtension": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"},
                          _condition("Accepted"), AGE],
-    "Backend": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"}, AGE],
     "ListenerPolicy": [_condition("Accepted"), _condition("Applied"), AGE],
     "HTTPListenerPolicy": [_condition("Accepted"), _condition("Applied"), AGE],
+    "Backend": [{"name": "Type", "type": "string", "jsonPath": ".spec.type"}, _condition("Accepted"), AGE],
+    "DirectResponse": [{"name": "Status", "type": "integer", "jsonPath": ".spec.status"}, AGE],
+    "BackendConfigPolicy": [_condition("Accepted", ".status.ancestors[*].conditions"),
+                            _condition("Attached", ".status.ancestors[*].conditions"), AGE],
 }
 SHORT_NAMES: dict[str, list[str]] = {"GatewayParameters": ["gwp"]}
 

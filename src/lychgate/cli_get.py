@@ -39,7 +39,7 @@ SHORT_NAMES: dict[str, tuple[str, ...]] = {
 # lychgate's own abbreviations, kept because earlier versions documented them.
 EXTRA_NAMES: dict[str, tuple[str, ...]] = {
     "Gateway": ("gw",), "GatewayParameters": ("gatewayparameter",), "TrafficPolicy": ("tp",),
-    "GatewayExtension": ("gwe",),
+    "GatewayExtension": ("gwe",), "BackendConfigPolicy": ("bcp",),
 }
 # `get all` leaves out what kubectl's `all` leaves out and that holds data, not routing.
 NOT_IN_ALL = frozenset({"Secret", "ConfigMap"})
@@ -157,6 +157,8 @@ def _get(*path: str, default: str = "") -> Callable[[Obj, Obj], str]:
 
 ROUTE_PARENTS = Column("PARENTS", parents)
 COLUMNS: dict[str, tuple[Column, ...]] = {
+    "Backend": (Column("TYPE", _get("spec", "type")), Column("ACCEPTED", own_condition("Accepted"))),
+    "DirectResponse": (Column("STATUS", lambda o, _c: str(_spec(o).get("status", ""))),),
     "Namespace": (Column("STATUS", _get("status", "phase", default="Active")),),
     "Service": (Column("TYPE", _get("spec", "type", default="ClusterIP")),
                 Column("CLUSTER-IP", _get("spec", "clusterIP", default="<none>")),
@@ -192,6 +194,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
 # have no Applied, their ResolvedRefs says whether the references work.
 POLICY_CONDITIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "BackendTLSPolicy": (("Accepted", "ACCEPTED"), ("ResolvedRefs", "RESOLVED")),
+    "BackendConfigPolicy": (("Accepted", "ACCEPTED"), ("Attached", "ATTACHED")),
 }
 DEFAULT_POLICY_CONDITIONS = (("Accepted", "ACCEPTED"), ("Applied", "APPLIED"))
 

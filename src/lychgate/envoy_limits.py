@@ -75,7 +75,8 @@ def header_value(value: str) -> None:
     """A header value, or a path Envoy puts in a header (redirects, rewrites)."""
     bad = _FORBIDDEN_IN_VALUE.search(value) if ENABLED else None
     if bad is not None:
-        raise EnvoyRejects(f"value {value!r} contains {_describe(bad.group())}, which Envoy refuses "
+        # The value itself stays out of the message: it may come from a Secret.
+        raise EnvoyRejects(f"the value contains {_describe(bad.group())}, which Envoy refuses "
                            "in header values and paths")
 
 

@@ -75,6 +75,18 @@ class EndpointPicker:
 
 
 @dataclass(frozen=True)
+class AwsLambda:
+    """An AWS Lambda function a Backend names: Envoy's aws_lambda filter invokes
+    it, signing the request (SigV4) with `credentials` or its default chain."""
+
+    arn: str
+    host: str  # the Host the request is signed for
+    asynchronous: bool = False
+    passthrough: bool = False  # payloadTransformMode None: the body as it is
+    credentials: tuple[str, str, str | None] | None = None  # access key, secret key, session token
+
+
+@dataclass(frozen=True)
 class Forward:
     backends: tuple[WeightedCluster, ...]
     timeout_ms: int | None = None  # None: Envoy's default; 0: no timeout
@@ -84,12 +96,19 @@ class Forward:
     # A backend speaks WebSocket (appProtocol kubernetes.io/ws): allow the upgrade.
     websocket: bool = False
     picker: EndpointPicker | None = None  # a backend is an InferencePool
+    # Consistent-hashing key of the backends' BackendConfigPolicy (ring hash, maglev).
+    hash_policies: tuple[HashPolicy, ...] = ()
+    aws_lambda: AwsLambda | None = None  # the backend is a Lambda Backend
 
 
 @dataclass(frozen=True)
 class DirectResponse:
     status: int
     body: str = ""
+    # A body Envoy formats (DirectResponse bodyFormat): text, or a JSON object as canonical JSON text.
+    text_format: str | None = None
+    json_format: str | None = None
+    content_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -277,9 +296,6 @@ class OAuth2Route:
     service: OAuth2Service
 
 
-ExtensionService = ExtAuthService | ExtProcService | JwtService | OAuth2Service
-
-
 @dataclass(frozen=True)
 class BasicAuth:
     htpasswd: str  # "user:{SHA}base64" lines
@@ -360,6 +376,8 @@ class TokenBucket:
     max_tokens: int
     tokens_per_fill: int
     fill_interval_ms: int
+    percent_enabled: int = 100
+    percent_enforced: int = 100
 
 
 @dataclass(frozen=True)
@@ -379,6 +397,66 @@ class Retry:
     per_try_timeout_ms: int | None = None
     status_codes: tuple[int, ...] = ()
     backoff_base_ms: int | None = None
+    host_predicates: tuple[str, ...] = ()  # "PreviousHosts", "OmitCanaryHosts"
+    # On envoy-ratelimited: back off as these response headers say ((name, "Seconds" | "UnixTimestamp")...).
+    rate_limited_reset_headers: tuple[tuple[str, str], ...] = ()
+    rate_limited_max_interval_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ResponseCompression:
+    libraries: tuple[str, ...] = ("Gzip",)  # offered codecs, negotiated with Accept-Encoding
+    min_content_length: int | None = None  # None: Envoy's 30 bytes
+    content_types: tuple[str, ...] = ()  # (): the default textual types
+
+
+@dataclass(frozen=True)
+class FaultInjection:
+    """Envoy's fault filter for a route; percentages are of requests."""
+
+    delay_ms: int | None = None
+    delay_percent: int = 100
+    abort_http_status: int | None = None
+    abort_grpc_status: int | None = None
+    abort_percent: int = 100
+    response_kbps: int | None = None
+    response_percent: int = 100
+    max_active_faults: int | None = None
+
+
+@dataclass(frozen=True)
+class InternalRedirect:
+    response_codes: tuple[int, ...] = (302,)
+    allow_cross_scheme: bool = False
+    headers_to_copy: tuple[str, ...] = ()
+    max_redirects: int = 1
+
+
+@dataclass(frozen=True)
+class RateLimitService:
+    """One GatewayExtension of type RateLimit: one ratelimit filter in the chain."""
+
+    name: str  # "namespace/name" of the GatewayExtension
+    cluster: str
+    domain: str
+    authority: str | None = None
+    timeout_ms: int = 100
+    fail_open: bool = True
+    x_ratelimit_headers: bool = False
+
+
+ExtensionService = ExtAuthService | ExtProcService | JwtService | OAuth2Service | RateLimitService
+
+
+# A descriptor entry: ("generic", key, value), ("header", name, ""),
+# ("remote_address", "", "") or ("path", "", "").
+DescriptorEntry = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class GlobalRateLimit:
+    service: RateLimitService
+    descriptors: tuple[tuple[DescriptorEntry, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -396,6 +474,7 @@ class RoutePolicy:
     csrf: Csrf | None = None
     transformation: Transformation | None = None
     rate_limit: TokenBucket | None = None
+    global_rate_limit: GlobalRateLimit | None = None
     cors: Cors | None = None
     request_headers: HeaderOps = HeaderOps()
     response_headers: HeaderOps = HeaderOps()
@@ -403,6 +482,15 @@ class RoutePolicy:
     timeout_ms: int | None = None
     stream_idle_timeout_ms: int | None = None
     retry: Retry | None = None
+    response_compression: ResponseCompression | None = None  # compression (xds/translator/compression.py)
+    request_decompression: tuple[str, ...] = ()  # the codecs ("Gzip", "Brotli", "Zstd") to decompress
+    path_regex_rewrite: tuple[str, str] | None = None  # urlRewrite.pathRegex: pattern, substitution
+    auto_host_rewrite: bool | None = None
+    fault_injection: FaultInjection | None = None  # xds/translator/fault.py
+    # headerModifiers.filterStage: the header ops run in a header_mutation filter at
+    # (stage, predicate) instead of on the route (xds/translator/header_stage.py).
+    header_stage: tuple[str, str] | None = None
+    internal_redirect: InternalRedirect | None = None
     # "namespace/name" of every TrafficPolicy that contributed, oldest first.
     sources: tuple[str, ...] = ()
 
@@ -524,6 +612,140 @@ class UpstreamTLS:
 
 
 @dataclass(frozen=True)
+class HashPolicy:
+    """One part of a consistent-hashing key (ring hash, maglev): a header, a
+    cookie (generated with `cookie_ttl_ms` when absent: session affinity) or the
+    client's address."""
+
+    header: str | None = None
+    cookie: str | None = None
+    cookie_path: str | None = None
+    cookie_ttl_ms: int | None = None
+    cookie_attributes: tuple[tuple[str, str], ...] = ()  # ("SameSite", "Lax"), ("Secure", "")...
+    source_ip: bool = False
+    terminal: bool = False
+
+
+@dataclass(frozen=True)
+class SlowStart:
+    window_ms: int | None = None
+    aggression: float | None = None
+    min_weight_percent: int | None = None
+
+
+@dataclass(frozen=True)
+class LoadBalancing:
+    algorithm: Literal["least_request", "round_robin", "ring_hash", "maglev", "random"]
+    choice_count: int | None = None
+    slow_start: SlowStart | None = None
+    ring_min: int | None = None
+    ring_max: int | None = None
+    use_hostname_for_hashing: bool = False
+    healthy_panic_threshold: int | None = None
+    update_merge_window_ms: int | None = None
+    locality_weighted: bool = False
+    close_connections_on_host_set_change: bool = False
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """Active health checking; exactly one of http_path, grpc or tcp is used."""
+
+    timeout_ms: int
+    interval_ms: int
+    unhealthy_threshold: int
+    healthy_threshold: int
+    http_path: str | None = None
+    http_host: str | None = None
+    http_method: str | None = None
+    grpc: bool = False
+    grpc_service: str | None = None
+    grpc_authority: str | None = None
+    tcp: bool = False
+    tcp_send: str | None = None  # hex
+    tcp_receive: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OutlierDetection:
+    consecutive_5xx: int | None = None
+    enforcing_consecutive_5xx: int | None = None
+    split_external_local_origin_errors: bool = False
+    consecutive_local_origin_failure: int | None = None
+    enforcing_consecutive_local_origin_failure: int | None = None
+    interval_ms: int | None = None
+    base_ejection_time_ms: int | None = None
+    max_ejection_percent: int | None = None
+
+
+@dataclass(frozen=True)
+class CircuitBreakers:
+    max_connections: int | None = None
+    max_pending_requests: int | None = None
+    max_requests: int | None = None
+    max_retries: int | None = None
+    track_remaining: bool = False
+
+
+@dataclass(frozen=True)
+class BackendTLS:
+    """TLS origination of a BackendConfigPolicy (a BackendTLSPolicy wins over it)."""
+
+    sni: str | None = None
+    ca: str | None = None  # PEM; None with system_ca False and not insecure: no verification asked
+    ca_file: str | None = None
+    system_ca: bool = False
+    insecure: bool = False
+    certificate: Certificate | None = None  # client certificate (mTLS)
+    certificate_files: tuple[str, str] | None = None
+    sans: tuple[str, ...] = ()
+    min_version: str | None = None
+    max_version: str | None = None
+    cipher_suites: tuple[str, ...] = ()
+    ecdh_curves: tuple[str, ...] = ()
+    signature_algorithms: tuple[str, ...] = ()
+    alpn: tuple[str, ...] = ()
+    allow_renegotiation: bool = False
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """A BackendConfigPolicy (or several, merged) resolved for one cluster
+    (translate/backend_config.py; xds/translator/cluster_policy.py). None: Envoy's default."""
+
+    connect_timeout_ms: int | None = None
+    per_connection_buffer_limit_bytes: int | None = None
+    tcp_keepalive: tuple[int | None, int | None, int | None] | None = None  # probes, time s, interval s
+    # HttpProtocolOptions.common_http_protocol_options
+    idle_timeout_ms: int | None = None
+    max_connection_duration_ms: int | None = None
+    max_headers_count: int | None = None
+    max_stream_duration_ms: int | None = None
+    max_requests_per_connection: int | None = None
+    # HTTP/1 options
+    http1_enable_trailers: bool | None = None
+    http1_preserve_case: bool = False
+    http1_override_stream_error: bool | None = None
+    # HTTP/2 options (only for backends that speak HTTP/2)
+    http2: bool = False
+    http2_initial_stream_window: int | None = None
+    http2_initial_connection_window: int | None = None
+    http2_max_concurrent_streams: int | None = None
+    http2_override_stream_error: bool | None = None
+    http2_keepalive: tuple[int, int | None, int | None] | None = None  # timeout, interval, idle interval (ms)
+    tls: BackendTLS | None = None
+    load_balancing: LoadBalancing | None = None
+    hash_policies: tuple[HashPolicy, ...] = ()
+    health_check: HealthCheck | None = None
+    outlier_detection: OutlierDetection | None = None
+    circuit_breakers: CircuitBreakers | None = None
+    dns_refresh_ms: int | None = None
+    dns_jitter_ms: int | None = None
+    dns_respect_ttl: bool | None = None
+    proxy_protocol: Literal["V1", "V2"] | None = None
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
     endpoints: tuple[Endpoint, ...]
@@ -533,6 +755,13 @@ class Cluster:
     # An InferencePool: the endpoint its picker names wins over load balancing.
     endpoint_override: bool = False
     tls: UpstreamTLS | None = None
+    config: BackendConfig | None = None  # BackendConfigPolicy
+    # Where endpoints come from: EDS (Services), `endpoints` as they are (static
+    # addresses), resolved by Envoy's DNS (static host names), or the Host of each
+    # request (dynamic forward proxy; `forward_proxy_tls`: TLS to that host).
+    discovery: Literal["eds", "static", "dns", "forward_proxy"] = "eds"
+    forward_proxy_tls: bool = False
+    aws_lambda: AwsLambda | None = None  # a Lambda Backend: routes to it invoke the function
 
 
 # --- waypoint (ambient mesh, translate/mesh.py) ------------------------------------

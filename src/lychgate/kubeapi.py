@@ -91,6 +91,10 @@ SERVICE = ApiResource("", "v1", "Service", "services")
 SERVICE_ACCOUNT = ApiResource("", "v1", "ServiceAccount", "serviceaccounts")
 CONFIG_MAP = ApiResource("", "v1", "ConfigMap", "configmaps")
 LEASE = ApiResource("coordination.k8s.io", "v1", "Lease", "leases")
+# Created for a proxy only when its GatewayParameters ask (deploy/overlays.py).
+POD_DISRUPTION_BUDGET = ApiResource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
+HORIZONTAL_POD_AUTOSCALER = ApiResource("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
+VERTICAL_POD_AUTOSCALER = ApiResource("autoscaling.k8s.io", "v1", "VerticalPodAutoscaler", "verticalpodautoscalers")
 
 
 def plain(obj: Any) -> dict[str, Any]:

@@ -26,7 +26,8 @@ NAMES = {
     "TCPRoute": "stream", "UDPRoute": "dgram", "ReferenceGrant": "let-default-in",
     "BackendTLSPolicy": "app-tls", "GatewayParameters": "edge", "TrafficPolicy": "app-timeout",
     "GatewayExtension": "auth", "InferencePool": "llama", "ListenerPolicy": "access-log",
-    "HTTPListenerPolicy": "old-style", "Backend": "outside",
+    "HTTPListenerPolicy": "old-style", "Backend": "outside", "BackendConfigPolicy": "app-lb",
+    "DirectResponse": "gone",
 }
 # What the columns must say about them (a row, split on runs of spaces).
 ROWS = {
@@ -51,6 +52,11 @@ ROWS = {
     "ReferenceGrant": ["let-default-in", "HTTPRoute/default", "Service"],
     "Namespace": ["other", "Active"],
     "GatewayParameters": ["edge"],
+    "DirectResponse": ["gone", "410"],
+    "Backend": ["outside", "Static", "True"],
+    "ListenerPolicy": ["access-log", "True", "True", "Gateway/gw"],
+    "HTTPListenerPolicy": ["old-style", "True", "True", "Gateway/gw"],
+    "BackendConfigPolicy": ["app-lb", "True", "True", "Service/app"],
 }
 
 

@@ -249,8 +249,15 @@ def custom_types() -> list[ResourceType]:
                      list_types=_POLICY_LISTS, status=True),
         ResourceType(LYCHGATE_API, ("v1alpha1",), "GatewayExtension", "gatewayextensions",
                      list_types=_PLAIN_CR_LISTS, status=True),
+        ResourceType(LYCHGATE_API, ("v1alpha1",), "BackendConfigPolicy", "backendconfigpolicies",
+                     list_types=_POLICY_LISTS, status=True),
+        ResourceType(LYCHGATE_API, ("v1alpha1",), "DirectResponse", "directresponses",
+                     list_types=_POLICY_LISTS, status=True),
         ResourceType(LYCHGATE_API, ("v1alpha1",), "Backend", "backends",
                      list_types=_lists(_conditions(("status",), ("status", "parents"))), status=True),
+        # Not lychgate's: the VPA CRD, written when GatewayParameters ask for a VerticalPodAutoscaler.
+        ResourceType("autoscaling.k8s.io", ("v1",), "VerticalPodAutoscaler", "verticalpodautoscalers",
+                     status=True),
         ResourceType(INFERENCE_API, ("v1",), "InferencePool", "inferencepools",
                      list_types=_lists(_conditions(("status", "parents"))), status=True),
     ]

@@ -96,6 +96,17 @@ class Stack:
         self.servers.close()
 
 
+def route_policy(name: str, route: str, body: str) -> str:
+    """A TrafficPolicy on one HTTPRoute; `body` is the rest of its spec, indented two spaces."""
+    return (f"apiVersion: gateway.lychgate.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {{name: {name}}}\n"
+            f"spec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {route}}}]\n{body}")
+
+
+def lychgate_object(kind: str, name: str, spec: str) -> str:
+    """A gateway.lychgate.dev object; `spec` is its spec's body, indented two spaces."""
+    return f"apiVersion: gateway.lychgate.dev/v1alpha1\nkind: {kind}\nmetadata: {{name: {name}}}\nspec:\n{spec}"
+
+
 def condition(conds: list[dict[str, Any]], type_: str) -> dict[str, Any]:
     return next(c for c in conds if c["type"] == type_)
 

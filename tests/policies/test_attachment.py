@@ -161,7 +161,8 @@ def test_invalid_policy_fails_its_routes_closed_and_nothing_else(stack: Stack) -
         "invalid.yaml",
         stack.route("invalid", "invalid.example.com"),
         stack.route("invalid-neighbour", "invalid-neighbour.example.com"),
-        policy("invalid", ref("invalid"), "  timeouts: {request: soon}\n  rateLimit: {global: {domain: x}}"),
+        policy("invalid", ref("invalid"), "  timeouts: {request: soon}\n  rateLimit: {global: {extensionRef: {name: rl},"
+                                          " descriptors: [{entries: [{type: Header, header: 'x y'}]}]}}"),
     )
     resp = stack.wait("invalid.example.com", lambda r: r.status_code == 500, what="the targeted route to answer 500")
     assert resp.text == "a policy of this route is invalid; see the TrafficPolicy status\n"
@@ -170,7 +171,7 @@ def test_invalid_policy_fails_its_routes_closed_and_nothing_else(stack: Stack) -
     accepted = condition(st["conditions"], "Accepted")
     assert accepted["status"] == "False" and accepted["reason"] == "Invalid"
     assert accepted["message"] == (
-        "invalid field spec.rateLimit.global: global rate limiting is not supported by lychgate yet; use local; "
+        "invalid field spec.rateLimit.global.descriptors[0].entries[0].header: 'x y' is not a valid header name; "
         "spec.timeouts.request: 'soon' is not a duration like 10s or 500ms")
     applied = condition(st["ancestors"][0]["conditions"], "Applied")
     assert applied["message"] == ("not applied: the policy is invalid; the routes it targets answer 500 "

@@ -32,7 +32,8 @@ EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 CASES = {"ext-auth": ("authz.py", 9001), "ext-proc": ("processor.py", 9002), "transformation": (None, None),
          "jwt-auth": (None, None), "basic-auth": (None, None), "api-key-auth": (None, None),
          "rbac": (None, None), "csrf": (None, None),
-         "acl": (None, None), "oauth2": ("provider.py", 9003)}
+         "acl": (None, None), "oauth2": ("provider.py", 9003),
+         "backends": (None, None)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -61,7 +62,7 @@ class Example:
     def __init__(self, name: str, root: Path, backends: EchoBackends) -> None:
         self.dir = root / name
         shutil.copytree(EXAMPLES / name, self.dir)
-        echo = backends.start("echo")
+        echo = self.echo_port = backends.start("echo")
         self.address = f"127.0.{random.randint(100, 250)}.{random.randint(2, 250)}"
         script, port = CASES[name]
         self.server: subprocess.Popen[bytes] | None = None
@@ -249,3 +250,18 @@ def test_oauth2_example(example: Example) -> None:
         assert browser.get("https://shop.example.com:8443/other").history == []  # the session cookie
         out = browser.get("https://shop.example.com:8443/logout")
         assert out.text == "ada is signed out of the provider\n"
+@pytest.mark.parametrize("example", ["backends"], indirect=True)
+def test_backends_example(example: Example) -> None:
+    echo = wait_for(lambda: (r := example.curl("echo.example.com", "/", headers={"accept-encoding": "gzip"}))
+                    .status_code == 200 and r, 10, "the echo route")
+    assert echo.headers["content-encoding"] == "gzip" and json.loads(echo.text)["pod"] == "echo"
+    legacy = wait_for(lambda: (r := example.curl("legacy.example.com", "/v2/orders")).status_code == 200 and r,
+                      10, "the static Backend")
+    assert json.loads(legacy.text)["pod"] == "echo"
+    retired = example.curl("legacy.example.com", "/v1/orders")
+    assert (retired.status_code, retired.text) == (410, "v1 is retired; use /v2\n")
+    egress = example.curl(f"localhost:{example.echo_port}", "/anything")
+    assert egress.status_code == 200 and json.loads(egress.text)["path"] == "/anything"
+    out = example.lg.cli("get", "backendconfigpolicies").stdout
+    assert out.split("\n")[0].split() == ["NAME", "ACCEPTED", "ATTACHED", "TARGETS", "AGE"], out
+    assert out.split("\n")[1].split()[:4] == ["echo", "True", "True", "Service/echo"], out

@@ -6,19 +6,10 @@ from __future__ import annotations
 import pytest
 
 from tests.policies.conftest import Stack
+from tests.policies.conftest import route_policy as policy
 from tests.policies.servers import body_of
 
 pytestmark = pytest.mark.e2e
-
-
-def policy(name: str, route: str, body: str) -> str:
-    return f"""
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: TrafficPolicy
-metadata: {{name: {name}}}
-spec:
-  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {route}}}]
-{body}"""
 
 
 def test_local_rate_limit_token_bucket(stack: Stack) -> None:

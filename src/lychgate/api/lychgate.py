@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from lychgate.api.base import Model, Resource
 from lychgate.api.stats import StatsConfig
@@ -33,11 +33,25 @@ Quantity = Annotated[int | str, AfterValidator(_quantity)]
 KubeObject = dict[str, Any]
 
 
+class LogFormat(Model):
+    """Envoy's application log format (`--log-format`): a format string, or JSON fields."""
+
+    json_: dict[str, Any] | None = Field(None, alias="json")
+    text: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> LogFormat:
+        if (self.json_ is None) == (self.text is None):
+            raise ValueError("exactly one of json, text must be set")
+        return self
+
+
 class EnvoyBootstrap(Model):
     """What Envoy starts with: its log level (all components) and per-component levels."""
 
     log_level: EnvoyLogLevel = "info"
     component_log_levels: dict[str, EnvoyLogLevel] = Field(default_factory=dict)
+    log_format: LogFormat | None = None
 
 
 class Image(Model):
@@ -67,6 +81,10 @@ class EnvoyContainer(Model):
         None, description="A core/v1 SecurityContext, merged over lychgate's defaults key by key."
     )
     env: list[KubeObject] = Field(default_factory=list, description="Extra environment variables.")
+    extra_args: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        default_factory=list, max_length=32,
+        description="More Envoy arguments; --log-level, --component-log-level and --disable-hot-restart are lychgate's.")
+    extra_volume_mounts: list[KubeObject] = Field(default_factory=list, description="core/v1 VolumeMounts.")
 
 
 class ProxyDeployment(Model):
@@ -93,8 +111,21 @@ class PodTemplate(Model):
     affinity: KubeObject | None = None
     tolerations: list[KubeObject] = Field(default_factory=list)
     topology_spread_constraints: list[KubeObject] = Field(default_factory=list)
-    termination_grace_period_seconds: int | None = Field(None, ge=0)
+    termination_grace_period_seconds: int | None = Field(None, ge=0, le=31536000)
     priority_class_name: str | None = None
+    graceful_shutdown: GracefulShutdown | None = None
+    startup_probe: KubeObject | None = Field(None, description="A core/v1 Probe for the Envoy container.")
+    readiness_probe: KubeObject | None = Field(None, description="Replaces lychgate's readiness probe.")
+    liveness_probe: KubeObject | None = None
+    extra_volumes: list[KubeObject] = Field(default_factory=list, description="core/v1 Volumes.")
+
+
+class GracefulShutdown(Model):
+    """Before Envoy stops: fail its health check (the Pod leaves the Service's
+    endpoints) and wait `sleepTimeSeconds` for requests in flight."""
+
+    enabled: bool | None = None
+    sleep_time_seconds: int | None = Field(None, ge=0, le=31536000)
 
 
 class ProxyService(Model):
@@ -109,6 +140,14 @@ class ProxyService(Model):
     external_traffic_policy: Literal["Cluster", "Local"] | None = None
     load_balancer_class: str | None = None
     load_balancer_source_ranges: list[str] = Field(default_factory=list)
+    ports: list[ServicePortConfig] = Field(default_factory=list, description="Per Gateway port: its nodePort.")
+    ip_families: list[Literal["IPv4", "IPv6"]] = Field(default_factory=list, max_length=2, alias="ipFamilies")
+    ip_family_policy: Literal["SingleStack", "PreferDualStack", "RequireDualStack"] | None = None
+
+
+class ServicePortConfig(Model):
+    port: int = Field(ge=1, le=65535, description="A Gateway listener port.")
+    node_port: int | None = Field(None, ge=1, le=65535)
 
 
 class ProxyServiceAccount(Model):
@@ -116,6 +155,19 @@ class ProxyServiceAccount(Model):
 
     extra_labels: dict[str, str] = Field(default_factory=dict)
     extra_annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class OverlayMetadata(Model):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class ResourceOverlay(Model):
+    """Changes laid over a generated object: labels and annotations added, `spec`
+    merged as a strategic merge patch (lists of named items merge by name)."""
+
+    metadata: OverlayMetadata | None = None
+    spec: KubeObject | None = None
 
 
 class KubernetesProxyConfig(Model):
@@ -127,6 +179,16 @@ class KubernetesProxyConfig(Model):
     service: ProxyService | None = None
     service_account: ProxyServiceAccount | None = None
     stats: StatsConfig | None = None
+    omit_default_security_context: bool | None = Field(
+        None, description="Render no securityContext but the ones given (platforms such as OpenShift set their own).")
+    # Overlays apply after everything else: the class's, then the Gateway's.
+    deployment_overlay: ResourceOverlay | None = None
+    service_overlay: ResourceOverlay | None = None
+    service_account_overlay: ResourceOverlay | None = None
+    # Present: the object is created for the proxy (its selector or target filled in).
+    pod_disruption_budget: ResourceOverlay | None = None
+    horizontal_pod_autoscaler: ResourceOverlay | None = None
+    vertical_pod_autoscaler: ResourceOverlay | None = None
 
 
 class GatewayParametersSpec(Model):
@@ -140,29 +202,3 @@ class GatewayParameters(Resource):
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: GatewayParametersSpec = Field(default_factory=GatewayParametersSpec)
-
-
-# --- Backend ------------------------------------------------------------------
-
-
-class StaticHost(Model):
-    host: str = Field(min_length=1, description="Host name or IP address.")
-    port: int = Field(ge=1, le=65535)
-
-
-class StaticBackend(Model):
-    hosts: list[StaticHost] = Field(min_length=1)
-
-
-class BackendSpec(Model):
-    type: Literal["Static"] = Field(description="Kind of backend; Static: fixed hosts and ports.")
-    static: StaticBackend | None = None
-
-
-class Backend(Resource):
-    """A backend outside the cluster's Services that routes can send traffic to."""
-
-    KIND: ClassVar[str] = "Backend"
-    GROUP: ClassVar[str] = GROUP
-    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
-    spec: BackendSpec

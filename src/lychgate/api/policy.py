@@ -14,9 +14,9 @@ them never says Accepted while doing nothing.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from lychgate.api.auth import (
     ACLPolicy,
@@ -32,7 +32,7 @@ from lychgate.api.auth import (
     PolicyDisable,
 )
 from lychgate.api.base import Model, OpenModel, Resource
-from lychgate.api.gateway import BackendRef, HeaderModifier
+from lychgate.api.gateway import BackendRef
 from lychgate.api.lychgate import GROUP
 
 # --- targets -------------------------------------------------------------------
@@ -127,13 +127,45 @@ class TokenBucket(Model):
 
 class LocalRateLimitPolicy(Model):
     token_bucket: TokenBucket | None = None
+    # Of the requests, how many the filter counts (enabled) and how many over the limit
+    # it refuses (enforced); percentEnforced 0 is shadow mode: counted, never refused.
+    percent_enabled: int | None = Field(None, ge=0, le=100)
+    percent_enforced: int | None = Field(None, ge=0, le=100)
+
+
+class RateLimitDescriptorEntryGeneric(Model):
+    key: str = Field(min_length=1)
+    value: str = Field(min_length=1)
+
+
+class RateLimitDescriptorEntry(Model):
+    """One entry of a descriptor: a fixed key and value, a request header, the client address or the path."""
+
+    type: Literal["Generic", "Header", "RemoteAddress", "Path"]
+    generic: RateLimitDescriptorEntryGeneric | None = None
+    header: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> RateLimitDescriptorEntry:
+        if (self.generic is not None) != (self.type == "Generic") or (self.header is not None) != (self.type == "Header"):
+            raise ValueError("exactly one entry type must be specified")
+        return self
+
+
+class RateLimitDescriptor(Model):
+    entries: list[RateLimitDescriptorEntry] = Field(min_length=1)
+
+
+class GlobalRateLimitPolicy(Model):
+    """`rateLimit.global`: descriptors sent to a RateLimit GatewayExtension's service."""
+
+    descriptors: list[RateLimitDescriptor] = Field(min_length=1)
+    extension_ref: NamespacedObjectReference
 
 
 class RateLimit(Model):
     local: LocalRateLimitPolicy | None = None
-    # Global rate limiting (an external rate limit service) is not implemented:
-    # carried so the status can say so.
-    global_: OpenModel | None = Field(None, alias="global")
+    global_: GlobalRateLimitPolicy | None = Field(None, alias="global")
 
 
 class CorsPolicy(Model):
@@ -148,9 +180,46 @@ class CorsPolicy(Model):
     disable: PolicyDisable | None = None
 
 
+class SecretRefWithKey(Model):
+    name: str = Field(min_length=1)
+    key: str | None = Field(None, min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
+    namespace: str | None = None
+
+
+class PolicyHTTPHeader(Model):
+    """A header and its value, written inline or read from a Secret (`secretRef`)."""
+
+    name: str | None = Field(None, min_length=1)
+    value: str | None = Field(None, min_length=1, max_length=4096)
+    secret_ref: SecretRefWithKey | None = None
+
+    @model_validator(mode="after")
+    def _source(self) -> PolicyHTTPHeader:
+        if (self.value is None) == (self.secret_ref is None):
+            raise ValueError("exactly one of value, secretRef must be set")
+        if self.value is not None and self.name is None:
+            raise ValueError("name is required when using an inline value")
+        return self
+
+
+class PolicyHeaderFilter(Model):
+    set: list[PolicyHTTPHeader] = Field(default_factory=list, max_length=16)
+    add: list[PolicyHTTPHeader] = Field(default_factory=list, max_length=16)
+    remove: list[str] = Field(default_factory=list, max_length=16)
+
+
+class FilterStageSpec(Model):
+    """Where in the HTTP filter chain a filter goes: a well-known stage and before, during or after it."""
+
+    stage: Literal["Fault", "AuthN", "AuthZ", "RateLimit", "Route"]
+    predicate: Literal["Before", "During", "After"] = "During"
+    weight: int = 0
+
+
 class HeaderModifiers(Model):
-    request: HeaderModifier | None = None
-    response: HeaderModifier | None = None
+    request: PolicyHeaderFilter | None = None
+    response: PolicyHeaderFilter | None = None
+    filter_stage: FilterStageSpec | None = None
 
 
 class Buffer(Model):
@@ -169,6 +238,109 @@ class Retry(Model):
     per_try_timeout: str | None = None
     status_codes: list[int] = Field(default_factory=list)
     backoff_base_interval: str | None = None
+    retry_host_predicates: list[Literal["PreviousHosts", "OmitCanaryHosts"]] = Field(default_factory=list)
+    rate_limited_back_off: RateLimitedRetryBackOff | None = None
+
+
+class ResetHeader(Model):
+    name: str = Field(min_length=1, max_length=256)
+    format: Literal["Seconds", "UnixTimestamp"]
+
+
+class RateLimitedRetryBackOff(Model):
+    """Back-off for retries on `envoy-ratelimited`, read from the response's reset headers."""
+
+    reset_headers: list[ResetHeader] = Field(min_length=1)
+    max_interval: str | None = None
+
+
+class InternalRedirect(Model):
+    """Follow the backend's 3xx inside the gateway; the client sees the final answer."""
+
+    redirect_response_codes: list[Literal[301, 302, 303, 307, 308]] = Field(
+        default_factory=list, max_length=5)
+    allow_cross_scheme_redirect: bool | None = None
+    response_headers_to_copy: list[str] = Field(default_factory=list, max_length=16)
+    max_redirects: int | None = Field(None, ge=1)
+
+
+class FaultDelay(Model):
+    fixed_delay: str
+    percentage: int = Field(100, ge=0, le=100)
+
+
+class FaultAbort(Model):
+    http_status: int | None = Field(None, ge=200, le=599)
+    grpc_status: int | None = Field(None, ge=0, le=16)
+    percentage: int = Field(100, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _one(self) -> FaultAbort:
+        if (self.http_status is None) == (self.grpc_status is None):
+            raise ValueError("exactly one of httpStatus, grpcStatus must be set")
+        return self
+
+
+class FaultResponseRateLimit(Model):
+    kbits_per_second: int = Field(ge=1)
+    percentage: int = Field(100, ge=0, le=100)
+
+
+class FaultInjectionPolicy(Model):
+    """Delays, aborts and slow responses for resilience testing (Envoy's fault filter)."""
+
+    delay: FaultDelay | None = None
+    abort: FaultAbort | None = None
+    response_rate_limit: FaultResponseRateLimit | None = None
+    max_active_faults: int | None = Field(None, ge=0)
+    disable: PolicyDisable | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> FaultInjectionPolicy:
+        if self.delay is None and self.abort is None and self.response_rate_limit is None and self.disable is None:
+            raise ValueError("at least one of delay, abort, responseRateLimit, disable must be set")
+        return self
+
+
+class PathRegexRewrite(Model):
+    pattern: str = Field(min_length=1, max_length=1024)
+    substitution: str = Field(min_length=1, max_length=1024)
+
+
+class URLRewrite(Model):
+    """`urlRewrite`: the path rewritten by a regular expression (RE2)."""
+
+    path_regex: PathRegexRewrite
+
+
+CompressionLibrary = Literal["Gzip", "Brotli", "Zstd"]
+
+
+class ResponseCompression(Model):
+    libraries: list[CompressionLibrary] = Field(default_factory=list, max_length=3)  # default: [Gzip]
+    min_content_length_bytes: int | None = Field(None, ge=0)
+    content_types: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        default_factory=list, max_length=50)
+    disable: PolicyDisable | None = None
+
+
+class RequestDecompression(Model):
+    libraries: list[CompressionLibrary] = Field(default_factory=list, max_length=3)  # default: [Gzip]
+    disable: PolicyDisable | None = None
+
+
+class Compression(Model):
+    """`compression`: responses compressed for clients that accept it (gzip, brotli,
+    zstd as negotiated), request bodies decompressed."""
+
+    response_compression: ResponseCompression | None = None
+    request_decompression: RequestDecompression | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> Compression:
+        if self.response_compression is None and self.request_decompression is None:
+            raise ValueError("at least one of responseCompression, requestDecompression must be set")
+        return self
 
 
 class TrafficPolicySpec(Model):
@@ -190,15 +362,15 @@ class TrafficPolicySpec(Model):
     csrf: CSRFPolicy | None = None
     acl: ACLPolicy | None = None
     oauth2: OAuth2Policy | None = None
+    internal_redirect: InternalRedirect | None = None
+    fault_injection: FaultInjectionPolicy | None = None
+    url_rewrite: URLRewrite | None = None
+    compression: Compression | None = None
+    auto_host_rewrite: bool | None = None
     # kgateway fields lychgate does not implement yet: reported as unsupported.
     ai: OpenModel | None = None
-    auto_host_rewrite: bool | None = None
-    url_rewrite: OpenModel | None = None
-    compression: OpenModel | None = None
     direct_response: OpenModel | None = None
-    internal_redirect: OpenModel | None = None
     tracing: OpenModel | None = None
-    fault_injection: OpenModel | None = None
     stat_prefix: str | None = None
 
 
@@ -285,11 +457,21 @@ class ExtProcProvider(Model):
     metadata_options: MetadataOptions | None = None
 
 
+class RateLimitProvider(Model):
+    """A service speaking Envoy's rate limit protocol (envoy.service.ratelimit.v3)."""
+
+    grpc_service: ExtGrpcService
+    domain: str = Field(min_length=1)
+    fail_open: bool = True
+    timeout: str = Field("100ms", max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")
+    x_rate_limit_headers: Literal["Off", "DraftVersion03"] = Field("Off", alias="xRateLimitHeaders")
+
+
 class GatewayExtensionSpec(Model):
     type: Literal["ExtAuth", "ExtProc", "RateLimit", "JWT", "OAuth2"] | None = None
     ext_auth: ExtAuthProvider | None = None
     ext_proc: ExtProcProvider | None = None
-    rate_limit: OpenModel | None = None
+    rate_limit: RateLimitProvider | None = None
     jwt: JWTProviders | None = None
     oauth2: OAuth2Provider | None = None
 

@@ -10,7 +10,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychgate.api import core, gateway, inference, listener_policy, lychgate, policy
+from lychgate.api import (
+    backend,
+    backend_config,
+    core,
+    direct_response,
+    gateway,
+    inference,
+    listener_policy,
+    lychgate,
+    policy,
+)
 from lychgate.api.base import Resource
 
 KINDS: tuple[type[Resource], ...] = (
@@ -35,7 +45,9 @@ KINDS: tuple[type[Resource], ...] = (
     policy.GatewayExtension,
     listener_policy.ListenerPolicy,
     listener_policy.HTTPListenerPolicy,
-    lychgate.Backend,
+    backend_config.BackendConfigPolicy,
+    backend.Backend,
+    direct_response.DirectResponse,
     inference.InferencePool,
 )
 

@@ -37,8 +37,11 @@ from lychgate.kubeapi import (
     CONFIG_MAP,
     DEPLOYMENT,
     FIELD_MANAGER,
+    HORIZONTAL_POD_AUTOSCALER,
+    POD_DISRUPTION_BUDGET,
     SERVICE,
     SERVICE_ACCOUNT,
+    VERTICAL_POD_AUTOSCALER,
     ApiResource,
     Backoff,
     describe_error,
@@ -48,12 +51,14 @@ from lychgate.kubeapi import (
 from lychgate.log import component_logger
 from lychgate.sources.kube import Informer
 from lychgate.store import Store
+from lychgate.translate import parameters
 from lychgate.translate.gateway import CONTROLLER_NAME, ProxyIntent
 
 log = component_logger("deploy")
 
+OPTIONAL = (POD_DISRUPTION_BUDGET, HORIZONTAL_POD_AUTOSCALER, VERTICAL_POD_AUTOSCALER)
 BY_KIND: dict[str, ApiResource] = {
-    r.kind: r for r in (SERVICE_ACCOUNT, CONFIG_MAP, SERVICE, DEPLOYMENT)
+    r.kind: r for r in (SERVICE_ACCOUNT, CONFIG_MAP, SERVICE, DEPLOYMENT, *OPTIONAL)
 }
 RESYNC_SECONDS = 600.0  # re-apply everything now and then: repairs edits made by hand
 
@@ -256,12 +261,16 @@ class KubeDeployer:
             gateway = self.store.get(Gateway, intent.namespace, intent.name)
             if gateway is None:
                 continue
-            params = intent.parameters or self._class_parameters(gateway)
+            params = parameters.merge(self._class_parameters(gateway), intent.parameters)
             objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx, intent.udp_ports)
             digest = _digest(objs)
             if self.applied.get(ref) == digest:
                 continue
             try:
+                # Pruned first and the Deployment applied last: once it is written nothing
+                # awaits before `applied` is set, so its deletion by hand is never missed.
+                await self._prune(gateway.namespace, gateway.name, [r for r in OPTIONAL
+                                                                    if r.kind not in {o["kind"] for o in objs}])
                 await self._apply(gateway, objs)
             except NotLeader:
                 return
@@ -295,9 +304,7 @@ class KubeDeployer:
         self.applied.pop(ref, None)
 
     def _class_parameters(self, gateway: Gateway) -> GatewayParameters | None:
-        """gatewayClassParametersRefs: the class's GatewayParameters when the Gateway names none."""
-        if gateway.spec.infrastructure and gateway.spec.infrastructure.parameters_ref:
-            return None
+        """gatewayClassParametersRefs: the class's GatewayParameters, under the Gateway's own."""
         ref = self.class_parameters_refs.get(gateway.spec.gateway_class_name)
         if not ref:
             return None
@@ -349,24 +356,34 @@ class KubeDeployer:
                                       f"{gateway.namespace}/{gateway.name}: {describe_error(err)}") from None
                 raise
 
-    async def _delete(self, ref: str) -> None:
-        ns, name = _split(ref)
-        for res in (DEPLOYMENT, SERVICE, CONFIG_MAP, SERVICE_ACCOUNT):
-            if not self.is_leader():
-                return
+    async def _prune(self, ns: str, name: str, resources: list[ApiResource] | tuple[ApiResource, ...]) -> bool:
+        """Delete the proxy's objects of these kinds that lychgate made; False if one could not be read."""
+        for res in resources:
+            self._check_leader()
             try:
                 live = plain(await self.client.get(res.cls, name, namespace=ns))
             except Exception as err:
                 if error_code(err) == 404:
                     continue
-                log.warning("cannot read %s %s to delete it: %s", res.kind, ref, describe_error(err))
+                if res in OPTIONAL and error_code(err) is not None:
+                    continue  # e.g. no VerticalPodAutoscaler CRD in this cluster: nothing to remove
+                log.warning("cannot read %s %s/%s to delete it: %s", res.kind, ns, name, describe_error(err))
                 self._retry_later()
-                return
+                return False
             labels = (live.get("metadata") or {}).get("labels") or {}
             if labels.get(manifests.MANAGED_BY_LABEL) != manifests.MANAGED_BY or not _controlled_by(live, None):
                 continue
             with contextlib.suppress(Exception):
                 await self.client.delete(res.cls, name, namespace=ns)
+        return True
+
+    async def _delete(self, ref: str) -> None:
+        ns, name = _split(ref)
+        try:
+            if not await self._prune(ns, name, (*OPTIONAL, DEPLOYMENT, SERVICE, CONFIG_MAP, SERVICE_ACCOUNT)):
+                return
+        except NotLeader:
+            return
         self.applied.pop(ref, None)
         self.errors.pop(ref, None)
         self.deployments.pop(ref, None)

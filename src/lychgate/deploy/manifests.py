@@ -23,8 +23,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lychgate.api.gateway import Gateway
-from lychgate.api.lychgate import GatewayParameters, Image, KubernetesProxyConfig
-from lychgate.deploy import stats
+from lychgate.api.lychgate import GatewayParameters, Image, KubernetesProxyConfig, PodTemplate
+from lychgate.deploy import overlays, stats
 from lychgate.deploy.bootstrap import XdsTarget, bootstrap
 
 MANAGED_BY = "lychgate"
@@ -195,7 +195,10 @@ def _envoy_args(kube: KubernetesProxyConfig) -> list[str]:
     if boot.component_log_levels:
         args += ["--component-log-level",
                  ",".join(f"{c}:{lvl}" for c, lvl in sorted(boot.component_log_levels.items()))]
-    return args
+    if boot.log_format is not None:  # JSON: Envoy takes the object as its format string
+        args += ["--log-format", boot.log_format.text if boot.log_format.text is not None
+                 else json.dumps(boot.log_format.json_, separators=(",", ":"), sort_keys=True)]
+    return args + list(kube.envoy_container.extra_args)
 
 
 def port_name(port: int) -> str:
@@ -204,11 +207,11 @@ def port_name(port: int) -> str:
 
 def service_account(gateway: Gateway, params: GatewayParameters | None) -> dict[str, Any]:
     sa = params.spec.kube.service_account if params else None
-    return {
+    return overlays.apply({
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": _metadata(gateway, sa.extra_labels if sa else None, sa.extra_annotations if sa else None),
         "automountServiceAccountToken": False,
-    }
+    }, params.spec.kube.service_account_overlay if params else None)
 
 
 def config_map(gateway: Gateway, ctx: ProxyContext) -> dict[str, Any]:
@@ -243,11 +246,19 @@ def service(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int
             spec["loadBalancerClass"] = svc.load_balancer_class
         if svc.load_balancer_source_ranges:
             spec["loadBalancerSourceRanges"] = list(svc.load_balancer_source_ranges)
-    return {
+        node_ports = {p.port: p.node_port for p in svc.ports if p.node_port is not None}
+        for port in spec["ports"]:
+            if port["port"] in node_ports:
+                port["nodePort"] = node_ports[port["port"]]
+        if svc.ip_families:
+            spec["ipFamilies"] = list(svc.ip_families)
+        if svc.ip_family_policy:
+            spec["ipFamilyPolicy"] = svc.ip_family_policy
+    return overlays.apply({
         "apiVersion": "v1", "kind": "Service",
         "metadata": _metadata(gateway, svc.extra_labels if svc else None, svc.extra_annotations if svc else None),
         "spec": spec,
-    }
+    }, params.spec.kube.service_overlay if params else None)
 
 
 def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
@@ -283,6 +294,7 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
         container["resources"] = envoy.resources.model_dump(by_alias=True, exclude_defaults=True)
     if envoy.env:
         container["env"] = [dict(e) for e in envoy.env]
+    container["volumeMounts"] += [dict(m) for m in envoy.extra_volume_mounts]
 
     pod_spec: dict[str, Any] = {
         "serviceAccountName": gateway.name,
@@ -297,6 +309,12 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
             {"name": "tmp", "emptyDir": {}},
         ],
     }
+    if kube.omit_default_security_context:  # the platform sets them: only what the parameters say
+        for obj, given in ((container, envoy.security_context), (pod_spec, pod.security_context if pod else None)):
+            if given:
+                obj["securityContext"] = dict(given)
+            else:
+                obj.pop("securityContext")
     if pod:
         if pod.node_selector:
             pod_spec["nodeSelector"] = dict(pod.node_selector)
@@ -312,6 +330,7 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
             pod_spec["terminationGracePeriodSeconds"] = pod.termination_grace_period_seconds
         if pod.priority_class_name:
             pod_spec["priorityClassName"] = pod.priority_class_name
+        _pod_extras(pod, container, pod_spec)
 
     spec: dict[str, Any] = {
         "selector": {"matchLabels": selector(gateway)},
@@ -329,7 +348,26 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
         spec["replicas"] = kube.deployment.replicas
     if kube.deployment and kube.deployment.strategy:
         spec["strategy"] = kube.deployment.strategy
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _metadata(gateway), "spec": spec}
+    return overlays.apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _metadata(gateway), "spec": spec},
+                          kube.deployment_overlay)
+
+
+def _pod_extras(pod: PodTemplate, container: dict[str, Any], pod_spec: dict[str, Any]) -> None:
+    """Probes, graceful shutdown and extra volumes of `podTemplate`."""
+    for attr, key in (("startup_probe", "startupProbe"), ("readiness_probe", "readinessProbe"),
+                      ("liveness_probe", "livenessProbe")):
+        probe = getattr(pod, attr)
+        if probe is not None:
+            container[key] = dict(probe)
+    pod_spec["volumes"] += [dict(v) for v in pod.extra_volumes]
+    grace = pod.graceful_shutdown
+    if grace is not None and grace.enabled:
+        # The Pod leaves its Service's endpoints as soon as it terminates; Envoy keeps
+        # serving what is in flight (and what load balancers still send) for the sleep.
+        sleep = grace.sleep_time_seconds or 0
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": sleep}}}
+        pod_spec["terminationGracePeriodSeconds"] = max(pod_spec.get("terminationGracePeriodSeconds", 30),
+                                                        sleep + 5)
 
 
 def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
@@ -345,5 +383,6 @@ def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tup
         service_account(gateway, params),
         cm,
         service(gateway, params, ports, udp_ports),
-        proxy,
+        *(overlays.optional_objects(params.spec.kube, _metadata(gateway), selector(gateway)) if params else []),
+        proxy,  # last: see KubeDeployer._reconcile
     ]

@@ -18,7 +18,16 @@ from lychgate.api.gateway import Gateway, GatewayClass, GRPCRoute, HTTPRoute, Pa
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Store
-from lychgate.translate import backendtls, hostnames, inference, listener_policy, mesh
+from lychgate.translate import (
+    backend_config,
+    backends,
+    backendtls,
+    hostnames,
+    inference,
+    listener_policy,
+    mesh,
+    parameters,
+)
 from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, AnyRoute, Contribution, Entry
 from lychgate.translate.conditions import condition, resolved_refs
 from lychgate.translate.grpcroutes import compile_grpc_route
@@ -202,6 +211,11 @@ def _translate(
     if store.count("BackendTLSPolicy"):
         backendtls.write_status(store, backendtls.service_users(
             ((g.namespace, g.name), (c.name for c in g.clusters)) for g in out.gateways.values()), out.status)
+    if store.count("Backend"):
+        backends.write_status(store, out.status)
+    if store.count(backend_config.KIND):
+        backend_config.write_status(store, backend_config.backend_users(
+            ((g.namespace, g.name), (c.name for c in g.clusters)) for g in out.gateways.values()), out.status)
     if store.count("InferencePool"):
         inference.pool_status(store, ((route, {gw for gw, *_ in c.attachments}) for route, c in state.routes.values()
                                       if isinstance(route, HTTPRoute)), out.status)
@@ -331,6 +345,10 @@ def _attachment(
 
 
 def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayParameters | None, str | None]:
+    """The class's GatewayParameters with the Gateway's merged over them (translate/parameters.py)."""
+    cref = gc.spec.parameters_ref
+    class_params = (store.get(GatewayParameters, cref.namespace or "", cref.name)
+                    if cref and cref.group == LYCHGATE_GROUP and cref.kind == "GatewayParameters" else None)
     infra = gw.spec.infrastructure
     if infra and infra.parameters_ref:
         ref = infra.parameters_ref
@@ -339,11 +357,8 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayPar
         params = store.get(GatewayParameters, gw.namespace, ref.name)
         if params is None:
             return None, f"spec.infrastructure.parametersRef: GatewayParameters {gw.namespace}/{ref.name} not found"
-        return params, None
-    cref = gc.spec.parameters_ref
-    if cref and cref.group == LYCHGATE_GROUP and cref.kind == "GatewayParameters":
-        return store.get(GatewayParameters, cref.namespace or "", cref.name), None
-    return None, None
+        return parameters.merge(class_params, params), None
+    return class_params, None
 
 
 @functools.lru_cache(maxsize=4096)

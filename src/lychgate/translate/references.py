@@ -12,7 +12,7 @@ from typing import Literal
 from lychgate import ir
 from lychgate.api.core import Service, ServicePort
 from lychgate.store import Store
-from lychgate.translate import inference
+from lychgate.translate import backend_config, backends, inference
 from lychgate.translate.backendtls import policy_for
 from lychgate.translate.grants import grant_allows
 
@@ -64,6 +64,9 @@ def resolve_service(
     where = f"{namespace}/{name}"
     if inference.is_pool_ref(group, kind):
         return _resolve_pool(store, from_group, from_kind, from_namespace, namespace, name)
+    if backends.is_backend_ref(group, kind):
+        cluster, reason, message = backends.resolve(store, from_group, from_kind, from_namespace, group, namespace, name)
+        return Resolution(cluster, reason, message)
     if group not in ("", "core") or kind != "Service":
         return Resolution(None, "InvalidKind", f"backendRef {group or 'core'}/{kind} {where} is not a supported kind; use a Service")
     if not grant_allows(store, from_group, from_kind, from_namespace, "", "Service", namespace, name):
@@ -94,6 +97,7 @@ def resolve_service(
             endpoints=endpoints,
             protocol=_protocol(service_port.app_protocol),
             tls=tls[1].tls if tls is not None else None,
+            config=backend_config.for_service(store, service, service_port.name, port),
         )
     )
 

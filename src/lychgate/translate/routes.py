@@ -22,7 +22,8 @@ from lychgate.api.gateway import (
     RequestMirror,
 )
 from lychgate.store import Store
-from lychgate.translate import rule_filters
+from lychgate.translate import backend_config, direct_response, rule_filters
+from lychgate.translate.backends import aws_lambda_of
 from lychgate.translate.quarantine import Entry
 from lychgate.translate.references import Resolution, resolve_service
 from lychgate.translate.rule_filters import InvalidRule, duration_ms
@@ -35,6 +36,7 @@ SUPPORTED_FILTERS: dict[str, str] = {
     "URLRewrite": "url_rewrite",
     "RequestMirror": "request_mirror",
     "CORS": "cors",
+    "ExtensionRef": "extension_ref",  # a DirectResponse (translate/direct_response.py)
 }
 # The filters a backendRef may carry (the rest apply to a whole rule).
 BACKEND_FILTERS = frozenset({"RequestHeaderModifier", "ResponseHeaderModifier"})
@@ -94,6 +96,7 @@ def _compile_rule(
     request_headers = ir.HeaderOps()
     response_headers = ir.HeaderOps()
     redirect: ir.Redirect | None = None
+    direct: ir.DirectResponse | None = None
     rewrite_host = rewrite_full = rewrite_prefix = None
     cors: ir.Cors | None = None
     mirrors: list[tuple[str, RequestMirror]] = []
@@ -123,11 +126,16 @@ def _compile_rule(
             cors = rule_filters.cors(f.cors, f"filters[{i}].cors")
         elif f.type == "RequestMirror" and f.request_mirror:
             mirrors.append((f"filters[{i}].requestMirror", f.request_mirror))
+        elif f.type == "ExtensionRef" and f.extension_ref:
+            direct = direct_response.from_filter(store, route.namespace, f.extension_ref, f"filters[{i}].extensionRef")
     if redirect and rule.backend_refs:
         raise InvalidRule("RequestRedirect cannot be combined with backendRefs")
+    if direct is not None and (rule.backend_refs or redirect):
+        raise InvalidRule("a DirectResponse cannot be combined with backendRefs or a RequestRedirect")
 
     action: ir.Action = (
-        redirect if redirect is not None else _forward(store, route, rule, rule.name or str(rule_index), mirrors, out)
+        redirect if redirect is not None else direct if direct is not None
+        else _forward(store, route, rule, rule.name or str(rule_index), mirrors, out)
     )
 
     for match_index, match in enumerate(rule.matches):
@@ -209,6 +217,8 @@ def _forward(
         tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout, mirrors=mirrors,
         retry=rule_filters.retry(rule.retry, "retry") if rule.retry is not None else None,
         websocket=websocket, picker=picker,
+        hash_policies=backend_config.hash_policies(out.clusters.get(b.cluster or "") for b in backends),
+        aws_lambda=aws_lambda_of(out.clusters.get(b.cluster or "") for b in backends),
     )
 
 

@@ -145,3 +145,28 @@ def _ca_pem(store: Store, kind: str, namespace: str, name: str) -> str | None:
     if not text or _pem_problem(text.encode()):
         return None
     return text if text.endswith("\n") else text + "\n"
+
+
+def tls_secret(store: Store, namespace: str, name: str) -> tuple[ir.Certificate | None, str | None, str]:
+    """A Secret's client certificate (`tls.crt` + `tls.key`) and CA (`ca.crt`), either
+    optional, and what is wrong ("" when nothing is): BackendConfigPolicy `tls.secretRef`."""
+    secret = store.get(Secret, namespace, name)
+    if secret is None:
+        return None, None, f"Secret {namespace}/{name} not found"
+    cert: ir.Certificate | None = None
+    if secret_field(secret, "tls.crt") or secret_field(secret, "tls.key"):
+        cert, problem = _certificate(secret)
+        if cert is None:
+            return None, None, f"Secret {namespace}/{name}: {problem}"
+    ca = _ca_pem(store, "Secret", namespace, name)
+    if ca is None and secret_field(secret, "ca.crt"):
+        return None, None, f"Secret {namespace}/{name}: ca.crt is not a PEM certificate"
+    if cert is None and ca is None:
+        return None, None, f"Secret {namespace}/{name} has neither tls.crt/tls.key nor ca.crt"
+    return cert, ca, ""
+
+
+def secret_value(secret: Secret, key: str) -> str | None:
+    """A Secret's value under `key` as text (data is base64, stringData plain), or None."""
+    raw = secret_field(secret, key)
+    return raw.decode(errors="replace") if raw is not None else None

@@ -10,19 +10,24 @@ from __future__ import annotations
 from lychgate.translate.policies import (  # noqa: F401  (imported to register their fields)
     acl,
     api_key_auth,
+    auto_host_rewrite,
     basic_auth,
     buffer,
+    compression,
     cors,
     csrf,
     ext_auth,
     ext_proc,
+    fault_injection,
     header_modifiers,
+    internal_redirect,
     jwt_auth,
     oauth2,
     rate_limit,
     rbac,
     timeouts,
     transformation,
+    url_rewrite,
 )
 from lychgate.translate.policies.attachment import INVALID_POLICY_BODY, PolicyIndex, Target
 

@@ -35,7 +35,7 @@ from lychgate.translate.policies.common import (
     header_name,
 )
 
-EXT_AUTH, EXT_PROC = "ExtAuth", "ExtProc"
+EXT_AUTH, EXT_PROC, RATE_LIMIT = "ExtAuth", "ExtProc", "RateLimit"
 # spec field -> extension type, in kgateway's order (exactly one is set)
 TYPES = {"extAuth": "ExtAuth", "extProc": "ExtProc", "rateLimit": "RateLimit", "jwt": "JWT", "oauth2": "OAuth2"}
 _ATTRS = {"extAuth": "ext_auth", "extProc": "ext_proc", "rateLimit": "rate_limit", "jwt": "jwt", "oauth2": "oauth2"}
@@ -74,8 +74,11 @@ def validate(ext: GatewayExtension) -> None:
     if kind in VALIDATORS:
         VALIDATORS[kind](ext)
         return
-    if kind not in (EXT_AUTH, EXT_PROC):
+    if kind not in (EXT_AUTH, EXT_PROC, RATE_LIMIT):
         raise Invalid(f"spec.{present[0]}", f"{kind} extensions are not supported by lychgate yet")
+    if spec.rate_limit is not None:
+        _check_grpc(spec.rate_limit.grpc_service, "spec.rateLimit.grpcService")
+        duration_ms(spec.rate_limit.timeout, "spec.rateLimit.timeout", 1)
     if spec.ext_auth is not None:
         auth = spec.ext_auth
         if (auth.grpc_service is None) == (auth.http_service is None):
@@ -247,6 +250,18 @@ def _forwarding(proc: ExtProcProvider) -> MetadataNamespaces | None:
     return proc.metadata_options.forwarding if proc.metadata_options else None
 
 
+def rate_limit_service(store: Store, namespace: str, name: str) -> tuple[ir.RateLimitService, ir.Cluster]:
+    ext = lookup(store, namespace, name, RATE_LIMIT)
+    limit = ext.spec.rate_limit
+    assert limit is not None
+    grpc = limit.grpc_service
+    return ir.RateLimitService(
+        name=f"{ext.namespace}/{ext.name}", cluster=cluster_name(ext), domain=limit.domain, authority=grpc.authority,
+        timeout_ms=duration_ms(limit.timeout, ""), fail_open=limit.fail_open,
+        x_ratelimit_headers=limit.x_rate_limit_headers == "DraftVersion03",
+    ), _cluster(store, ext, grpc, grpc=True)
+
+
 def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
     """Accepted (the spec can be served) and ResolvedRefs (its Service can be reached)."""
     gen = ext.generation
@@ -268,6 +283,8 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
             return {"conditions": conds}
         if ext.spec.ext_auth is not None:
             svc: ExtGrpcService | ExtHttpService | None = ext.spec.ext_auth.grpc_service or ext.spec.ext_auth.http_service
+        elif ext.spec.rate_limit is not None:
+            svc = ext.spec.rate_limit.grpc_service
         else:
             svc = ext.spec.ext_proc.grpc_service if ext.spec.ext_proc else None
         assert svc is not None
@@ -301,5 +318,11 @@ def _ext_proc(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionServ
     return service, [cluster]
 
 
+def _rate_limit(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionService, list[ir.Cluster]]:
+    service, cluster = rate_limit_service(store, namespace, name)
+    return service, [cluster]
+
+
 SERVICES[EXT_AUTH] = _ext_auth
 SERVICES[EXT_PROC] = _ext_proc
+SERVICES[RATE_LIMIT] = _rate_limit

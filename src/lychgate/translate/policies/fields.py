@@ -75,8 +75,5 @@ def register(field: PolicyField) -> PolicyField:
 # kgateway TrafficPolicy fields lychgate does not implement yet. A policy using
 # one is not Accepted: silently ignoring it is the failure this code exists to prevent.
 UNSUPPORTED = {
-    "ai": "ai", "auto_host_rewrite": "autoHostRewrite",
-    "url_rewrite": "urlRewrite", "compression": "compression", "direct_response": "directResponse",
-    "internal_redirect": "internalRedirect", "tracing": "tracing", "fault_injection": "faultInjection",
-    "stat_prefix": "statPrefix",
+    "ai": "ai", "direct_response": "directResponse", "tracing": "tracing", "stat_prefix": "statPrefix",
 }

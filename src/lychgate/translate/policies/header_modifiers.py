@@ -1,24 +1,70 @@
-"""headerModifiers: set, add and remove request and response headers (route header ops)."""
+"""headerModifiers: set, add and remove request and response headers (route header ops).
+
+A value can come from a Secret (`secretRef`, kgateway's shape): `name` and `key`
+pick the header and the Secret's key (either one stands for both), and with
+neither every entry of the Secret becomes a header. A Secret in another
+namespace needs a ReferenceGrant there for TrafficPolicies of the policy's namespace.
+`filterStage` moves the header changes from the route into a filter at that
+stage of the chain (xds/translator/header_stage.py).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lychgate import envoy_limits, ir
-from lychgate.translate.policies.common import CompileContext, Invalid, envoy_check, header_name
+from lychgate.api.core import Secret
+from lychgate.api.lychgate import GROUP
+from lychgate.api.policy import TrafficPolicy
+from lychgate.store import Store
+from lychgate.translate.grants import grant_allows
+from lychgate.translate.policies.common import (
+    CompileContext,
+    Invalid,
+    Unresolved,
+    envoy_check,
+    header_name,
+)
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.secrets import secret_value
+
+_FROM = "referencedFrom"  # set by normalize: the namespace of the policy that names the Secret
 
 
-def _ops(value: dict[str, Any] | None, path: str) -> ir.HeaderOps:
+def _from_secret(store: Store, header: dict[str, Any], path: str) -> list[tuple[str, str]]:
+    ref = header["secretRef"]
+    ns, name, origin = ref["namespace"], ref["name"], ref[_FROM]
+    if ns != origin and not grant_allows(store, GROUP, "TrafficPolicy", origin, "", "Secret", ns, name):
+        raise Unresolved("RefNotPermitted", f"{path}.secretRef: Secret {ns}/{name} is in another namespace and no "
+                                            f"ReferenceGrant in {ns} allows TrafficPolicies from {origin}")
+    secret = store.get(Secret, ns, name)
+    if secret is None:
+        raise Unresolved("SecretNotFound", f"{path}.secretRef: Secret {ns}/{name} not found")
+    key = ref.get("key") or header.get("name")
+    if key is None:  # neither: every entry is a header
+        keys = sorted({*secret.data, *secret.string_data})
+        return [(header_name(k, f"{path}.secretRef (key {k})"), secret_value(secret, k) or "") for k in keys]
+    value = secret_value(secret, key)
+    if value is None:
+        raise Unresolved("SecretNotFound", f"{path}.secretRef: Secret {ns}/{name} has no key {key}")
+    return [(header_name(header.get("name") or key, f"{path}.name"), value)]
+
+
+def _ops(store: Store, value: dict[str, Any] | None, path: str) -> ir.HeaderOps:
     if not value:
         return ir.HeaderOps()
     lists: dict[str, list[tuple[str, str]]] = {"set": [], "add": []}
     for op in ("set", "add"):
         for i, h in enumerate(value.get(op) or []):
-            name = header_name(h["name"], f"{path}.{op}[{i}].name")
-            envoy_check(envoy_limits.modifiable_header, name, f"{path}.{op}[{i}].name")
-            envoy_check(envoy_limits.header_value, h["value"], f"{path}.{op}[{i}].value")
-            lists[op].append((name, h["value"]))
+            where = f"{path}.{op}[{i}]"
+            if "secretRef" in h:
+                entries = _from_secret(store, h, where)
+            else:
+                entries = [(header_name(h["name"], f"{where}.name"), h["value"])]
+            for name, text in entries:
+                envoy_check(envoy_limits.modifiable_header, name, f"{where}.name")
+                envoy_check(envoy_limits.header_value, text, f"{where}.value")
+            lists[op].extend(entries)
     remove = []
     for i, n in enumerate(value.get("remove") or []):
         remove.append(header_name(n, f"{path}.remove[{i}]"))
@@ -29,11 +75,22 @@ def _ops(value: dict[str, Any] | None, path: str) -> ir.HeaderOps:
 class HeaderModifiersField(PolicyField):
     name, attr = "headerModifiers", "header_modifiers"
 
+    def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
+        for direction in ("request", "response"):
+            for op in ("set", "add"):
+                for h in (value.get(direction) or {}).get(op) or []:
+                    if "secretRef" in h:
+                        h["secretRef"] = {**h["secretRef"], _FROM: policy.namespace,
+                                          "namespace": h["secretRef"].get("namespace") or policy.namespace}
+        return value
+
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         if not value.get("request") and not value.get("response"):
             raise Invalid(path, "at least one of request or response must be set")
-        return {"request_headers": _ops(value.get("request"), f"{path}.request"),
-                "response_headers": _ops(value.get("response"), f"{path}.response")}
+        stage = value.get("filterStage")
+        return {"request_headers": _ops(ctx.store, value.get("request"), f"{path}.request"),
+                "response_headers": _ops(ctx.store, value.get("response"), f"{path}.response"),
+                "header_stage": (stage["stage"], stage.get("predicate", "During")) if stage else None}
 
 
 register(HeaderModifiersField())

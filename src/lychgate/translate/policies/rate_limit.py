@@ -1,28 +1,60 @@
-"""rateLimit.local: a token bucket per route, enforced by Envoy's local_ratelimit filter."""
+"""rateLimit: `local`, a token bucket per route (Envoy's local_ratelimit filter), and
+`global`, descriptors a RateLimit GatewayExtension's service counts (Envoy's
+ratelimit filter speaking envoy.service.ratelimit.v3)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, Invalid, duration_ms
+from lychgate.api.policy import TrafficPolicy
+from lychgate.translate.policies.common import CompileContext, Invalid, duration_ms, header_name
+from lychgate.translate.policies.ext_auth import normalize_ref
+from lychgate.translate.policies.extensions import rate_limit_service
 from lychgate.translate.policies.fields import PolicyField, register
+
+
+def descriptor_entry(entry: dict[str, Any], path: str) -> ir.DescriptorEntry:
+    kind = entry["type"]
+    if kind == "Generic":
+        return ("generic", entry["generic"]["key"], entry["generic"]["value"])
+    if kind == "Header":
+        return ("header", header_name(entry["header"], f"{path}.header"), "")
+    return ("remote_address", "", "") if kind == "RemoteAddress" else ("path", "", "")
 
 
 class RateLimitField(PolicyField):
     name, attr = "rateLimit", "rate_limit"
 
+    def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(value.get("global"), dict):
+            value["global"] = normalize_ref(policy, value["global"])
+        return value
+
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
-        if "global" in value:
-            raise Invalid(f"{path}.global", "global rate limiting is not supported by lychgate yet; use local")
-        bucket = (value.get("local") or {}).get("tokenBucket")
-        if bucket is None:
-            # `local: {}` (no bucket) switches an inherited limit off.
-            return {"rate_limit": None}
-        return {"rate_limit": ir.TokenBucket(
-            max_tokens=bucket["maxTokens"], tokens_per_fill=bucket.get("tokensPerFill", 1),
-            fill_interval_ms=duration_ms(bucket["fillInterval"], f"{path}.local.tokenBucket.fillInterval", 50),
-        )}
+        out: dict[str, Any] = {"rate_limit": None, "global_rate_limit": None}
+        # `local: {}` (no bucket) switches an inherited limit off.
+        local = value.get("local") or {}
+        bucket = local.get("tokenBucket")
+        if bucket is not None:
+            out["rate_limit"] = ir.TokenBucket(
+                max_tokens=bucket["maxTokens"], tokens_per_fill=bucket.get("tokensPerFill", 1),
+                fill_interval_ms=duration_ms(bucket["fillInterval"], f"{path}.local.tokenBucket.fillInterval", 50),
+                percent_enabled=local.get("percentEnabled", 100), percent_enforced=local.get("percentEnforced", 100),
+            )
+        limit = value.get("global")
+        if limit is not None:
+            descriptors = tuple(
+                tuple(descriptor_entry(e, f"{path}.global.descriptors[{i}].entries[{j}]")
+                      for j, e in enumerate(d["entries"]))
+                for i, d in enumerate(limit["descriptors"]))
+            if not descriptors:
+                raise Invalid(f"{path}.global.descriptors", "at least one descriptor is needed")
+            ref = limit["extensionRef"]  # after the descriptors: an invalid policy says so first
+            service, cluster = rate_limit_service(ctx.store, ref["namespace"], ref["name"])
+            ctx.clusters[cluster.name] = cluster
+            out["global_rate_limit"] = ir.GlobalRateLimit(service, descriptors)
+        return out
 
 
 register(RateLimitField())

@@ -45,10 +45,16 @@ class RetryField(PolicyField):
                 raise Invalid(f"{path}.statusCodes[{i}]", f"{code} is not between 400 and 599")
         per_try = value.get("perTryTimeout")
         backoff = value.get("backoffBaseInterval")
+        limited = value.get("rateLimitedBackOff") or {}
+        max_interval = limited.get("maxInterval")
         return {"retry": ir.Retry(
             retry_on=tuple(retry_on), attempts=value.get("attempts", 1), status_codes=tuple(codes),
             per_try_timeout_ms=duration_ms(per_try, f"{path}.perTryTimeout", 1) if per_try else None,
             backoff_base_ms=duration_ms(backoff, f"{path}.backoffBaseInterval", 1) if backoff else None,
+            host_predicates=tuple(dict.fromkeys(value.get("retryHostPredicates") or ())),
+            rate_limited_reset_headers=tuple((h["name"], h["format"]) for h in limited.get("resetHeaders") or ()),
+            rate_limited_max_interval_ms=(duration_ms(max_interval, f"{path}.rateLimitedBackOff.maxInterval", 1)
+                                          if max_interval else None),
         )}
 
 

@@ -16,18 +16,27 @@ from lychgate.xds.translator import (  # noqa: F401
     access_log,
     acl,
     api_key_auth,
+    aws_lambda,
+    backend_cluster,
     basic_auth,
     buffer,
+    cluster_policy,
+    compression,
     cors,
     csrf,
+    direct_response,
     ext_authz,
     ext_proc,
+    fault,
+    header_stage,
     inference,
     jwt_authn,
     listener_settings,
     local_ratelimit,
     oauth2,
+    ratelimit,
     rbac,
+    rewrite,
     route_policy,
     scoped,
     tracing,
@@ -113,8 +122,9 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
     for cluster in gateway.clusters:
         out.add(types.CLUSTER, cluster.name,
                 _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster))
-        out.add(types.ENDPOINT, cluster.name,
-                _cached(cache, cluster, "endpoints", endpoint_pb2.ClusterLoadAssignment, load_assignment))
+        if cluster.discovery == "eds":
+            out.add(types.ENDPOINT, cluster.name,
+                    _cached(cache, cluster, "endpoints", endpoint_pb2.ClusterLoadAssignment, load_assignment))
     for feature in FEATURES:
         for type_url, name, message in feature.resources(gateway):
             out.add(type_url, name, message)

@@ -12,10 +12,10 @@ from envoy.type.matcher.v3 import string_pb2
 from google.protobuf import any_pb2, duration_pb2
 
 from lychgate import ir
+from lychgate.xds.translator import backend_cluster, cluster_policy
+from lychgate.xds.translator.cluster_policy import HTTP_OPTIONS, SYSTEM_CA_BUNDLE
 from lychgate.xds.translator.inference import override_host_policy
 from lychgate.xds.translator.listener import ads_source
-
-_HTTP_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 
 def envoy_cluster(cluster: ir.Cluster) -> cluster_pb2.Cluster:
@@ -37,16 +37,17 @@ def envoy_cluster(cluster: ir.Cluster) -> cluster_pb2.Cluster:
                 )
             )
         )
-        out.typed_extension_protocol_options[_HTTP_OPTIONS].CopyFrom(options)
+        out.typed_extension_protocol_options[HTTP_OPTIONS].CopyFrom(options)
     if cluster.tls is not None:
         out.transport_socket.CopyFrom(upstream_tls(cluster.tls))
     if cluster.endpoint_override:  # an InferencePool: its endpoint picker chooses
         out.load_balancing_policy.CopyFrom(override_host_policy())
+    if cluster.discovery != "eds":  # Backend objects
+        backend_cluster.patch(cluster, out, load_assignment(cluster))
+    cluster_policy.apply(cluster, out)  # BackendConfigPolicy
     return out
 
 
-# The proxy's trust store for `wellKnownCACertificates: System` (Debian/Ubuntu and the proxy image).
-SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 _SAN_TYPES = {"Hostname": tls_common_pb2.SubjectAltNameMatcher.DNS,
               "URI": tls_common_pb2.SubjectAltNameMatcher.URI}
 

@@ -19,10 +19,10 @@ FILTER = "envoy.filters.http.local_ratelimit"
 STAT_PREFIX = "http_local_rate_limiter"
 
 
-def _always() -> base_pb2.RuntimeFractionalPercent:
+def _percent(value: int, key: str) -> base_pb2.RuntimeFractionalPercent:
     return base_pb2.RuntimeFractionalPercent(
-        default_value=percent_pb2.FractionalPercent(numerator=100, denominator=percent_pb2.FractionalPercent.HUNDRED),
-        runtime_key="lychgate_local_rate_limit",
+        default_value=percent_pb2.FractionalPercent(numerator=value, denominator=percent_pb2.FractionalPercent.HUNDRED),
+        runtime_key=key,
     )
 
 
@@ -33,8 +33,8 @@ def route_limit(bucket: ir.TokenBucket) -> lrl_pb.LocalRateLimit:
             max_tokens=bucket.max_tokens, tokens_per_fill={"value": bucket.tokens_per_fill},
             fill_interval=ms(bucket.fill_interval_ms),
         ),
-        filter_enabled=_always(),
-        filter_enforced=_always(),
+        filter_enabled=_percent(bucket.percent_enabled, "lychgate_local_rate_limit"),
+        filter_enforced=_percent(bucket.percent_enforced, "lychgate_local_rate_limit"),
         enable_x_ratelimit_headers=ratelimit_pb2.DRAFT_VERSION_03,
     )
 

@@ -15,6 +15,7 @@ from google.protobuf import duration_pb2
 from lychgate import ir
 from lychgate.xds.translator import route_matcher, scoped
 from lychgate.xds.translator.features import FEATURES
+from lychgate.xds.translator.retry_options import retry_options
 from lychgate.xds.translator.wire import RawMessage, WireCache, repeated_field
 
 _REDIRECT_CODES = {
@@ -185,6 +186,7 @@ def retry_policy(retry: ir.Retry, out: route_pb.RetryPolicy) -> None:
     out.retriable_status_codes.extend(retry.status_codes)
     if retry.backoff_base_ms is not None:
         out.retry_back_off.base_interval.CopyFrom(_ms(retry.backoff_base_ms))
+    retry_options(retry, out)
 
 
 def _mirror(mirror: ir.Mirror) -> route_pb.RouteAction.RequestMirrorPolicy:

@@ -30,11 +30,12 @@ class RoutePolicy(Feature):
         p = route.policy
         if p is None:
             return
-        if p.request_headers:
+        on_route = p.header_stage is None  # else a header_mutation filter at that stage (header_stage.py)
+        if p.request_headers and on_route:
             _prepend(out.request_headers_to_add, list(header_values(p.request_headers)))
             out.request_headers_to_remove.extend(h for h in p.request_headers.remove
                                                  if h not in out.request_headers_to_remove)
-        if p.response_headers:
+        if p.response_headers and on_route:
             _prepend(out.response_headers_to_add, list(header_values(p.response_headers)))
             out.response_headers_to_remove.extend(h for h in p.response_headers.remove
                                                   if h not in out.response_headers_to_remove)

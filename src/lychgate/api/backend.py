@@ -1,0 +1,98 @@
+"""Backend (gateway.lychgate.dev/v1alpha1): a destination that is not a Service.
+
+Field for field kgateway's `Backend` (api/v1alpha1/kgateway/backend_types.go):
+`static` hosts and ports outside the cluster, a `dynamicForwardProxy` that goes
+wherever the request's Host names, and an `aws.lambda` function. Routes name it
+as a backendRef (`group: gateway.lychgate.dev, kind: Backend`); so do
+GatewayExtensions. `type` is deprecated in kgateway and inferred from the one
+configuration given.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from lychgate.api.base import Model, Resource
+from lychgate.api.lychgate import GROUP, LocalObjectReference
+
+# Groups a reference to a Backend may name: ours, and kgateway's so its manifests load unchanged.
+GROUPS = frozenset({GROUP, "gateway.kgateway.dev"})
+
+AppProtocol = Literal["http2", "grpc", "grpc-web", "kubernetes.io/h2c", "kubernetes.io/ws"]
+
+
+class Host(Model):
+    host: str = Field(min_length=1, description="Host name or IP address.")
+    port: int = Field(ge=1, le=65535)
+
+
+class StaticBackend(Model):
+    hosts: list[Host] = Field(min_length=1)
+    app_protocol: AppProtocol | None = None
+
+
+class DynamicForwardProxyBackend(Model):
+    enable_tls: bool | None = Field(
+        None, description="TLS to the requested host, verified against the system CAs with its name as SNI and SAN.")
+
+
+class AwsAuth(Model):
+    type: Literal["Secret"]
+    secret_ref: LocalObjectReference | None = None
+
+    @model_validator(mode="after")
+    def _secret(self) -> AwsAuth:
+        if self.secret_ref is None:
+            raise ValueError("secretRef must be specified when type is 'Secret'")
+        return self
+
+
+class AwsLambda(Model):
+    endpoint_url: str | None = Field(None, alias="endpointURL", max_length=2048,
+                                     pattern=r"^https?://[-a-zA-Z0-9@:%.+~#?&/=]+$")
+    function_name: str = Field(pattern=r"^[A-Za-z0-9-_]{1,140}$")
+    invocation_mode: Literal["Sync", "Async"] = "Sync"
+    qualifier: str = Field("$LATEST", pattern=r"^(\$LATEST|[0-9]+|[A-Za-z0-9-_]{1,128})$")
+    payload_transform_mode: Literal["None", "Envoy"] = "Envoy"
+
+
+class AwsBackend(Model):
+    lambda_: AwsLambda = Field(alias="lambda")
+    account_id: str = Field(min_length=1, max_length=12, pattern=r"^[0-9]{12}$")
+    auth: AwsAuth | None = None
+    region: str = Field("us-east-1", min_length=1, max_length=63, pattern=r"^[a-z0-9-]+$")
+
+
+BackendType = Literal["AWS", "Static", "DynamicForwardProxy"]
+
+
+class BackendSpec(Model):
+    type: BackendType | None = Field(None, description="Deprecated: inferred from the configuration given.")
+    aws: AwsBackend | None = None
+    static: StaticBackend | None = None
+    dynamic_forward_proxy: DynamicForwardProxyBackend | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> BackendSpec:
+        given = [t for t, v in (("AWS", self.aws), ("Static", self.static),
+                                ("DynamicForwardProxy", self.dynamic_forward_proxy)) if v is not None]
+        if len(given) != 1:
+            raise ValueError("exactly one of aws, static, or dynamicForwardProxy must be specified")
+        if self.type is not None and self.type != given[0]:
+            raise ValueError("backend configuration must match the specified type")
+        return self
+
+    @property
+    def kind(self) -> BackendType:
+        return "AWS" if self.aws is not None else "Static" if self.static is not None else "DynamicForwardProxy"
+
+
+class Backend(Resource):
+    """A backend outside the cluster's Services that routes can send traffic to."""
+
+    KIND: ClassVar[str] = "Backend"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
+    spec: BackendSpec

@@ -1,0 +1,315 @@
+"""BackendConfigPolicy (gateway.lychgate.dev/v1alpha1): how the gateway talks to a backend.
+
+Field for field kgateway's `BackendConfigPolicy` (api/v1alpha1/kgateway/
+backend_config_policy_types.go): connection settings, HTTP protocol options,
+TLS origination, load balancing, active and passive health checking, circuit
+breakers, DNS and the upstream PROXY protocol, for the Services (or Backends)
+it targets. Shapes and ranges are checked here (and by the API server, through
+the generated CRD); what the values mean together is checked by translation
+(`translate/backend_config.py`), which reports problems on the policy's status.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from lychgate.api.base import Model, Resource
+from lychgate.api.lychgate import GROUP, Quantity
+from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
+
+# metav1.Duration as kgateway constrains it: up to four number+unit parts.
+Duration = Annotated[str, Field(max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")]
+
+
+def field_name(model: type[Model], attr: str) -> str:
+    """The name users write for a model attribute (`respectTTL`, `connectTimeout`)."""
+    info = model.model_fields[attr]
+    return info.alias or (info.validation_alias if isinstance(info.validation_alias, str) else to_camel(attr))
+
+
+def _one_of(model: Model, names: tuple[str, ...], exactly: bool) -> None:
+    given = [n for n in names if getattr(model, n) is not None]
+    if len(given) > 1 or (exactly and not given):
+        wanted = ", ".join(field_name(type(model), n) for n in names)
+        raise ValueError(f"{'exactly' if exactly else 'at most'} one of {wanted} may be set")
+
+
+class CircuitBreakers(Model):
+    max_connections: int | None = Field(None, ge=1)
+    max_pending_requests: int | None = Field(None, ge=1)
+    max_requests: int | None = Field(None, ge=1)
+    max_retries: int | None = Field(None, ge=0)
+    track_remaining: bool | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> CircuitBreakers:
+        if all(v is None for v in (self.max_connections, self.max_pending_requests, self.max_requests,
+                                   self.max_retries)):
+            raise ValueError("at least one of maxConnections, maxPendingRequests, maxRequests, maxRetries must be set")
+        return self
+
+
+class DNS(Model):
+    refresh_rate: Duration | None = None
+    jitter: Duration | None = None
+    respect_ttl: bool | None = Field(None, alias="respectTTL")
+
+
+class Http1ProtocolOptions(Model):
+    enable_trailers: bool | None = None
+    preserve_http1_header_case: bool | None = None
+    override_stream_error_on_invalid_http_message: bool | None = None
+
+
+class CommonHttpProtocolOptions(Model):
+    idle_timeout: Duration | None = None
+    max_connection_duration: Duration | None = None
+    max_headers_count: int | None = Field(None, ge=0)
+    max_stream_duration: Duration | None = None
+    max_requests_per_connection: int | None = Field(None, ge=0)
+
+
+class ConnectionKeepalive(Model):
+    timeout: Duration
+    interval: Duration | None = None
+    connection_idle_interval: Duration | None = None
+
+
+class Http2ProtocolOptions(Model):
+    initial_stream_window_size: Quantity | None = None
+    initial_connection_window_size: Quantity | None = None
+    max_concurrent_streams: int | None = Field(None, ge=1, le=2147483647)
+    override_stream_error_on_invalid_http_message: bool | None = None
+    connection_keepalive: ConnectionKeepalive | None = None
+
+
+class TCPKeepalive(Model):
+    keep_alive_probes: int | None = Field(None, ge=0)
+    keep_alive_time: Duration | None = None
+    keep_alive_interval: Duration | None = None
+
+
+class SecretReference(Model):
+    name: str = Field(min_length=1)
+
+
+class TLSFiles(Model):
+    tls_certificate: str | None = Field(None, min_length=1)
+    tls_key: str | None = Field(None, min_length=1)
+    root_ca: str | None = Field(None, alias="rootCA", min_length=1)
+
+
+TLSVersion = Literal["AUTO", "1.0", "1.1", "1.2", "1.3"]
+
+
+class TLSParameters(Model):
+    min_version: TLSVersion | None = None
+    max_version: TLSVersion | None = None
+    cipher_suites: list[str] = Field(default_factory=list)
+    ecdh_curves: list[str] = Field(default_factory=list)
+    signature_algorithms: list[str] = Field(default_factory=list)
+
+
+class TLS(Model):
+    secret_ref: SecretReference | None = None
+    files: TLSFiles | None = None
+    well_known_ca_certificates: Literal["System"] | None = Field(None, alias="wellKnownCACertificates")
+    insecure_skip_verify: bool | None = None
+    sni: str | None = Field(None, min_length=1)
+    verify_subject_alt_names: list[str] = Field(default_factory=list)
+    parameters: TLSParameters | None = None
+    alpn_protocols: list[str] = Field(default_factory=list)
+    allow_renegotiation: bool | None = None
+    simple_tls: bool | None = Field(None, alias="simpleTLS")
+
+    @model_validator(mode="after")
+    def _source(self) -> TLS:
+        _one_of(self, ("secret_ref", "files", "insecure_skip_verify", "well_known_ca_certificates"), exactly=True)
+        return self
+
+
+class SlowStart(Model):
+    window: Duration | None = None
+    aggression: str | None = Field(None, pattern=r"^-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$")
+    min_weight_percent: int | None = Field(None, ge=0, le=100)
+
+
+class HeaderHash(Model):
+    name: str = Field(min_length=1)
+
+
+class CookieHash(Model):
+    name: str = Field(min_length=1)
+    path: str | None = None
+    ttl: Duration | None = None
+    secure: bool | None = None
+    http_only: bool | None = None
+    same_site: Literal["Strict", "Lax", "None"] | None = None
+
+
+class SourceIP(Model):
+    pass
+
+
+class HashPolicy(Model):
+    header: HeaderHash | None = None
+    cookie: CookieHash | None = None
+    source_ip: SourceIP | None = Field(None, alias="sourceIP")
+    terminal: bool | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> HashPolicy:
+        _one_of(self, ("header", "cookie", "source_ip"), exactly=True)
+        return self
+
+
+class LeastRequest(Model):
+    choice_count: int = 2
+    slow_start: SlowStart | None = None
+
+
+class RoundRobin(Model):
+    slow_start: SlowStart | None = None
+
+
+class RingHash(Model):
+    minimum_ring_size: int | None = Field(None, ge=0)
+    maximum_ring_size: int | None = Field(None, ge=0)
+    use_hostname_for_hashing: bool | None = None
+    hash_policies: list[HashPolicy] | None = Field(None, min_length=1, max_length=16)
+
+
+class Maglev(Model):
+    use_hostname_for_hashing: bool | None = None
+    hash_policies: list[HashPolicy] | None = Field(None, min_length=1, max_length=16)
+
+
+class Random(Model):
+    pass
+
+
+class ZoneAwareForce(Model):
+    min_endpoints_in_zone_threshold: int | None = Field(None, ge=1)
+
+
+class ZoneAwarePreferLocal(Model):
+    force: ZoneAwareForce | None = None
+    min_endpoints_threshold: int | None = Field(None, ge=1)
+    routing_enabled: int | None = Field(None, ge=0, le=100)
+
+
+class ZoneAware(Model):
+    prefer_local: ZoneAwarePreferLocal | None = None
+
+
+class LoadBalancer(Model):
+    healthy_panic_threshold: int | None = Field(None, ge=0, le=100)
+    update_merge_window: Duration | None = None
+    least_request: LeastRequest | None = None
+    round_robin: RoundRobin | None = None
+    ring_hash: RingHash | None = None
+    maglev: Maglev | None = None
+    random: Random | None = None
+    locality_type: Literal["WeightedLb"] | None = None
+    zone_aware: ZoneAware | None = None
+    close_connections_on_host_set_change: bool | None = None
+
+    @model_validator(mode="after")
+    def _algorithm(self) -> LoadBalancer:
+        _one_of(self, ("least_request", "round_robin", "ring_hash", "maglev", "random"), exactly=True)
+        if self.locality_type is not None and self.zone_aware is not None:
+            raise ValueError("localityType and zoneAware are mutually exclusive")
+        if self.zone_aware is not None and (self.ring_hash is not None or self.maglev is not None):
+            raise ValueError("zoneAware is not supported with ringHash or maglev load balancers")
+        return self
+
+
+class HealthCheckHttp(Model):
+    host: str | None = None
+    path: str
+    method: Literal["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "TRACE", "PATCH"] | None = None
+
+
+class HealthCheckGrpc(Model):
+    service_name: str | None = None
+    authority: str | None = None
+
+
+_HEX = r"^([0-9A-Fa-f]{2})+$"
+
+
+class HealthCheckTcp(Model):
+    send: str | None = Field(None, min_length=1, max_length=1024, pattern=_HEX)
+    receive: list[Annotated[str, Field(min_length=1, max_length=1024, pattern=_HEX)]] | None = Field(
+        None, min_length=1, max_length=16)
+
+    @model_validator(mode="after")
+    def _pairs(self) -> HealthCheckTcp:
+        if self.receive and self.send is None:
+            raise ValueError("receive requires send to be set")
+        return self
+
+
+class HealthCheck(Model):
+    timeout: Duration
+    interval: Duration
+    unhealthy_threshold: int = Field(ge=0)
+    healthy_threshold: int = Field(ge=0)
+    http: HealthCheckHttp | None = None
+    grpc: HealthCheckGrpc | None = None
+    tcp: HealthCheckTcp | None = None
+
+    @model_validator(mode="after")
+    def _kind(self) -> HealthCheck:
+        _one_of(self, ("http", "grpc", "tcp"), exactly=True)
+        return self
+
+
+class OutlierDetection(Model):
+    consecutive_5xx: int | None = Field(None, alias="consecutive5xx", ge=0)
+    enforcing_consecutive_5xx: int | None = Field(None, alias="enforcingConsecutive5xx", ge=0, le=100)
+    split_external_local_origin_errors: bool | None = None
+    consecutive_local_origin_failure: int | None = Field(None, ge=0)
+    enforcing_consecutive_local_origin_failure: int | None = Field(None, ge=0, le=100)
+    interval: Duration | None = None
+    base_ejection_time: Duration | None = None
+    max_ejection_percent: int | None = Field(None, ge=0, le=100)
+
+
+class UpstreamProxyProtocol(Model):
+    version: Literal["V1", "V2"] = "V1"
+
+
+class BackendConfigPolicySpec(Model):
+    target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
+    target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list)
+    connect_timeout: Duration | None = None
+    dns: DNS | None = None
+    per_connection_buffer_limit_bytes: int | None = Field(None, ge=0)
+    tcp_keepalive: TCPKeepalive | None = None
+    common_http_protocol_options: CommonHttpProtocolOptions | None = None
+    http1_protocol_options: Http1ProtocolOptions | None = None
+    http2_protocol_options: Http2ProtocolOptions | None = None
+    tls: TLS | None = None
+    load_balancer: LoadBalancer | None = None
+    health_check: HealthCheck | None = None
+    outlier_detection: OutlierDetection | None = None
+    circuit_breakers: CircuitBreakers | None = None
+    upstream_proxy_protocol: UpstreamProxyProtocol | None = None
+
+    @model_validator(mode="after")
+    def _protocols(self) -> BackendConfigPolicySpec:
+        _one_of(self, ("http1_protocol_options", "http2_protocol_options"), exactly=False)
+        return self
+
+
+class BackendConfigPolicy(Resource):
+    """Connection, load-balancing and health settings for the Services or Backends it targets."""
+
+    KIND: ClassVar[str] = "BackendConfigPolicy"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
+    spec: BackendConfigPolicySpec = Field(default_factory=BackendConfigPolicySpec)

@@ -1,0 +1,50 @@
+"""DirectResponse (gateway.lychgate.dev/v1alpha1): a fixed answer for a route rule.
+
+Field for field kgateway's `DirectResponse` (api/v1alpha1/kgateway/
+direct_response_types.go). An HTTPRoute rule names it in an `ExtensionRef`
+filter (`group: gateway.lychgate.dev, kind: DirectResponse`); the gateway then
+answers with `status` and `body` (or a body Envoy formats, `bodyFormat`)
+without calling a backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field, model_validator
+
+from lychgate.api.base import Model, Resource
+from lychgate.api.lychgate import GROUP
+
+
+class BodyFormat(Model):
+    content_type: str | None = None
+    text: str | None = Field(None, min_length=1, max_length=4096)
+    json_: dict[str, Any] | None = Field(None, alias="json")
+
+    @model_validator(mode="after")
+    def _one(self) -> BodyFormat:
+        if (self.text is None) == (self.json_ is None):
+            raise ValueError("exactly one of json, text must be set")
+        return self
+
+
+class DirectResponseSpec(Model):
+    status: int = Field(ge=200, le=599)
+    body: str | None = Field(None, min_length=1, max_length=4096)
+    body_format: BodyFormat | None = None
+
+    @model_validator(mode="after")
+    def _body(self) -> DirectResponseSpec:
+        if self.body is not None and self.body_format is not None:
+            raise ValueError("at most one of body, bodyFormat may be set")
+        return self
+
+
+class DirectResponse(Resource):
+    """A status and body the gateway answers with, for the route rules that name it."""
+
+    KIND: ClassVar[str] = "DirectResponse"
+    GROUP: ClassVar[str] = GROUP
+    VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
+    spec: DirectResponseSpec

@@ -1,0 +1,80 @@
+"""GatewayParameters overlays and the optional objects they create.
+
+An overlay (`deploymentOverlay`, `serviceOverlay`, `serviceAccountOverlay`) is
+laid over the generated object last: its labels and annotations are added and
+its `spec` is merged like a strategic merge patch — maps key by key, lists of
+named items (containers, volumes, env, ports) item by item by name, other lists
+replaced, and `null` removes a key. `podDisruptionBudget`,
+`horizontalPodAutoscaler` and `verticalPodAutoscaler` create that object for the
+proxy, with its selector or target filled in and the overlay's spec over it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from lychgate.api.lychgate import KubernetesProxyConfig, ResourceOverlay
+
+# Optional objects: kind -> (apiVersion, plural).
+OPTIONAL_KINDS = {
+    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
+    "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
+    "VerticalPodAutoscaler": ("autoscaling.k8s.io/v1", "verticalpodautoscalers"),
+}
+_MERGE_KEYS = ("name", "containerPort", "port", "mountPath")
+
+
+def _merge_key(items: list[Any]) -> str | None:
+    for key in _MERGE_KEYS:
+        if items and all(isinstance(i, dict) and key in i for i in items):
+            return key
+    return None
+
+
+def strategic_merge(base: Any, patch: Any) -> Any:
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for key, value in patch.items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = strategic_merge(base[key], value) if key in base else copy.deepcopy(value)
+        return out
+    if isinstance(base, list) and isinstance(patch, list):
+        key = _merge_key(base + patch)
+        if key is not None:
+            merged = {item[key]: item for item in base}
+            for item in patch:
+                merged[item[key]] = strategic_merge(merged[item[key]], item) if item[key] in merged else item
+            return list(merged.values())
+    return copy.deepcopy(patch)
+
+
+def apply(obj: dict[str, Any], overlay: ResourceOverlay | None) -> dict[str, Any]:
+    if overlay is None:
+        return obj
+    out = copy.deepcopy(obj)
+    meta = out.setdefault("metadata", {})
+    if overlay.metadata is not None:
+        meta["labels"] = {**meta.get("labels", {}), **overlay.metadata.labels}
+        meta["annotations"] = {**meta.get("annotations", {}), **overlay.metadata.annotations}
+    if overlay.spec:
+        out["spec"] = strategic_merge(out.get("spec", {}), overlay.spec)
+    return out
+
+
+def optional_objects(kube: KubernetesProxyConfig, metadata: dict[str, Any],
+                     selector: dict[str, str]) -> list[dict[str, Any]]:
+    """The PDB, HPA and VPA the parameters ask for, aimed at the proxy's Pods or Deployment."""
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": metadata["name"]}
+    wanted = (("PodDisruptionBudget", kube.pod_disruption_budget, {"selector": {"matchLabels": selector}}),
+              ("HorizontalPodAutoscaler", kube.horizontal_pod_autoscaler, {"scaleTargetRef": target}),
+              ("VerticalPodAutoscaler", kube.vertical_pod_autoscaler, {"targetRef": target}))
+    out = []
+    for kind, overlay, spec in wanted:
+        if overlay is not None:
+            base = {"apiVersion": OPTIONAL_KINDS[kind][0], "kind": kind, "metadata": copy.deepcopy(metadata),
+                    "spec": spec}
+            out.append(apply(base, overlay))
+    return out

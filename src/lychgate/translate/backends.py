@@ -1,0 +1,101 @@
+"""Backend objects as backendRefs: static hosts, dynamic forward proxy, AWS Lambda
+(translate/aws_lambda.py).
+
+A route (or GatewayExtension) naming `group: gateway.lychgate.dev, kind: Backend`
+gets a cluster named `backend/<namespace>/<name>` (`.../dfp` for a forward proxy); the backendRef's port is not
+used, the Backend's hosts carry theirs. A Backend that cannot be served keeps
+its routes' share of traffic at 500, and its own status says why.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from lychgate import ir
+from lychgate.api.backend import GROUPS, Backend
+from lychgate.api.base import ObjectKey
+from lychgate.store import Store
+from lychgate.translate import aws_lambda, backend_config
+from lychgate.translate.conditions import condition
+from lychgate.translate.grants import grant_allows
+
+_H2 = frozenset({"http2", "grpc", "kubernetes.io/h2c"})
+
+
+def is_backend_ref(group: str, kind: str) -> bool:
+    return group in GROUPS and kind == "Backend"
+
+
+def cluster_name(namespace: str, name: str) -> str:
+    return f"backend/{namespace}/{name}"
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def aws_lambda_of(clusters: Iterable[ir.Cluster | None]) -> ir.AwsLambda | None:
+    """The function a rule's requests invoke: that of its first Lambda backend (Envoy's
+    filter acts only on requests routed to a Lambda cluster, so other backends are untouched)."""
+    return next((c.aws_lambda for c in clusters if c is not None and c.aws_lambda is not None), None)
+
+
+def problem(store: Store, backend: Backend) -> str:
+    """Why the Backend cannot be served, or ""."""
+    if backend.spec.aws is not None:
+        try:
+            aws_lambda.function(store, backend)
+        except aws_lambda.LambdaProblem as err:
+            return str(err)
+    return ""
+
+
+def cluster(store: Store, backend: Backend) -> ir.Cluster:
+    name = cluster_name(backend.namespace, backend.name)
+    config = backend_config.for_backend(store, backend)
+    if backend.spec.aws is not None:
+        scheme, host, port = aws_lambda.endpoint(backend)
+        tls = ir.UpstreamTLS(sni=host, ca=None, sans=(("Hostname", host),)) if scheme == "https" else None
+        return ir.Cluster(name=name, endpoints=(ir.Endpoint(host, port),), discovery="static" if _is_ip(host) else "dns",
+                          tls=tls, config=config, aws_lambda=aws_lambda.function(store, backend))
+    if backend.spec.dynamic_forward_proxy is not None:
+        return ir.Cluster(name=f"{name}/dfp", endpoints=(), discovery="forward_proxy", config=config,
+                          forward_proxy_tls=bool(backend.spec.dynamic_forward_proxy.enable_tls))
+    static = backend.spec.static
+    assert static is not None
+    app = static.app_protocol or ""
+    protocol: Literal["http1", "h2c", "ws"] = "h2c" if app in _H2 else "ws" if app == "kubernetes.io/ws" else "http1"
+    discovery: Literal["static", "dns"] = "static" if all(_is_ip(h.host) for h in static.hosts) else "dns"
+    return ir.Cluster(name=name, endpoints=tuple(ir.Endpoint(h.host, h.port) for h in static.hosts),
+                      protocol=protocol, discovery=discovery, config=config)
+
+
+def resolve(store: Store, from_group: str, from_kind: str, from_namespace: str, group: str,
+            namespace: str, name: str) -> tuple[ir.Cluster | None, str, str]:
+    """(cluster, reason, message) for a backendRef to a Backend; reason "ResolvedRefs" when usable."""
+    if not grant_allows(store, from_group, from_kind, from_namespace, group, "Backend", namespace, name):
+        return None, "RefNotPermitted", (
+            f"Backend {namespace}/{name} is in another namespace and no ReferenceGrant in {namespace} "
+            f"allows {from_kind} from {from_namespace} to refer to it")
+    backend = store.get(Backend, namespace, name)
+    if backend is None:
+        return None, "BackendNotFound", f"Backend {namespace}/{name} not found"
+    why = problem(store, backend)
+    if why:
+        return None, "InvalidKind", f"Backend {namespace}/{name}: {why}"
+    return cluster(store, backend), "ResolvedRefs", ""
+
+
+def write_status(store: Store, out: dict[ObjectKey, dict[str, Any]]) -> None:
+    for backend in store.list(Backend):
+        why = problem(store, backend)
+        accepted = (condition("Accepted", False, "Invalid", why, backend.generation) if why
+                    else condition("Accepted", True, "Accepted", f"{backend.spec.kind} backend is ready for routes",
+                                   backend.generation))
+        out[backend.key] = {"conditions": [accepted]}

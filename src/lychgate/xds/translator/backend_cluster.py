@@ -1,0 +1,88 @@
+"""Clusters whose endpoints do not come over EDS (Backend objects): static
+addresses, host names Envoy resolves, and the dynamic forward proxy, with the
+HTTP filter the forward proxy needs in every listener whose routes use one."""
+
+from __future__ import annotations
+
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.core.v3 import base_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.extensions.clusters.dynamic_forward_proxy.v3 import cluster_pb2 as dfp_cluster_pb2
+from envoy.extensions.common.dynamic_forward_proxy.v3 import dns_cache_pb2
+from envoy.extensions.filters.http.dynamic_forward_proxy.v3 import (
+    dynamic_forward_proxy_pb2 as dfp_filter_pb2,
+)
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb,
+)
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
+
+from lychgate import ir
+from lychgate.xds.translator.cluster_policy import HTTP_OPTIONS, SYSTEM_CA_BUNDLE
+from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.policy_filters import pack
+
+FILTER = "envoy.filters.http.dynamic_forward_proxy"
+# Forward-proxy clusters are named backend/<namespace>/<name>/dfp (translate/backends.py),
+# so a listener can tell from its routes alone that it needs the filter.
+FORWARD_PROXY_SUFFIX = "/dfp"
+# One DNS cache shared by the filter and every forward-proxy cluster (Envoy
+# requires the same configuration wherever a cache name appears).
+DNS_CACHE = dns_cache_pb2.DnsCacheConfig(name="lychgate_forward_proxy",
+                                         dns_lookup_family=cluster_pb2.Cluster.V4_PREFERRED)
+
+
+def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb2.ClusterLoadAssignment) -> None:
+    """Turn the EDS Cluster built for a Backend's `cluster` (discovery other than
+    EDS) into what its discovery asks for; `assignment` is its ClusterLoadAssignment."""
+    if cluster.aws_lambda is not None:
+        # Envoy's aws_lambda filter acts only on clusters marked as Lambda gateways.
+        out.metadata.filter_metadata["com.amazonaws.lambda"].update({"egress_gateway": True})
+    out.ClearField("eds_cluster_config")
+    if cluster.discovery in ("static", "dns"):
+        out.type = cluster_pb2.Cluster.STATIC if cluster.discovery == "static" else cluster_pb2.Cluster.STRICT_DNS
+        if cluster.discovery == "dns":
+            out.dns_lookup_family = cluster_pb2.Cluster.V4_PREFERRED
+        out.load_assignment.CopyFrom(assignment)
+        return
+    out.ClearField("type")
+    out.lb_policy = cluster_pb2.Cluster.CLUSTER_PROVIDED
+    out.cluster_type.name = "envoy.clusters.dynamic_forward_proxy"
+    out.cluster_type.typed_config.CopyFrom(pack(dfp_cluster_pb2.ClusterConfig(dns_cache_config=DNS_CACHE)))
+    if cluster.forward_proxy_tls:
+        # TLS to whichever host the request names: SNI and the certificate's name follow it.
+        context = tls_pb2.UpstreamTlsContext()
+        context.common_tls_context.validation_context.trusted_ca.filename = SYSTEM_CA_BUNDLE
+        out.transport_socket.CopyFrom(base_pb2.TransportSocket(name="envoy.transport_sockets.tls",
+                                                               typed_config=pack(context)))
+        options = hpo.HttpProtocolOptions()
+        if HTTP_OPTIONS in out.typed_extension_protocol_options:
+            out.typed_extension_protocol_options[HTTP_OPTIONS].Unpack(options)
+        options.upstream_http_protocol_options.auto_sni = True
+        options.upstream_http_protocol_options.auto_san_validation = True
+        if not options.HasField("explicit_http_config"):
+            options.explicit_http_config.http_protocol_options.SetInParent()
+        out.typed_extension_protocol_options[HTTP_OPTIONS].CopyFrom(pack(options))
+
+
+def _uses_forward_proxy(listener: ir.HTTPListener) -> bool:
+    return any(isinstance(r.action, ir.Forward) and any(
+        b.cluster is not None and b.cluster.startswith("backend/") and b.cluster.endswith(FORWARD_PROXY_SUFFIX)
+        for b in r.action.backends) for vh in listener.virtual_hosts for r in vh.routes)
+
+
+class ForwardProxy(Feature):
+    """The dynamic forward proxy filter: it resolves the request's host for the
+    forward-proxy clusters and lets every other route pass untouched."""
+
+    name = "dynamic_forward_proxy"
+    order = 90
+
+    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
+        if _uses_forward_proxy(listener):
+            hcm.http_filters.append(hcm_pb.HttpFilter(
+                name=FILTER, typed_config=pack(dfp_filter_pb2.FilterConfig(dns_cache_config=DNS_CACHE))))
+
+
+register(ForwardProxy())

@@ -1,0 +1,58 @@
+"""BackendConfigPolicy manifests as kgateway users write them load; what kgateway's
+CRD refuses is refused with the field named."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from lychgate.api.backend_config import BackendConfigPolicy
+from lychgate.api.registry import ManifestError, parse
+
+KGATEWAY_EXAMPLE = """
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: BackendConfigPolicy
+metadata: {name: httpbin-policy, namespace: httpbin}
+spec:
+  targetRefs: [{name: httpbin, group: "", kind: Service}]
+  connectTimeout: 5s
+  perConnectionBufferLimitBytes: 1024
+  tcpKeepalive: {keepAliveProbes: 3, keepAliveTime: 30s, keepAliveInterval: 5s}
+  commonHttpProtocolOptions: {idleTimeout: 10s, maxHeadersCount: 15, maxStreamDuration: 30s, maxRequestsPerConnection: 100}
+  http1ProtocolOptions: {enableTrailers: true, overrideStreamErrorOnInvalidHttpMessage: true, preserveHttp1HeaderCase: true}
+  loadBalancer:
+    healthyPanicThreshold: 50
+    maglev: {useHostnameForHashing: true, hashPolicies: [{sourceIP: {}}, {cookie: {name: s, ttl: 30m, sameSite: Strict}}]}
+  outlierDetection: {consecutive5xx: 7, enforcingConsecutive5xx: 100, maxEjectionPercent: 15}
+  dns: {refreshRate: 60s, jitter: 5s, respectTTL: true}
+  tls: {wellKnownCACertificates: System, simpleTLS: true}
+  upstreamProxyProtocol: {version: V2}
+"""
+
+
+def test_kgateway_manifest_loads_unchanged() -> None:
+    policy = parse(yaml.safe_load(KGATEWAY_EXAMPLE))
+    assert isinstance(policy, BackendConfigPolicy)
+    assert policy.spec.outlier_detection is not None and policy.spec.outlier_detection.consecutive_5xx == 7
+    assert policy.spec.dns is not None and policy.spec.dns.respect_ttl is True
+    assert policy.spec.tls is not None and policy.spec.tls.simple_tls is True
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"loadBalancer": {"random": {}, "roundRobin": {}}}, "exactly one of leastRequest, roundRobin, ringHash, maglev, random"),
+    ({"loadBalancer": {}}, "exactly one of leastRequest"),
+    ({"http1ProtocolOptions": {}, "http2ProtocolOptions": {}}, "at most one of http1ProtocolOptions, http2ProtocolOptions"),
+    ({"tls": {"sni": "a"}}, "exactly one of secretRef, files, insecureSkipVerify, wellKnownCACertificates"),
+    ({"connectTimeout": "5 seconds"}, "spec.connectTimeout"),
+    ({"circuitBreakers": {"trackRemaining": True}}, "at least one of maxConnections"),
+    ({"healthCheck": {"timeout": "1s", "interval": "1s", "unhealthyThreshold": 1, "healthyThreshold": 1}},
+     "exactly one of http, grpc, tcp"),
+    ({"loadBalancer": {"ringHash": {"hashPolicies": [{"header": {"name": "a"}, "sourceIP": {}}]}}},
+     "exactly one of header, cookie, sourceIP"),
+])
+def test_what_the_crd_refuses(change: dict[str, object], message: str) -> None:
+    raw = yaml.safe_load(KGATEWAY_EXAMPLE)
+    raw["spec"] = {"targetRefs": raw["spec"]["targetRefs"], **change}
+    with pytest.raises(ManifestError, match="BackendConfigPolicy httpbin/httpbin-policy") as err:
+        parse(raw)
+    assert message in str(err.value)
