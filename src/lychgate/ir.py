@@ -50,6 +50,7 @@ class WeightedCluster:
     weight: int
     request_headers: HeaderOps = HeaderOps()
     response_headers: HeaderOps = HeaderOps()
+    picker: EndpointPicker | None = None  # the backend is an InferencePool
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,11 @@ class Forward:
     retry: Retry | None = None
     # A backend speaks WebSocket (appProtocol kubernetes.io/ws): allow the upgrade.
     websocket: bool = False
-    picker: EndpointPicker | None = None  # a backend is an InferencePool
+
+    @property
+    def pickers(self) -> tuple[EndpointPicker, ...]:
+        """The endpoint pickers of the InferencePool backends, once each."""
+        return tuple(dict.fromkeys(b.picker for b in self.backends if b.picker is not None))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.harness import EchoBackends, Lychgate, free_port, gateway_yaml, service_yaml, wait_for
-from tests.picker import EndpointPicker
+from tests.picker import SERVED_HEADER, EndpointPicker
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +29,7 @@ def pod_yaml(name: str, ip: str, app: str, ready: bool = True) -> str:
         """)
 
 
-def pool_yaml(name: str, app: str, port: int, picker: str, failure_mode: str) -> str:
+def only_pool_yaml(name: str, app: str, port: int, picker: str, failure_mode: str = "FailClose") -> str:
     return textwrap.dedent(f"""\
         apiVersion: inference.networking.k8s.io/v1
         kind: InferencePool
@@ -38,6 +38,11 @@ def pool_yaml(name: str, app: str, port: int, picker: str, failure_mode: str) ->
           selector: {{matchLabels: {{app: {app}}}}}
           targetPorts: [{{number: {port}}}]
           endpointPickerRef: {{name: {picker}, port: {{number: 9002}}, failureMode: {failure_mode}}}
+        """)
+
+
+def pool_yaml(name: str, app: str, port: int, picker: str, failure_mode: str) -> str:
+    return only_pool_yaml(name, app, port, picker, failure_mode) + textwrap.dedent(f"""\
         ---
         apiVersion: gateway.networking.k8s.io/v1
         kind: HTTPRoute
@@ -48,6 +53,22 @@ def pool_yaml(name: str, app: str, port: int, picker: str, failure_mode: str) ->
           rules:
             - backendRefs: [{{group: inference.networking.k8s.io, kind: InferencePool, name: {name}}}]
         """)
+
+
+def route_yaml(name: str, rules: str) -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: HTTPRoute
+        metadata: {{name: {name}, namespace: default}}
+        spec:
+          parentRefs: [{{name: gw}}]
+          hostnames: [{name}.example.com]
+          rules:
+        """) + textwrap.indent(textwrap.dedent(rules), "  ")
+
+
+def pool_ref(name: str, weight: int = 1) -> str:
+    return f"{{group: inference.networking.k8s.io, kind: InferencePool, name: {name}, weight: {weight}}}"
 
 
 @pytest.fixture
@@ -100,3 +121,104 @@ def test_the_picker_chooses_the_model_server(lychgate: Lychgate, backends: EchoB
     conds = {c["type"]: c for c in parent["conditions"]}
     assert conds["Accepted"]["status"] == "True" and "default/llm" in conds["Accepted"]["message"]
     assert conds["ResolvedRefs"]["status"] == "True"
+
+
+def test_the_endpoint_picker_protocol_in_full(lychgate: Lychgate, backends: EchoBackends) -> None:
+    """Picks as metadata only or header only, fallback lists walked by the rule's retry,
+    the served endpoint reported to the picker, and a split over two pools that asks
+    only the chosen pool's picker."""
+    lg = lychgate
+    port = free_port()
+    ep = {name: f"{ip}:{port}" for name, ip in SERVERS.items()}
+    for name, ip in SERVERS.items():
+        backends.start(pod=name, port=port, host=ip)
+        lg.write(f"pod-{name}.yaml", pod_yaml(name, ip, "llm"))
+    # A ready Pod nothing listens on: a model server that just died.
+    dead = f"127.0.30.109:{port}"
+    lg.write("pod-dead.yaml", pod_yaml("ms-dead", "127.0.30.109", "llm"))
+    backends.start(pod="other-1", port=port, host="127.0.30.111")
+    lg.write("pod-other.yaml", pod_yaml("other-1", "127.0.30.111", "other"))
+    meta = EndpointPicker({ep["ms-1"]: 0}, answer="metadata").start()
+    header = EndpointPicker({ep["ms-2"]: 0}, answer="header").start()
+    other = EndpointPicker({"127.0.30.111:" + str(port): 0}).start()
+    try:
+        for name, picker in (("epp-meta", meta), ("epp-header", header), ("epp-other", other)):
+            lg.write(f"{name}.yaml", service_yaml(name, 9002, picker.port))
+        lg.write("pools.yaml", "---\n".join([
+            only_pool_yaml("meta", "llm", port, "epp-meta"), only_pool_yaml("header", "llm", port, "epp-header"),
+            only_pool_yaml("other", "other", port, "epp-other")]))
+        lg.write("routes.yaml", "---\n".join([
+            route_yaml("meta", f"- backendRefs: [{pool_ref('meta')}]\n"),
+            route_yaml("header", f"- backendRefs: [{pool_ref('header')}]\n"),
+            route_yaml("retry", f"- backendRefs: [{pool_ref('meta')}]\n  retry: {{attempts: 2}}\n"),
+            route_yaml("split", f"- backendRefs: [{pool_ref('meta', 50)}, {pool_ref('other', 50)}]\n"),
+        ]))
+        lg.write("gateway.yaml", gateway_yaml())
+        lg.start("--inference-extension")
+        addr = lg.address()
+
+        # A pick given only as envoy.lb metadata is honoured, as one given only as the header.
+        lg.wait_pod(addr, "ms-1", host="meta.example.com")
+        assert {lg.pod(addr, host="meta.example.com") for _ in range(5)} == {"ms-1"}
+        lg.wait_pod(addr, "ms-2", host="header.example.com")
+        assert {lg.pod(addr, host="header.example.com") for _ in range(5)} == {"ms-2"}
+
+        # The picker learns who served, on the response path; the report does not reach the client.
+        resp = lg.get(addr, "/v1/completions", host="meta.example.com", method="POST",
+                      json={"model": "llama", "prompt": "hi"})
+        assert resp.status_code == 200 and resp.json()["pod"] == "ms-1"
+        assert resp.json()["method"] == "POST"
+        assert resp.headers[SERVED_HEADER] == ep["ms-1"] and meta.served[-1] == ep["ms-1"]
+        assert "x-gateway-destination-endpoint-served" not in resp.headers
+
+        # A fallback list: the first endpoint serves; when it is down, the rule's retry
+        # goes down the list, and the picker hears which one served. Without a retry, 503.
+        prefer = {"x-prefer-endpoint": f"{ep['ms-3']},{ep['ms-2']}"}
+        assert lg.pod(addr, host="meta.example.com", headers=prefer) == "ms-3"
+        down_first = {"x-prefer-endpoint": f"{dead},{ep['ms-2']}"}
+        resp = lg.get(addr, host="retry.example.com", headers=down_first)
+        assert resp.status_code == 200 and resp.json()["pod"] == "ms-2"
+        assert resp.headers[SERVED_HEADER] == ep["ms-2"] and meta.served[-1] == ep["ms-2"]
+        assert lg.pod(addr, host="meta.example.com", headers=down_first) == 503
+
+        # Two pools, 50/50: each request asks the picker of the pool it goes to, and only it.
+        before = meta.requests + other.requests
+        seen = [lg.pod(addr, host="split.example.com") for _ in range(30)]
+        assert set(seen) == {"ms-1", "other-1"}, seen
+        assert meta.requests + other.requests - before == 30
+    finally:
+        for picker in (meta, header, other):
+            picker.close()
+
+
+class DiesBeforeTheResponse(EndpointPicker):
+    """Picks, then fails the stream when the response comes back (the picker restarted
+    or its connection broke while the model server was answering)."""
+
+    def response_headers(self, served: str, picked: str) -> list[tuple[str, str]]:
+        raise RuntimeError("picker gone")
+
+
+def test_a_picker_lost_during_the_response(lychgate: Lychgate, backends: EchoBackends) -> None:
+    """The model server answered, but the picker's stream fails on the response path:
+    the client gets a 503 whatever the failureMode. Envoy does not fail open once it
+    streams the exchange to the picker (FULL_DUPLEX_STREAMED: the picker holds the body)."""
+    lg = lychgate
+    port = free_port()
+    backends.start(pod="ms-1", port=port, host=SERVERS["ms-1"])
+    lg.write("pod.yaml", pod_yaml("ms-1", SERVERS["ms-1"], "llm"))
+    picker = DiesBeforeTheResponse({f"{SERVERS['ms-1']}:{port}": 0}).start()
+    try:
+        lg.write("epp.yaml", service_yaml("epp", 9002, picker.port))
+        lg.write("open.yaml", pool_yaml("open", "llm", port, "epp", "FailOpen"))
+        lg.write("closed.yaml", pool_yaml("closed", "llm", port, "epp", "FailClose"))
+        lg.write("gateway.yaml", gateway_yaml())
+        lg.start("--inference-extension")
+        addr = lg.address()
+        for host in ("open.example.com", "closed.example.com"):
+            served = len(picker.served)
+            assert lg.pod(addr, host=host) == 503
+            # The request reached the model server: the picker heard who served it, then failed.
+            assert picker.served[served:] == [f"{SERVERS['ms-1']}:{port}"]
+    finally:
+        picker.close()

@@ -64,9 +64,11 @@ def render(case: str) -> dict[str, Any]:
 
 
 def _sorted_maps(value: Any) -> Any:
-    """Matcher maps (protobuf maps: no stable JSON order) with their keys sorted."""
+    """Matcher maps and per-filter configs (protobuf maps: no stable JSON order) with their keys sorted."""
     if isinstance(value, dict):
         out = {k: _sorted_maps(v) for k, v in value.items()}
+        if isinstance(out.get("typedPerFilterConfig"), dict):
+            out["typedPerFilterConfig"] = dict(sorted(out["typedPerFilterConfig"].items()))
         for kind in ("prefixMatchMap", "exactMatchMap"):
             if isinstance(out.get(kind), dict) and isinstance(out[kind].get("map"), dict):
                 out[kind]["map"] = dict(sorted(out[kind]["map"].items()))
