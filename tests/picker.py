@@ -170,8 +170,8 @@ class Picker(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
 class EndpointPicker(Picker):
     """Shortest queue wins; `x-prefer-endpoint: a,b` asks for those endpoints in that order."""
 
-    def __init__(self, queues: dict[str, int], answer: str = "both") -> None:
-        super().__init__(answer)
+    def __init__(self, queues: dict[str, int], answer: str = "both", port: int | None = None) -> None:
+        super().__init__(answer, port=port)
         self.queues = dict(queues)  # "ip:port" -> requests waiting at that model server
 
     def choose(self, headers: dict[str, str], body: bytes) -> list[str] | int:
