@@ -42,17 +42,9 @@ def only_pool_yaml(name: str, app: str, port: int, picker: str, failure_mode: st
 
 
 def pool_yaml(name: str, app: str, port: int, picker: str, failure_mode: str) -> str:
-    return only_pool_yaml(name, app, port, picker, failure_mode) + textwrap.dedent(f"""\
-        ---
-        apiVersion: gateway.networking.k8s.io/v1
-        kind: HTTPRoute
-        metadata: {{name: {name}, namespace: default}}
-        spec:
-          parentRefs: [{{name: gw}}]
-          hostnames: [{name}.example.com]
-          rules:
-            - backendRefs: [{{group: inference.networking.k8s.io, kind: InferencePool, name: {name}}}]
-        """)
+    """A pool and a route of the same name to it, for host <name>.example.com."""
+    return only_pool_yaml(name, app, port, picker, failure_mode) + "---\n" + route_yaml(
+        name, f"- backendRefs: [{pool_ref(name)}]\n")
 
 
 def route_yaml(name: str, rules: str) -> str:

@@ -64,6 +64,18 @@ def names_and_ips(suite: InferenceSuite, label: str) -> tuple[list[str], list[st
     return [p["metadata"]["name"] for p in pods], [p["status"]["podIP"] for p in pods]
 
 
+def ready(suite: InferenceSuite, route: str, gateway: str, pool: str, label: str,
+          replicas: int = REPLICAS) -> tuple[str, list[str], list[str]]:
+    """The common start of the traffic tests: route accepted and resolved, pool accepted by
+    the Gateway, its address, and the pool's `replicas` Pods (names, IPs)."""
+    suite.route_accepted_and_resolved(route, gateway)
+    suite.pool_accepted(pool, gateway)
+    address = suite.gateway_address(gateway)
+    names, ips = names_and_ips(suite, label)
+    ensure(len(names) == replicas, f"expected {replicas} backend pods, found {len(names)}")
+    return address, names, ips
+
+
 def post(host: str, path: str, selection: str, body: bytes = PROMPT, backend: str = "",
          result: str | None = None) -> Exp:
     return Exp(path=path, host=host, method="POST", body=body, headers={SELECTION_HEADER: selection},
@@ -212,11 +224,7 @@ def only_to(suite: InferenceSuite, address: str, exp: Exp, allowed: list[str], t
 def following_epp_routing(suite: InferenceSuite) -> None:
     """Inference gateway should send traffic to an endpoint in the list returned by EPP"""
     host, path = "primary.example.com", "/primary-gateway-test"
-    suite.route_accepted_and_resolved("httproute-for-primary-gw", PRIMARY_GW)
-    suite.pool_accepted(PRIMARY_POOL, PRIMARY_GW)
-    address = suite.gateway_address(PRIMARY_GW)
-    names, ips = names_and_ips(suite, PRIMARY_LABEL)
-    ensure(len(names) == REPLICAS, f"expected {REPLICAS} backend pods, found {len(names)}")
+    address, names, ips = ready(suite, "httproute-for-primary-gw", PRIMARY_GW, PRIMARY_POOL, PRIMARY_LABEL)
     for name, ip in zip(names, ips, strict=True):
         suite.expect(address, post(host, path, ip, backend=name))
     for chosen in ([2], [0, 1], [0, 1, 2]):
@@ -230,11 +238,8 @@ def following_epp_routing_dp(suite: InferenceSuite) -> None:
     targetPorts (DP ranks)"""
     host, path = "primary.example.com", "/primary-gateway-dp-test"
     dp_ports = {"3000", "3002", "3004"}
-    suite.route_accepted_and_resolved("httproute-for-primary-gw-dp", PRIMARY_GW)
-    suite.pool_accepted("dp-inference-pool", PRIMARY_GW)
-    address = suite.gateway_address(PRIMARY_GW)
-    names, ips = names_and_ips(suite, "dp-inference-model-server")
-    ensure(len(names) == 3, f"expected 3 backend pods, found {len(names)}")
+    address, names, ips = ready(suite, "httproute-for-primary-gw-dp", PRIMARY_GW, "dp-inference-pool",
+                                "dp-inference-model-server")
     ip_of = dict(zip(names, ips, strict=True))
     for name, ip in zip(names, ips, strict=True):
         suite.expect(address, post(host, path, ip, backend=name))
@@ -291,11 +296,8 @@ def weighted_two_pools(suite: InferenceSuite) -> None:
 @case("GatewayDestinationEndpointServed", "gateway_destination_endpoint_served.yaml")
 def destination_endpoint_served(suite: InferenceSuite) -> None:
     """A conformance test to verify that the gateway correctly reports the endpoint that served the request."""
-    suite.route_accepted_and_resolved("httproute-for-destination-endpoint-served", PRIMARY_GW)
-    suite.pool_accepted(PRIMARY_POOL, PRIMARY_GW)
-    address = suite.gateway_address(PRIMARY_GW)
-    names, ips = names_and_ips(suite, PRIMARY_LABEL)
-    ensure(len(names) == REPLICAS, f"expected {REPLICAS} backend pods, found {len(names)}")
+    address, names, ips = ready(suite, "httproute-for-destination-endpoint-served", PRIMARY_GW, PRIMARY_POOL,
+                                PRIMARY_LABEL)
     for name, ip in zip(names, ips, strict=True):
         suite.expect(address, post("primary.example.com", "/destination-endpoint-served-test", ip, CRITIC,
                                    backend=name, result=f"{ip}:3000"))
@@ -305,11 +307,8 @@ def destination_endpoint_served(suite: InferenceSuite) -> None:
 def epp_unavailable_fail_open(suite: InferenceSuite) -> None:
     """Inference gateway should send traffic to backends even when the EPP is unavailable (fail-open)"""
     host, path = "secondary.example.com", "/failopen-pool-test"
-    suite.route_accepted_and_resolved("httproute-for-failopen-pool-gw", SECONDARY_GW)
-    suite.pool_accepted(SECONDARY_POOL, SECONDARY_GW)
-    address = suite.gateway_address(SECONDARY_GW)
-    names, ips = names_and_ips(suite, SECONDARY_LABEL)
-    ensure(len(names) == REPLICAS, f"expected {REPLICAS} backend pods, found {len(names)}")
+    address, names, ips = ready(suite, "httproute-for-failopen-pool-gw", SECONDARY_GW, SECONDARY_POOL,
+                                SECONDARY_LABEL)
     suite.expect(address, post(host, path, ips[0], backend=names[0]))
     # As upstream v1.6.0 does: it makes the *primary* pool's picker Service unavailable.
     with suite.service_unavailable(PRIMARY_EPP_SERVICE):
