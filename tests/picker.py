@@ -13,6 +13,9 @@ picker protocol (proposal 004) defines it, the way the reference picker does:
   the `envoy.lb` metadata the proxy sends (`x-gateway-destination-endpoint-served`)
   and hands the response body back chunk by chunk.
 
+It serves TLS with a certificate of its own nobody trusts, as the reference
+picker does by default (`tls=False`: plaintext, as with --secure-serving=false).
+
 `Picker` does the protocol; `choose()` is the policy. `EndpointPicker` picks
 the endpoint with the shortest queue (the tests set the queues), as the
 reference picker's queue scorer does; a request may ask for an endpoint (or a
@@ -33,6 +36,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as proc_grpc
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import json_format, struct_pb2
 
+from tests.certs import CA
 from tests.harness import free_port
 
 DESTINATION = "x-gateway-destination-endpoint"
@@ -59,8 +63,11 @@ def _streamed(body: bytes, end: bool) -> proc_pb.CommonResponse:
 class Picker(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
     """The ext_proc side of the endpoint picker protocol; subclasses choose endpoints."""
 
-    def __init__(self, answer: str = "both", host: str = "127.0.0.1", port: int | None = None) -> None:
+    def __init__(self, answer: str = "both", host: str = "127.0.0.1", port: int | None = None,
+                 tls: bool = True, ca: CA | None = None) -> None:
         self.answer = answer  # where the pick goes: "both", "header" or "metadata"
+        self.tls = tls
+        self.ca = ca  # signs the certificate (for epp.example.com); None: a CA thrown away
         self.host = host
         self.port = port or free_port()
         self.picked: list[str] = []  # the pick of every request, in order
@@ -148,7 +155,11 @@ class Picker(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         async def go() -> Any:
             server = grpc.aio.server()
             proc_grpc.add_ExternalProcessorServicer_to_server(self, server)
-            server.add_insecure_port(f"{self.host}:{self.port}")
+            if self.tls:  # without `ca`, self-signed in effect: signed by a CA made here and thrown away
+                cert, key = (self.ca or CA("endpoint picker")).issue("epp.example.com", ["epp.example.com"])
+                server.add_secure_port(f"{self.host}:{self.port}", grpc.ssl_server_credentials([(key, cert)]))
+            else:
+                server.add_insecure_port(f"{self.host}:{self.port}")
             await server.start()
             return server
 
@@ -170,8 +181,9 @@ class Picker(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
 class EndpointPicker(Picker):
     """Shortest queue wins; `x-prefer-endpoint: a,b` asks for those endpoints in that order."""
 
-    def __init__(self, queues: dict[str, int], answer: str = "both", port: int | None = None) -> None:
-        super().__init__(answer, port=port)
+    def __init__(self, queues: dict[str, int], answer: str = "both", port: int | None = None,
+                 tls: bool = True, ca: CA | None = None) -> None:
+        super().__init__(answer, port=port, tls=tls, ca=ca)
         self.queues = dict(queues)  # "ip:port" -> requests waiting at that model server
 
     def choose(self, headers: dict[str, str], body: bytes) -> list[str] | int:

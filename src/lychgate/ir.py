@@ -378,6 +378,9 @@ class UpstreamTLS:
     ca: str | None
     sans: tuple[tuple[str, str], ...]  # ("Hostname" | "URI", value)
     client_certificate: Certificate | None = None  # the Gateway's, from spec.tls.backend
+    # False: encrypted, the certificate not checked (an endpoint picker's self-signed one)
+    verify: bool = True
+    alpn: tuple[str, ...] = ()  # protocols offered (gRPC servers insist on "h2")
 
 
 @dataclass(frozen=True)

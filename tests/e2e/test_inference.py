@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.certs import CA
+from tests.e2e.test_backend_tls import _ca_configmap
 from tests.harness import EchoBackends, Lychgate, free_port, gateway_yaml, service_yaml, wait_for
 from tests.picker import SERVED_HEADER, EndpointPicker
 
@@ -71,7 +73,7 @@ def picker() -> Iterator[EndpointPicker]:
 
 
 def test_the_picker_chooses_the_model_server(lychgate: Lychgate, backends: EchoBackends,
-                                             picker: EndpointPicker) -> None:
+                                             picker: EndpointPicker, request: pytest.FixtureRequest) -> None:
     lg = lychgate
     port = free_port()
     endpoints = {name: f"{ip}:{port}" for name, ip in SERVERS.items()}
@@ -81,9 +83,14 @@ def test_the_picker_chooses_the_model_server(lychgate: Lychgate, backends: EchoB
     lg.write("pod-down.yaml", pod_yaml("ms-down", "127.0.30.104", "down", ready=False))
     lg.write("epp.yaml", service_yaml("epp", 9002, picker.port))
     lg.write("epp-gone.yaml", service_yaml("epp-gone", 9002, free_port()))  # nothing listens there
+    # A plaintext picker whose Service does not say kubernetes.io/h2c: the proxy speaks TLS to it.
+    plain = EndpointPicker({endpoints["ms-1"]: 0}, tls=False).start()
+    request.addfinalizer(plain.close)
+    lg.write("epp-plain.yaml", service_yaml("epp-plain", 9002, plain.port))
     lg.write("llm.yaml", pool_yaml("llm", "llm", port, "epp", "FailClose"))
     lg.write("open.yaml", pool_yaml("open", "llm", port, "epp-gone", "FailOpen"))
     lg.write("closed.yaml", pool_yaml("closed", "llm", port, "epp-gone", "FailClose"))
+    lg.write("plain.yaml", pool_yaml("plain", "llm", port, "epp-plain", "FailClose"))
     lg.write("empty.yaml", pool_yaml("empty", "down", port, "epp", "FailOpen"))
     lg.write("gateway.yaml", gateway_yaml())
     picker.queues = {endpoints["ms-1"]: 3, endpoints["ms-2"]: 0, endpoints["ms-3"]: 7}
@@ -103,6 +110,7 @@ def test_the_picker_chooses_the_model_server(lychgate: Lychgate, backends: EchoB
     served = {lg.pod(addr, host="open.example.com") for _ in range(9)}
     assert served and served <= set(SERVERS), served
     assert lg.pod(addr, host="closed.example.com") == 503
+    assert lg.pod(addr, host="plain.example.com") == 503 and plain.requests == 0
     # A pool without a ready endpoint has nothing to serve from, whatever the picker says.
     assert lg.pod(addr, host="empty.example.com") == 503
 
@@ -131,11 +139,13 @@ def test_the_endpoint_picker_protocol_in_full(lychgate: Lychgate, backends: Echo
     backends.start(pod="other-1", port=port, host="127.0.30.111")
     lg.write("pod-other.yaml", pod_yaml("other-1", "127.0.30.111", "other"))
     meta = EndpointPicker({ep["ms-1"]: 0}, answer="metadata").start()
-    header = EndpointPicker({ep["ms-2"]: 0}, answer="header").start()
+    # Plaintext, as a picker run with --secure-serving=false: its Service port says h2c.
+    header = EndpointPicker({ep["ms-2"]: 0}, answer="header", tls=False).start()
     other = EndpointPicker({"127.0.30.111:" + str(port): 0}).start()
     try:
-        for name, picker in (("epp-meta", meta), ("epp-header", header), ("epp-other", other)):
-            lg.write(f"{name}.yaml", service_yaml(name, 9002, picker.port))
+        lg.write("epp-meta.yaml", service_yaml("epp-meta", 9002, meta.port))
+        lg.write("epp-header.yaml", service_yaml("epp-header", 9002, header.port, app_protocol="kubernetes.io/h2c"))
+        lg.write("epp-other.yaml", service_yaml("epp-other", 9002, other.port))
         lg.write("pools.yaml", "---\n".join([
             only_pool_yaml("meta", "llm", port, "epp-meta"), only_pool_yaml("header", "llm", port, "epp-header"),
             only_pool_yaml("other", "other", port, "epp-other")]))
@@ -212,5 +222,46 @@ def test_a_picker_lost_during_the_response(lychgate: Lychgate, backends: EchoBac
             assert lg.pod(addr, host=host) == 503
             # The request reached the model server: the picker heard who served it, then failed.
             assert picker.served[served:] == [f"{SERVERS['ms-1']}:{port}"]
+    finally:
+        picker.close()
+
+
+def picker_tls_policy(service: str, hostname: str) -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: BackendTLSPolicy
+        metadata: {{name: {service}, namespace: default}}
+        spec:
+          targetRefs: [{{group: "", kind: Service, name: {service}}}]
+          validation:
+            caCertificateRefs: [{{group: "", kind: ConfigMap, name: backend-ca}}]
+            hostname: {hostname}
+        """)
+
+
+def test_a_backend_tls_policy_verifies_the_picker(lychgate: Lychgate, backends: EchoBackends) -> None:
+    """Without a policy the picker's certificate is not checked (the reference picker's is
+    self-signed); a BackendTLSPolicy on the picker's Service has it verified: the right CA
+    and name serve, a wrong name fails closed."""
+    lg = lychgate
+    port = free_port()
+    backends.start(pod="ms-1", port=port, host=SERVERS["ms-1"])
+    lg.write("pod.yaml", pod_yaml("ms-1", SERVERS["ms-1"], "llm"))
+    ca = CA("picker CA")
+    picker = EndpointPicker({f"{SERVERS['ms-1']}:{port}": 0}, ca=ca).start()
+    try:
+        lg.write("ca.yaml", _ca_configmap(ca))
+        for name, hostname in (("epp-good", "epp.example.com"), ("epp-bad", "other.example.com")):
+            lg.write(f"{name}.yaml", service_yaml(name, 9002, picker.port) + "---\n"
+                     + picker_tls_policy(name, hostname))
+        lg.write("good.yaml", pool_yaml("good", "llm", port, "epp-good", "FailClose"))
+        lg.write("bad.yaml", pool_yaml("bad", "llm", port, "epp-bad", "FailClose"))
+        lg.write("gateway.yaml", gateway_yaml())
+        lg.start("--inference-extension")
+        addr = lg.address()
+        lg.wait_pod(addr, "ms-1", host="good.example.com")
+        asked = picker.requests
+        assert lg.pod(addr, host="bad.example.com") == 503
+        assert picker.requests == asked  # the handshake failed: the picker was never asked
     finally:
         picker.close()

@@ -32,7 +32,7 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.base import ObjectKey
-from lychgate.api.core import Pod
+from lychgate.api.core import Pod, Service
 from lychgate.api.gateway import GROUP as GATEWAY_GROUP
 from lychgate.api.gateway import HTTPRoute
 from lychgate.api.inference import GROUP, InferencePool
@@ -111,7 +111,8 @@ def resolve_pool(store: Store, namespace: str, name: str) -> PoolBackend:
         raise PoolProblem("BackendNotFound", f"{field}: {res.message}")
     # Its own name: the picker speaks gRPC whatever the Service port says, and a
     # route to the same Service as a plain backend must not share this cluster.
-    picker_cluster = dataclasses.replace(res.cluster, name=f"epp/{namespace}/{name}", protocol="h2c")
+    picker_cluster = dataclasses.replace(res.cluster, name=f"epp/{namespace}/{name}", protocol="h2c",
+                                         tls=picker_tls(store, namespace, epp.name, epp.port.number, res.cluster.tls))
     cluster = ir.Cluster(
         name=pool_cluster_name(namespace, name),
         endpoints=tuple(pool_endpoints(store, pool)),
@@ -121,6 +122,21 @@ def resolve_pool(store: Store, namespace: str, name: str) -> PoolBackend:
     picker = ir.EndpointPicker(pool=where, cluster=picker_cluster.name,
                                fail_open=epp.failure_mode == "FailOpen")
     return PoolBackend(cluster, picker_cluster, picker)
+
+
+def picker_tls(store: Store, namespace: str, service: str, port: int,
+               policy: ir.UpstreamTLS | None) -> ir.UpstreamTLS | None:
+    """How the proxy speaks to a picker: TLS, as the reference picker serves by default
+    with a self-signed certificate, so not verified (as kgateway does); verified when a
+    BackendTLSPolicy targets the picker's Service; plaintext when the Service port says
+    `appProtocol: kubernetes.io/h2c` (a picker run with --secure-serving=false)."""
+    if policy is not None:
+        return dataclasses.replace(policy, alpn=("h2",))
+    svc = store.get(Service, namespace, service)
+    svc_port = svc.port(port) if svc is not None else None
+    if svc_port is not None and (svc_port.app_protocol or "").lower() == "kubernetes.io/h2c":
+        return None
+    return ir.UpstreamTLS(sni=f"{service}.{namespace}.svc", ca=None, sans=(), verify=False, alpn=("h2",))
 
 
 def pickers(vhosts: Iterable[ir.VirtualHost]) -> tuple[ir.EndpointPicker, ...]:
