@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -263,5 +264,35 @@ def test_a_backend_tls_policy_verifies_the_picker(lychgate: Lychgate, backends: 
         asked = picker.requests
         assert lg.pod(addr, host="bad.example.com") == 503
         assert picker.requests == asked  # the handshake failed: the picker was never asked
+    finally:
+        picker.close()
+
+
+class SlowPicker(EndpointPicker):
+    """Takes its time, as a picker queueing a request until a model server has room."""
+
+    def choose(self, headers: dict[str, str], body: bytes) -> list[str] | int:
+        time.sleep(1.0)
+        return super().choose(headers, body)
+
+
+def test_a_picker_may_queue_the_request(lychgate: Lychgate, backends: EchoBackends) -> None:
+    """A pick that takes a second is waited for. Measured: in FULL_DUPLEX_STREAMED mode
+    Envoy arms no ext_proc message timer (not its 200 ms default, not even a configured
+    500 ms); the route's timeout bounds the wait."""
+    lg = lychgate
+    port = free_port()
+    backends.start(pod="ms-1", port=port, host=SERVERS["ms-1"])
+    lg.write("pod.yaml", pod_yaml("ms-1", SERVERS["ms-1"], "llm"))
+    picker = SlowPicker({f"{SERVERS['ms-1']}:{port}": 0}).start()
+    try:
+        lg.write("epp.yaml", service_yaml("epp", 9002, picker.port))
+        lg.write("slow.yaml", pool_yaml("slow", "llm", port, "epp", "FailClose"))
+        lg.write("gateway.yaml", gateway_yaml())
+        lg.start("--inference-extension")
+        addr = lg.address()
+        lg.wait_pod(addr, "ms-1", host="slow.example.com")
+        assert lg.pod(addr, "/v1/completions", host="slow.example.com", method="POST",
+                      json={"model": "llama", "prompt": "hi"}) == "ms-1"
     finally:
         picker.close()
