@@ -155,7 +155,10 @@ def test_the_endpoint_picker_protocol_in_full(lychgate: Lychgate, backends: Echo
             route_yaml("header", f"- backendRefs: [{pool_ref('header')}]\n"),
             route_yaml("retry", f"- backendRefs: [{pool_ref('meta')}]\n  retry: {{attempts: 2}}\n"),
             route_yaml("split", f"- backendRefs: [{pool_ref('meta', 50)}, {pool_ref('other', 50)}]\n"),
+            route_yaml("mixed", f"- backendRefs: [{pool_ref('other', 50)}, {{name: plain, port: 80, weight: 50}}]\n"),
         ]))
+        backends.start(pod="plain-1", port=(plain_port := free_port()))
+        lg.write("plain.yaml", service_yaml("plain", 80, plain_port))
         lg.write("gateway.yaml", gateway_yaml())
         lg.start("--inference-extension")
         addr = lg.address()
@@ -189,6 +192,11 @@ def test_the_endpoint_picker_protocol_in_full(lychgate: Lychgate, backends: Echo
         seen = [lg.pod(addr, host="split.example.com") for _ in range(30)]
         assert set(seen) == {"ms-1", "other-1"}, seen
         assert meta.requests + other.requests - before == 30
+        # A pool and a Service: only requests sent to the pool ask its picker.
+        before = other.requests
+        seen = [lg.pod(addr, host="mixed.example.com") for _ in range(30)]
+        assert set(seen) == {"other-1", "plain-1"}, seen
+        assert other.requests - before == seen.count("other-1")
     finally:
         for picker in (meta, header, other):
             picker.close()
