@@ -91,6 +91,10 @@ def test_the_picker_chooses_the_model_server(lychgate: Lychgate, backends: EchoB
     lg.write("llm.yaml", pool_yaml("llm", "llm", port, "epp", "FailClose"))
     lg.write("open.yaml", pool_yaml("open", "llm", port, "epp-gone", "FailOpen"))
     lg.write("closed.yaml", pool_yaml("closed", "llm", port, "epp-gone", "FailClose"))
+    # A picker Service without endpoints (its Pods gone, or its selector matching none).
+    lg.write("epp-none.yaml", service_yaml("epp-none", 9002, free_port()).split("---")[0])
+    lg.write("open-none.yaml", pool_yaml("open-none", "llm", port, "epp-none", "FailOpen"))
+    lg.write("closed-none.yaml", pool_yaml("closed-none", "llm", port, "epp-none", "FailClose"))
     lg.write("plain.yaml", pool_yaml("plain", "llm", port, "epp-plain", "FailClose"))
     lg.write("empty.yaml", pool_yaml("empty", "down", port, "epp", "FailOpen"))
     lg.write("gateway.yaml", gateway_yaml())
@@ -107,10 +111,14 @@ def test_the_picker_chooses_the_model_server(lychgate: Lychgate, backends: EchoB
                   json={"model": "llama", "prompt": "hi"}) == "ms-3"
     assert lg.pod(addr, host="llm.example.com", headers={"x-prefer-endpoint": endpoints["ms-1"]}) == "ms-1"
 
-    # Picker unreachable: FailOpen serves from any ready endpoint, FailClose answers 503.
+    # Picker unreachable (nothing listens, or no endpoints): FailOpen serves from any
+    # ready endpoint, FailClose answers 503.
     served = {lg.pod(addr, host="open.example.com") for _ in range(9)}
     assert served and served <= set(SERVERS), served
     assert lg.pod(addr, host="closed.example.com") == 503
+    served = {lg.pod(addr, host="open-none.example.com") for _ in range(9)}
+    assert served and served <= set(SERVERS), served
+    assert lg.pod(addr, host="closed-none.example.com") == 503
     assert lg.pod(addr, host="plain.example.com") == 503 and plain.requests == 0
     # A pool without a ready endpoint has nothing to serve from, whatever the picker says.
     assert lg.pod(addr, host="empty.example.com") == 503
