@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.certs import CA
@@ -310,5 +313,55 @@ def test_a_picker_may_queue_the_request(lychgate: Lychgate, backends: EchoBacken
         lg.wait_pod(addr, "ms-1", host="slow.example.com")
         assert lg.pod(addr, "/v1/completions", host="slow.example.com", method="POST",
                       json={"model": "llama", "prompt": "hi"}) == "ms-1"
+    finally:
+        picker.close()
+
+
+def test_a_streamed_answer_streams_through_the_picker(lychgate: Lychgate, backends: EchoBackends) -> None:
+    """The response body goes through the picker chunk by chunk: a model server's
+    text/event-stream reaches the client token by token, not once the answer is complete.
+    The server sends its second event only after the client has read the first."""
+    from aiohttp import web
+
+    lg = lychgate
+    port = free_port()
+    first_read = threading.Event()
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b"data: one\n\n")
+        await asyncio.get_running_loop().run_in_executor(None, first_read.wait, 10)
+        await resp.write(b"data: two\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def serve() -> web.AppRunner:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", stream)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, SERVERS["ms-1"], port).start()
+        return runner
+
+    runner = asyncio.run_coroutine_threadsafe(serve(), backends.loop).result(10)
+    backends.runners.append(runner)
+    lg.write("pod.yaml", pod_yaml("ms-1", SERVERS["ms-1"], "llm"))
+    picker = EndpointPicker({f"{SERVERS['ms-1']}:{port}": 0}).start()
+    try:
+        lg.write("epp.yaml", service_yaml("epp", 9002, picker.port))
+        lg.write("sse.yaml", pool_yaml("sse", "llm", port, "epp", "FailClose"))
+        lg.write("gateway.yaml", gateway_yaml())
+        lg.start("--inference-extension")
+        addr = lg.address()
+        first_read.set()  # while the route comes up, the server does not wait
+        wait_for(lambda: lg.get(addr, "/ready", host="sse.example.com").status_code == 200, 10, "the pool route")
+        first_read.clear()
+        with httpx.Client(timeout=10) as client, client.stream(
+                "GET", f"http://{addr}:8080/v1/chat", headers={"host": "sse.example.com"}) as resp:
+            chunks = resp.iter_raw()
+            assert next(chunks).startswith(b"data: one")  # before the server wrote the rest
+            first_read.set()
+            assert b"".join(chunks).endswith(b"data: two\n\n")
     finally:
         picker.close()
