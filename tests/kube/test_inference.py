@@ -1,13 +1,15 @@
 """Kubernetes mode with inferenceExtension.enabled, against the upstream InferencePool CRD
 (v1.6.0, from ../shared/inference-extension): Pods and pools read from the API, the
 pool's endpoints and picker in the proxy's configuration, status written on the
-InferencePool and cleared when no route uses it; switched off, neither kind is read."""
+InferencePool and cleared when no route uses it, every request the controller made
+allowed by the chart's RBAC for that setting; switched off, neither kind is read."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import pytest
 import yaml
 
@@ -24,8 +26,10 @@ from tests.kube.helpers import (
 )
 from tests.kubefake import KubeFake
 
-CRD = (Path(__file__).resolve().parents[3] / "shared" / "inference-extension" / "config" / "crd"
+REPO = Path(__file__).resolve().parents[2]
+CRD = (REPO.parent / "shared" / "inference-extension" / "config" / "crd"
        / "inference.networking.k8s.io_inferencepools.yaml")
+NAMESPACE = "lychgate-system"
 INFERENCE = "inference.networking.k8s.io/v1"
 
 pytestmark = pytest.mark.skipif(not CRD.exists(), reason=f"upstream InferencePool CRD not found at {CRD}")
@@ -70,6 +74,24 @@ def setup(kube: KubeFake) -> None:
     kube.create(pool_route())
 
 
+def chart_rules(values: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rules of the chart's ClusterRole and of its Role (in its namespace), rendered by Helm."""
+    chart = helm.Chart.load(REPO / "charts" / "lychgate")
+    try:
+        manifests = chart.render(values=values, name="lychgate", namespace=NAMESPACE)
+    finally:
+        chart.close()
+    objects = [d for path, text in manifests.items() if not path.endswith("NOTES.txt")
+               for d in yaml.safe_load_all(text) if d]
+    rules = {kind: [r for o in objects if o["kind"] == kind for r in o.get("rules") or []]
+             for kind in ("ClusterRole", "Role")}
+    return rules["ClusterRole"], rules["Role"]
+
+
+def allowed(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)
+
+
 def pool_parents(kube: KubeFake) -> list[dict[str, Any]]:
     return ((kube.get("inferencepools", "llama", "default") or {}).get("status") or {}).get("parents") or []
 
@@ -108,6 +130,16 @@ async def test_pools_and_pods_from_the_api_with_status_on_the_pool(kube: KubeFak
         # No route uses the pool any more: its parent entry goes.
         kube.delete("httproutes", "llm", "default")
         await eventually(lambda: not pool_parents(kube), what="InferencePool parents cleared")
+
+    # The chart, with the same switches, grants every request the controller made.
+    cluster, role = chart_rules({"inferenceExtension": {"enabled": True}, "agentgateway": {"enabled": True}})
+    made = {(r.verb, r.resource, r.subresource, r.namespace) for r in kube.requests if r.verb}
+    assert {("watch", "pods"), ("patch", "inferencepools")} <= {(v, res.split(".")[0]) for v, res, _, _ in made}
+    for verb, resource, sub, namespace in made:
+        plural, _, group = resource.partition(".")
+        name = f"{plural}/{sub}" if sub else plural
+        rules = cluster + (role if namespace == NAMESPACE else [])
+        assert allowed(rules, group, name, verb), f"the chart does not let the controller {verb} {name} ({group})"
 
 
 async def test_switched_off_neither_pools_nor_pods_are_read(kube: KubeFake, controller: Controller) -> None:
