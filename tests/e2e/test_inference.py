@@ -76,14 +76,19 @@ def picker() -> Iterator[EndpointPicker]:
     p.close()
 
 
+def start_model_servers(lg: Lychgate, backends: EchoBackends, port: int) -> dict[str, str]:
+    """The three model servers of SERVERS, Pods labelled app=llm, on `port`: name -> "ip:port"."""
+    for name, ip in SERVERS.items():
+        backends.start(pod=name, port=port, host=ip)
+        lg.write(f"pod-{name}.yaml", pod_yaml(name, ip, "llm"))
+    return {name: f"{ip}:{port}" for name, ip in SERVERS.items()}
+
+
 def test_the_picker_chooses_the_model_server(lychgate: Lychgate, backends: EchoBackends,
                                              picker: EndpointPicker, request: pytest.FixtureRequest) -> None:
     lg = lychgate
     port = free_port()
-    endpoints = {name: f"{ip}:{port}" for name, ip in SERVERS.items()}
-    for name, ip in SERVERS.items():
-        backends.start(pod=name, port=port, host=ip)
-        lg.write(f"pod-{name}.yaml", pod_yaml(name, ip, "llm"))
+    endpoints = start_model_servers(lg, backends, port)
     lg.write("pod-down.yaml", pod_yaml("ms-down", "127.0.30.104", "down", ready=False))
     lg.write("epp.yaml", service_yaml("epp", 9002, picker.port))
     lg.write("epp-gone.yaml", service_yaml("epp-gone", 9002, free_port()))  # nothing listens there
@@ -141,10 +146,7 @@ def test_the_endpoint_picker_protocol_in_full(lychgate: Lychgate, backends: Echo
     only the chosen pool's picker."""
     lg = lychgate
     port = free_port()
-    ep = {name: f"{ip}:{port}" for name, ip in SERVERS.items()}
-    for name, ip in SERVERS.items():
-        backends.start(pod=name, port=port, host=ip)
-        lg.write(f"pod-{name}.yaml", pod_yaml(name, ip, "llm"))
+    ep = start_model_servers(lg, backends, port)
     # A ready Pod nothing listens on: a model server that just died.
     dead = f"127.0.30.109:{port}"
     lg.write("pod-dead.yaml", pod_yaml("ms-dead", "127.0.30.109", "llm"))
@@ -221,6 +223,19 @@ class DiesBeforeTheResponse(EndpointPicker):
         raise RuntimeError("picker gone")
 
 
+def start_one_model(lg: Lychgate, port: int, picker: EndpointPicker, pools: dict[str, str]) -> str:
+    """Model server ms-1 (a Pod on `port`; the caller serves it), `picker` behind the
+    Service epp, one pool and route per name in `pools` (name -> failureMode), the
+    Gateway; lychgate started. Returns the Gateway's address."""
+    lg.write("pod.yaml", pod_yaml("ms-1", SERVERS["ms-1"], "llm"))
+    lg.write("epp.yaml", service_yaml("epp", 9002, picker.port))
+    for name, failure_mode in pools.items():
+        lg.write(f"{name}.yaml", pool_yaml(name, "llm", port, "epp", failure_mode))
+    lg.write("gateway.yaml", gateway_yaml())
+    lg.start("--inference-extension")
+    return lg.address()
+
+
 def test_a_picker_lost_during_the_response(lychgate: Lychgate, backends: EchoBackends) -> None:
     """The model server answered, but the picker's stream fails on the response path:
     the client gets a 503 whatever the failureMode. Envoy does not fail open once it
@@ -228,15 +243,9 @@ def test_a_picker_lost_during_the_response(lychgate: Lychgate, backends: EchoBac
     lg = lychgate
     port = free_port()
     backends.start(pod="ms-1", port=port, host=SERVERS["ms-1"])
-    lg.write("pod.yaml", pod_yaml("ms-1", SERVERS["ms-1"], "llm"))
     picker = DiesBeforeTheResponse({f"{SERVERS['ms-1']}:{port}": 0}).start()
     try:
-        lg.write("epp.yaml", service_yaml("epp", 9002, picker.port))
-        lg.write("open.yaml", pool_yaml("open", "llm", port, "epp", "FailOpen"))
-        lg.write("closed.yaml", pool_yaml("closed", "llm", port, "epp", "FailClose"))
-        lg.write("gateway.yaml", gateway_yaml())
-        lg.start("--inference-extension")
-        addr = lg.address()
+        addr = start_one_model(lg, port, picker, {"open": "FailOpen", "closed": "FailClose"})
         for host in ("open.example.com", "closed.example.com"):
             served = len(picker.served)
             assert lg.pod(addr, host=host) == 503
@@ -302,14 +311,9 @@ def test_a_picker_may_queue_the_request(lychgate: Lychgate, backends: EchoBacken
     lg = lychgate
     port = free_port()
     backends.start(pod="ms-1", port=port, host=SERVERS["ms-1"])
-    lg.write("pod.yaml", pod_yaml("ms-1", SERVERS["ms-1"], "llm"))
     picker = SlowPicker({f"{SERVERS['ms-1']}:{port}": 0}).start()
     try:
-        lg.write("epp.yaml", service_yaml("epp", 9002, picker.port))
-        lg.write("slow.yaml", pool_yaml("slow", "llm", port, "epp", "FailClose"))
-        lg.write("gateway.yaml", gateway_yaml())
-        lg.start("--inference-extension")
-        addr = lg.address()
+        addr = start_one_model(lg, port, picker, {"slow": "FailClose"})
         lg.wait_pod(addr, "ms-1", host="slow.example.com")
         assert lg.pod(addr, "/v1/completions", host="slow.example.com", method="POST",
                       json={"model": "llama", "prompt": "hi"}) == "ms-1"
@@ -346,14 +350,9 @@ def test_a_streamed_answer_streams_through_the_picker(lychgate: Lychgate, backen
 
     runner = asyncio.run_coroutine_threadsafe(serve(), backends.loop).result(10)
     backends.runners.append(runner)
-    lg.write("pod.yaml", pod_yaml("ms-1", SERVERS["ms-1"], "llm"))
     picker = EndpointPicker({f"{SERVERS['ms-1']}:{port}": 0}).start()
     try:
-        lg.write("epp.yaml", service_yaml("epp", 9002, picker.port))
-        lg.write("sse.yaml", pool_yaml("sse", "llm", port, "epp", "FailClose"))
-        lg.write("gateway.yaml", gateway_yaml())
-        lg.start("--inference-extension")
-        addr = lg.address()
+        addr = start_one_model(lg, port, picker, {"sse": "FailClose"})
         first_read.set()  # while the route comes up, the server does not wait
         wait_for(lambda: lg.get(addr, "/ready", host="sse.example.com").status_code == 200, 10, "the pool route")
         first_read.clear()
