@@ -136,7 +136,8 @@ def picker_tls(store: Store, namespace: str, service: str, port: int,
     svc_port = svc.port(port) if svc is not None else None
     if svc_port is not None and (svc_port.app_protocol or "").lower() == "kubernetes.io/h2c":
         return None
-    return ir.UpstreamTLS(sni=f"{service}.{namespace}.svc", ca=None, sans=(), verify=False, alpn=("h2",))
+    # No SNI either, as kgateway: there is no name to check, and the picker's certificate has none.
+    return ir.UpstreamTLS(sni="", ca=None, sans=(), verify=False, alpn=("h2",))
 
 
 def pickers(vhosts: Iterable[ir.VirtualHost]) -> tuple[ir.EndpointPicker, ...]:
