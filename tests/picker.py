@@ -166,14 +166,9 @@ class Picker(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
         self._server = asyncio.run_coroutine_threadsafe(go(), self._loop).result(10)
         return self
 
-    def stop(self) -> None:
-        """Stop serving (the port refuses connections); start() may not be called again."""
+    def close(self) -> None:
         if self._server is not None:
             asyncio.run_coroutine_threadsafe(self._server.stop(0), self._loop).result(10)
-            self._server = None
-
-    def close(self) -> None:
-        self.stop()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
 

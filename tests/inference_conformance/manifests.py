@@ -12,7 +12,6 @@ Pod gets an EndpointSlice with that Pod; a Service selecting nothing has none
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -163,7 +162,3 @@ class LocalPods:
             if w.picker is not None:
                 w.picker.close()
         self.models.close()
-
-
-def crd_path() -> Path:
-    return SHARED / "config" / "crd" / "inference.networking.k8s.io_inferencepools.yaml"
