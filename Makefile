@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: quickstart test lint unit bench install install-test conformance
+.PHONY: quickstart test lint unit bench install install-test conformance inference-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,3 +34,8 @@ unit: install-test
 # and docs/conformance-report.yaml. Needs shared/gateway-api beside the work tree.
 conformance: install-test
 	$(BIN)/python -m tests.conformance
+
+# Inference Extension conformance (v1.6.0) against one lychgate; rewrites
+# docs/inference-conformance-report.yaml. Needs shared/inference-extension beside the work tree.
+inference-conformance: install-test
+	$(BIN)/python -m tests.inference_conformance

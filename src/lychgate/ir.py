@@ -52,6 +52,7 @@ class WeightedCluster:
     weight: int
     request_headers: HeaderOps = HeaderOps()
     response_headers: HeaderOps = HeaderOps()
+    picker: EndpointPicker | None = None  # the backend is an InferencePool
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,14 @@ class Forward:
     retry: Retry | None = None
     # A backend speaks WebSocket (appProtocol kubernetes.io/ws): allow the upgrade.
     websocket: bool = False
-    picker: EndpointPicker | None = None  # a backend is an InferencePool
     # Consistent-hashing key of the backends' BackendConfigPolicy (ring hash, maglev).
     hash_policies: tuple[HashPolicy, ...] = ()
     aws_lambda: AwsLambda | None = None  # the backend is a Lambda Backend
+
+    @property
+    def pickers(self) -> tuple[EndpointPicker, ...]:
+        """The endpoint pickers of the InferencePool backends, once each."""
+        return tuple(dict.fromkeys(b.picker for b in self.backends if b.picker is not None))
 
 
 @dataclass(frozen=True)
@@ -609,6 +614,9 @@ class UpstreamTLS:
     ca: str | None
     sans: tuple[tuple[str, str], ...]  # ("Hostname" | "URI", value)
     client_certificate: Certificate | None = None  # the Gateway's, from spec.tls.backend
+    # False: encrypted, the certificate not checked (an endpoint picker's self-signed one)
+    verify: bool = True
+    alpn: tuple[str, ...] = ()  # protocols offered (gRPC servers insist on "h2")
 
 
 @dataclass(frozen=True)

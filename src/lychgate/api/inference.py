@@ -34,8 +34,12 @@ class EndpointPickerRef(Model):
 
 class InferencePoolSpec(Model):
     selector: PoolSelector
-    target_ports: list[PortNumber] = Field(min_length=1, max_length=1)
-    endpoint_picker_ref: EndpointPickerRef
+    # Several ports: one model server per port of each Pod (data-parallel ranks).
+    target_ports: list[PortNumber] = Field(min_length=1, max_length=8)
+    # How the proxy speaks to the model servers: HTTP/1.1, or HTTP/2 without TLS.
+    app_protocol: Literal["http", "kubernetes.io/h2c"] = "http"
+    # Optional in the CRD; a pool without one cannot be routed to (translate/inference.py).
+    endpoint_picker_ref: EndpointPickerRef | None = None
 
 
 class InferencePool(Resource):

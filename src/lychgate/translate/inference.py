@@ -32,7 +32,7 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.base import ObjectKey
-from lychgate.api.core import Pod
+from lychgate.api.core import Pod, Service
 from lychgate.api.gateway import GROUP as GATEWAY_GROUP
 from lychgate.api.gateway import HTTPRoute
 from lychgate.api.inference import GROUP, InferencePool
@@ -98,6 +98,8 @@ def resolve_pool(store: Store, namespace: str, name: str) -> PoolBackend:
         raise PoolProblem("BackendNotFound", f"{KIND} {where} not found")
     epp = pool.spec.endpoint_picker_ref
     field = f"{KIND} {where}: spec.endpointPickerRef"
+    if epp is None:
+        raise PoolProblem("BackendNotFound", f"{field} is not set: a pool needs an endpoint picker to be routed to")
     if epp.group not in ("", "core") or epp.kind != "Service":
         raise PoolProblem("BackendNotFound", f"{field}: {epp.group or 'core'}/{epp.kind} is not supported; "
                                              "use a Service")
@@ -109,10 +111,12 @@ def resolve_pool(store: Store, namespace: str, name: str) -> PoolBackend:
         raise PoolProblem("BackendNotFound", f"{field}: {res.message}")
     # Its own name: the picker speaks gRPC whatever the Service port says, and a
     # route to the same Service as a plain backend must not share this cluster.
-    picker_cluster = dataclasses.replace(res.cluster, name=f"epp/{namespace}/{name}", protocol="h2c")
+    picker_cluster = dataclasses.replace(res.cluster, name=f"epp/{namespace}/{name}", protocol="h2c",
+                                         tls=picker_tls(store, namespace, epp.name, epp.port.number, res.cluster.tls))
     cluster = ir.Cluster(
         name=pool_cluster_name(namespace, name),
         endpoints=tuple(pool_endpoints(store, pool)),
+        protocol="h2c" if pool.spec.app_protocol == "kubernetes.io/h2c" else "http1",
         endpoint_override=True,
     )
     picker = ir.EndpointPicker(pool=where, cluster=picker_cluster.name,
@@ -120,26 +124,42 @@ def resolve_pool(store: Store, namespace: str, name: str) -> PoolBackend:
     return PoolBackend(cluster, picker_cluster, picker)
 
 
+def picker_tls(store: Store, namespace: str, service: str, port: int,
+               policy: ir.UpstreamTLS | None) -> ir.UpstreamTLS | None:
+    """How the proxy speaks to a picker: TLS, as the reference picker serves by default
+    with a self-signed certificate, so not verified (as kgateway does); verified when a
+    BackendTLSPolicy targets the picker's Service; plaintext when the Service port says
+    `appProtocol: kubernetes.io/h2c` (a picker run with --secure-serving=false)."""
+    if policy is not None:
+        return dataclasses.replace(policy, alpn=("h2",))
+    svc = store.get(Service, namespace, service)
+    svc_port = svc.port(port) if svc is not None else None
+    if svc_port is not None and (svc_port.app_protocol or "").lower() == "kubernetes.io/h2c":
+        return None
+    # No SNI either, as kgateway: there is no name to check, and the picker's certificate has none.
+    return ir.UpstreamTLS(sni="", ca=None, sans=(), verify=False, alpn=("h2",))
+
+
 def pickers(vhosts: Iterable[ir.VirtualHost]) -> tuple[ir.EndpointPicker, ...]:
     """The endpoint pickers the routes of a listener use, by pool."""
     found: dict[str, ir.EndpointPicker] = {}
     for vh in vhosts:
         for r in vh.routes:
-            if isinstance(r.action, ir.Forward) and r.action.picker is not None:
-                found[r.action.picker.pool] = r.action.picker
+            if isinstance(r.action, ir.Forward):
+                found.update((p.pool, p) for p in r.action.pickers)
     return tuple(found[k] for k in sorted(found))
 
 
 def pool_endpoints(store: Store, pool: InferencePool) -> list[ir.Endpoint]:
-    """Ready Pods of the pool's namespace whose labels match its selector, on its target port."""
+    """Ready Pods of the pool's namespace whose labels match its selector, on each of its
+    target ports (several ports: one model server per port, e.g. data-parallel ranks)."""
     wanted = pool.spec.selector.match_labels.items()
-    port = pool.spec.target_ports[0].number
-    out = []
+    out: list[ir.Endpoint] = []
     for pod in sorted(store.list(Pod, pool.namespace), key=lambda p: p.name):
         labels = pod.metadata.labels
         ip = pod.ip
         if ip and pod.ready and all(labels.get(k) == v for k, v in wanted):
-            out.append(ir.Endpoint(ip, port))
+            out.extend(ir.Endpoint(ip, port.number) for port in pool.spec.target_ports)
     return out
 
 
@@ -177,14 +197,16 @@ def pool_status(
             resolved = condition("ResolvedRefs", False, "InvalidExtensionRef", str(err), gen)
         parents = []
         for (gw_ns, gw_name), routes in sorted(users.get((pool.namespace, pool.name), {}).items()):
+            used_by = f"used by HTTPRoute(s) {', '.join(sorted(routes))} attached to this Gateway"
+            if pool.spec.endpoint_picker_ref is None:
+                accepted = condition("Accepted", False, "EndpointPickerRefMissing",
+                                     f"{used_by}, but spec.endpointPickerRef is not set", gen)
+            else:
+                accepted = condition("Accepted", True, "Accepted", used_by, gen)
             parents.append({
                 "parentRef": {"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": gw_ns, "name": gw_name},
                 "controllerName": CONTROLLER_NAME,
-                "conditions": [
-                    condition("Accepted", True, "Accepted",
-                              f"used by HTTPRoute(s) {', '.join(sorted(routes))} attached to this Gateway", gen),
-                    resolved,
-                ],
+                "conditions": [accepted, resolved],
             })
         if parents:
             out[pool.key] = {"parents": parents}

@@ -181,17 +181,12 @@ def _forward(
 ) -> ir.Action:
     backends: list[ir.WeightedCluster] = []
     websocket = False
-    picker: ir.EndpointPicker | None = None
     for b, ref in enumerate(rule.backend_refs):
         for f in ref.filters:
             _check_filter(f)
             if f.type not in BACKEND_FILTERS:
                 raise InvalidRule(f"filter {f.type} is not supported on a backendRef; put it on the rule")
         res = resolve_backend(store, route, ref, out)
-        if res.picker is not None:  # an InferencePool (translate/inference.py)
-            if picker is not None and picker != res.picker:
-                raise InvalidRule("a rule can use one InferencePool only: each has its own endpoint picker")
-            picker = res.picker
         if ref.weight == 0:
             continue
         websocket |= res.cluster is not None and res.cluster.protocol == "ws"
@@ -201,7 +196,9 @@ def _forward(
         resp = next((header_ops(f.response_header_modifier, f"backendRefs[{b}].filters[{i}].responseHeaderModifier")
                      for i, f in enumerate(ref.filters)
                      if f.type == "ResponseHeaderModifier" and f.response_header_modifier), ir.HeaderOps())
-        backends.append(ir.WeightedCluster(res.cluster.name if res.cluster else None, ref.weight, req, resp))
+        # res.picker: an InferencePool's endpoint picker (translate/inference.py)
+        backends.append(ir.WeightedCluster(res.cluster.name if res.cluster else None, ref.weight, req, resp,
+                                           res.picker))
     mirrors = _mirrors(store, route, label, mirror_specs, out)
     if not backends or all(b.cluster is None for b in backends):
         # No usable backend: the Gateway API asks for a 500, not a 404 or 503.
@@ -216,7 +213,7 @@ def _forward(
     return ir.Forward(
         tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout, mirrors=mirrors,
         retry=rule_filters.retry(rule.retry, "retry") if rule.retry is not None else None,
-        websocket=websocket, picker=picker,
+        websocket=websocket,
         hash_policies=backend_config.hash_policies(out.clusters.get(b.cluster or "") for b in backends),
         aws_lambda=aws_lambda_of(out.clusters.get(b.cluster or "") for b in backends),
     )

@@ -53,8 +53,9 @@ _SAN_TYPES = {"Hostname": tls_common_pb2.SubjectAltNameMatcher.DNS,
 
 
 def upstream_tls(tls: ir.UpstreamTLS) -> base_pb2.TransportSocket:
-    """TLS to the backend: SNI, and a certificate verified against the CA and names."""
-    validation = tls_common_pb2.CertificateValidationContext(
+    """TLS to the backend: SNI, and a certificate verified against the CA and names
+    (unless `verify` is off)."""
+    validation = None if not tls.verify else tls_common_pb2.CertificateValidationContext(
         trusted_ca=base_pb2.DataSource(inline_string=tls.ca) if tls.ca is not None
         else base_pb2.DataSource(filename=SYSTEM_CA_BUNDLE),
         match_typed_subject_alt_names=[
@@ -63,7 +64,8 @@ def upstream_tls(tls: ir.UpstreamTLS) -> base_pb2.TransportSocket:
         ],
     )
     context = tls_pb2.UpstreamTlsContext(
-        sni=tls.sni, common_tls_context=tls_pb2.CommonTlsContext(validation_context=validation))
+        sni=tls.sni, common_tls_context=tls_pb2.CommonTlsContext(validation_context=validation,
+                                                                 alpn_protocols=list(tls.alpn)))
     if tls.client_certificate is not None:
         context.common_tls_context.tls_certificates.append(tls_common_pb2.TlsCertificate(
             certificate_chain=base_pb2.DataSource(inline_string=tls.client_certificate.chain),
