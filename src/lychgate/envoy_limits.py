@@ -97,6 +97,19 @@ def _protected(name: str) -> bool:
     return name.startswith(":") or name.lower() == "host"
 
 
+# RouteConfiguration.max_direct_response_body_size_bytes, Envoy's default (lychgate
+# does not raise it): a direct response body is counted in bytes, so 4,096
+# characters of text outside ASCII are over it.
+MAX_DIRECT_RESPONSE_BODY = 4096
+
+
+def direct_response_body(body: str) -> None:
+    size = len(body.encode())
+    if size > MAX_DIRECT_RESPONSE_BODY:
+        raise EnvoyRejects(f"the body is {size} bytes in UTF-8, over Envoy's limit of {MAX_DIRECT_RESPONSE_BODY} "
+                           "bytes for a direct response")
+
+
 def wildcard_origin_regex(origin: str) -> str:
     """The regex an origin with a wildcard label becomes: https://*.example.com
     takes one or more labels in place of the star."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from lychgate import ir
+from lychgate import envoy_limits, ir
 from lychgate.api.direct_response import DirectResponse
 from lychgate.api.gateway import LocalObjectReference
 from lychgate.api.lychgate import GROUP
@@ -29,6 +29,10 @@ def from_filter(store: Store, namespace: str, ref: LocalObjectReference, where: 
     spec = found.spec
     fmt = spec.body_format
     if fmt is None:
+        try:
+            envoy_limits.direct_response_body(spec.body or "")
+        except envoy_limits.EnvoyRejects as err:
+            raise InvalidRule(f"{where}: DirectResponse {namespace}/{ref.name} spec.body: {err}") from None
         return ir.DirectResponse(spec.status, spec.body or "")
     return ir.DirectResponse(
         spec.status, text_format=fmt.text, content_type=fmt.content_type,
