@@ -14,6 +14,10 @@ install: $(BIN)/python
 
 install-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
+	@# xds-protos ships an old copy of opentelemetry/proto (no scope_logs) at the same paths as
+	@# opentelemetry-proto, and whichever installs last wins: the OTLP receivers of the tests
+	@# need opentelemetry-proto's (at the version pyproject.toml pins), so it is written last.
+	$(BIN)/pip install --quiet --no-deps --force-reinstall "$$($(BIN)/pip freeze | grep -i '^opentelemetry-proto==')"
 
 # Install, start the echo backend and serve examples/quickstart (Ctrl-C stops all).
 quickstart: install
