@@ -267,3 +267,21 @@ async def test_delta_reconnect_with_initial_versions_sends_nothing_new(
     client.delta(types.CLUSTER, initial=have)
     first = await client.recv()  # the first answer, with nothing in it
     assert not first.resources and not first.removed_resources
+
+
+async def test_a_gateways_proxies_are_found_without_scanning_every_proxy(
+        setup: tuple[SnapshotCache, AdsServer, Client]) -> None:
+    """for_gateway answers from an index kept as proxies come and go."""
+    cache, ads, client = setup
+    cache.set(NODE, build(gateway()))
+    client.send(types.CLUSTER)
+    await client.recv()
+    [conn] = ads.connections.values()
+    assert ads.for_gateway(NODE) == [conn]
+    assert ads.for_gateway("default/other") == []
+    await client.close()
+    for _ in range(100):  # the server sees the stream end
+        if not ads.connections:
+            break
+        await asyncio.sleep(0.02)
+    assert ads.for_gateway(NODE) == []

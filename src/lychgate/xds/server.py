@@ -113,6 +113,9 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     def __init__(self, cache: SnapshotCache) -> None:
         self.cache = cache
         self.connections: dict[int, ProxyConnection] = {}
+        # The same connections by Gateway: each pass asks for every Gateway's
+        # proxies, which must not cost a scan of every proxy connected.
+        self._by_gateway: dict[str, dict[int, ProxyConnection]] = {}
         self._ids = itertools.count(1)
         self._nonces = itertools.count(1)
         # Called when a proxy connects, disconnects, first ACKs or NACKs.
@@ -121,7 +124,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self.on_ack: Callable[[ProxyConnection, str], None] = lambda _conn, _type: None
 
     def for_gateway(self, gateway: str) -> list[ProxyConnection]:
-        return [c for c in self.connections.values() if c.gateway == gateway]
+        return list(self._by_gateway.get(gateway, {}).values())
 
     async def StreamAggregatedResources(
         self, request_iterator: AsyncIterator[discovery_pb2.DiscoveryRequest], context: Any
@@ -189,6 +192,10 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             if conn is not None:
                 self.cache.unwatch(conn.gateway, wake)
                 self.connections.pop(conn.id, None)
+                same = self._by_gateway.get(conn.gateway, {})
+                same.pop(conn.id, None)
+                if not same:
+                    self._by_gateway.pop(conn.gateway, None)
                 metrics.CONNECTED_PROXIES.labels(conn.gateway).dec()
                 log.info("proxy %s disconnected", conn.node_id)
                 self._safe_feedback(conn)
@@ -206,6 +213,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             wake=wake,
         )
         self.connections[conn.id] = conn
+        self._by_gateway.setdefault(conn.gateway, {})[conn.id] = conn
         self.cache.watch(conn.gateway, wake)
         metrics.CONNECTED_PROXIES.labels(conn.gateway).inc()
         log.info("proxy %s connected from %s (%s xDS)", conn.node_id, conn.peer, protocol)
