@@ -1,10 +1,11 @@
 """Propagation on the shapes users have, the way they work (issue 17).
 
-A real `lychgate run` with its Envoys and `lychgate echo` backends, two Gateways
-of 3,000 routes each. *plain*: one hostname per route (the propagation
+A real `lychgate run` with its Envoy and `lychgate echo` backends, one Gateway
+of 3,000 routes, in two runs. *plain*: one hostname per route (the propagation
 benchmark's shape). *policies*: 300 hostnames x 10 path routes (each route one
-PathPrefix), a Gateway-wide TrafficPolicy (request timeout) and a TrafficPolicy
-on every 10th route (a request header), as real Gateways carry.
+PathPrefix: `/` and /p1 ... /p9), a Gateway-wide TrafficPolicy (request timeout)
+and a TrafficPolicy on every 10th route (the `/` route of each hostname: a
+request header), as real Gateways carry.
 
 Each change is a file written in place (opened and rewritten, as an editor or
 `kubectl apply` in a loop does, not renamed into place), and the next one
@@ -20,7 +21,7 @@ answers as the change says:
   header value, until the new value reaches the backend.
 Every shape is measured twice: back to back, and (the propagation benchmark's
 way) with the control plane idle before each write (CPU below 10 % for 0.3 s).
-A background prober hits 4 stable routes of each Gateway every 10 ms.
+A background prober hits 4 stable routes every 10 ms.
 """
 
 from __future__ import annotations
@@ -104,23 +105,30 @@ def _write_in_place(path: Path, text: str) -> float:
     return t0
 
 
-def _setup(lg: LychgateProc, old_port: int, new_port: int, fresh: int) -> dict[str, tuple[str, int]]:
-    addrs = {"plain": ADDR.format(1), "shaped": ADDR.format(2)}
-    ports = {k: free_port_on(a) for k, a in addrs.items()}
-    lg.write("gateways.yaml", "---\n".join(gateway_yaml(k, addrs[k], ports[k]) for k in addrs))
+def _path(p: int) -> str:
+    return "/" if p == 0 else f"/p{p}"
+
+
+def _setup(lg: LychgateProc, shape: str, old_port: int, new_port: int, fresh: int) -> tuple[str, int]:
+    address = ADDR.format(1)
+    port = free_port_on(address)
+    name = "plain" if shape == "plain" else "shaped"
+    lg.write("gateway.yaml", gateway_yaml(name, address, port))
     lg.write("backends.yaml", "---\n".join(service_yaml(f"svc-{j}", old_port) for j in range(SERVICE_POOL)))
     lg.write("fresh.yaml", "---\n".join(service_yaml(f"fresh-{j}", new_port) for j in range(fresh)))
-    for lo in range(0, ROUTES, 500):
-        lg.write(f"plain-{lo:05d}.yaml", "---\n".join(
-            route_yaml(route_name(i), "plain", f"svc-{i % SERVICE_POOL}") for i in range(lo, lo + 500)))
+    if shape == "plain":
+        for lo in range(0, ROUTES, 500):
+            lg.write(f"plain-{lo:05d}.yaml", "---\n".join(
+                route_yaml(route_name(i), "plain", f"svc-{i % SERVICE_POOL}") for i in range(lo, lo + 500)))
+        return address, port
     for h in range(HOSTS):
         lg.write(f"shaped-{h:03d}.yaml", "---\n".join(
-            _path_route(f"s-{h:03d}-{p}", _host(h), f"/p{p}", f"svc-{(h * PATHS + p) % SERVICE_POOL}")
+            _path_route(f"s-{h:03d}-{p}", _host(h), _path(p), f"svc-{(h * PATHS + p) % SERVICE_POOL}")
             for p in range(PATHS)))
     lg.write("policy-gateway.yaml", _policy("gateway-timeouts", "Gateway", "shaped", "  timeouts: {request: 30s}\n"))
-    for h in range(HOSTS):  # every 10th route: path 0 of every host
+    for h in range(HOSTS):  # every 10th route: the / route of every host
         lg.write(f"policy-{h:03d}.yaml", _header_policy(f"p-{h:03d}", f"s-{h:03d}-0", "initial"))
-    return {k: (addrs[k], ports[k]) for k in addrs}
+    return address, port
 
 
 def _until(probe: Probe, host: str, path: str, ok: Callable[[int, bytes], bool], t0: float) -> float | None:
@@ -153,64 +161,68 @@ def _header_is(value: str) -> Callable[[int, bytes], bool]:
     return ok
 
 
+def _steps(shape: str, mode: str, k: int, fresh: int) -> list[tuple[str, str, str, str, str, Callable[[int, bytes], bool]]]:
+    """(what, Host, path, file, its new text, the answer that shows it) for change k."""
+    change = f"{mode[0]}{k}"
+    if shape == "plain":
+        return [("plain: new route", route_host(f"new-{change}"), "/", f"plain-new-{change}.yaml",
+                 route_yaml(f"new-{change}", "plain", f"fresh-{fresh}"), _from("new"))]
+    h = (k * 37 + (0 if mode == "idle" else 11)) % HOSTS
+    p = 1 + k % (PATHS - 1)
+    return [
+        ("policies: new path route", _host(h), f"/n{change}", f"shaped-new-{change}.yaml",
+         _path_route(f"s-new-{change}", _host(h), f"/n{change}", f"fresh-{fresh}"), _from("new")),
+        ("policies: new policy", _host(h), _path(p), f"policy-new-{change}.yaml",
+         _header_policy(f"p-new-{change}", f"s-{h:03d}-{p}", change), _header_is(change)),
+        ("policies: policy edit", _host(h), "/", f"policy-{h:03d}.yaml",
+         _header_policy(f"p-{h:03d}", f"s-{h:03d}-0", f"edit-{change}"), _header_is(f"edit-{change}")),
+    ]
+
+
+def _run_shape(shape: str, n: int, old_port: int, new_port: int,
+               results: dict[str, dict[str, list[float | None]]]) -> dict[str, int]:
+    with lychgate_process(f"shapes-{shape}") as lg:
+        address, port = _setup(lg, shape, old_port, new_port, fresh=2 * n)
+        lg.start(timeout=300)
+        lg.wait_programmed("plain" if shape == "plain" else "shaped", timeout=300)
+        probe = Probe(address, port)
+        if shape == "plain":
+            wait_for(lambda: probe.get(route_host(route_name(ROUTES - 1)))[0] == 200, 300, "the last plain route")
+            stable = [route_host(route_name(i)) for i in (1, 999, 1999, 2999)]
+        else:
+            wait_for(lambda: _header_is("initial")(*probe.get(_host(HOSTS - 1))), 300, "the last per-route policy")
+            stable = [_host(h) for h in (2, 98, 198, 298)]  # never changed: (k * 37 + 0 or 11) % 300 misses them
+        prober = BackgroundProber(address, port, stable, interval=0.01, max_seconds=3000).start()
+        fresh = 0
+        try:
+            for mode in ("back to back", "idle"):
+                for k in range(n):
+                    for what, host, path, file, text, ok in _steps(shape, mode, k, fresh):
+                        if mode == "idle":
+                            wait_idle(lg.pid)
+                        t0 = _write_in_place(lg.manifests / file, text)
+                        results.setdefault(what, {"back to back": [], "idle": []})[mode].append(
+                            _until(probe, host, path, ok, t0))
+                    fresh += 1
+                log(f"shapes, {shape} ({mode}): " + "; ".join(
+                    f"{what} mean {summary([x for x in v[mode] if x is not None]).get('mean', 0):.0f} ms"
+                    for what, v in results.items()))
+        finally:
+            prober.stop()
+            probe.close()
+        return {"requests": prober.total, "failures": len(prober.failures)}
+
+
 def run(opts: argparse.Namespace) -> dict[str, Any]:
     n = 8 if opts.quick else 25
-    shapes = ["plain: new route", "policies: new path route", "policies: new policy", "policies: policy edit"]
-    results: dict[str, dict[str, list[float | None]]] = {s: {"back to back": [], "idle": []} for s in shapes}
+    results: dict[str, dict[str, list[float | None]]] = {}
+    background = {"requests": 0, "failures": 0}
     echo = EchoProcs()
     try:
         old_port, new_port = echo.start("old"), echo.start("new")
-        with lychgate_process("shapes") as lg:
-            gw = _setup(lg, old_port, new_port, fresh=4 * n)
-            lg.start(timeout=300)
-            for name in gw:
-                lg.wait_programmed(name, timeout=300)
-            probes = {k: Probe(*gw[k]) for k in gw}
-            wait_for(lambda: _header_is("initial")(*probes["shaped"].get(_host(HOSTS - 1), "/p0")), 300,
-                     "the last per-route policy")
-            wait_for(lambda: probes["plain"].get(route_host(route_name(ROUTES - 1)))[0] == 200, 300,
-                     "the last plain route")
-            hosts = {"plain": [route_host(route_name(i)) for i in (1, 999, 1999, 2999)],
-                     "shaped": [_host(h) for h in (1, 99, 199, 299)]}
-            probers = [BackgroundProber(*gw[k], hosts[k], interval=0.01, max_seconds=3000).start() for k in gw]
-            fresh = 0
-            try:
-                for mode in ("back to back", "idle"):
-                    for k in range(n):
-                        change = f"{mode[0]}{k}"
-                        h = (k * 37 + (0 if mode == "idle" else 11)) % HOSTS
-                        steps = [
-                            ("plain: new route", probes["plain"], route_host(f"new-{change}"), "/",
-                             f"plain-new-{change}.yaml", route_yaml(f"new-{change}", "plain", f"fresh-{fresh}"),
-                             _from("new")),
-                            ("policies: new path route", probes["shaped"], _host(h), f"/n{change}",
-                             f"shaped-new-{change}.yaml",
-                             _path_route(f"s-new-{change}", _host(h), f"/n{change}", f"fresh-{fresh + 1}"),
-                             _from("new")),
-                            ("policies: new policy", probes["shaped"], _host(h), f"/p{1 + k % (PATHS - 1)}",
-                             f"policy-new-{change}.yaml",
-                             _header_policy(f"p-new-{change}", f"s-{h:03d}-{1 + k % (PATHS - 1)}", change),
-                             _header_is(change)),
-                            ("policies: policy edit", probes["shaped"], _host(h), "/p0", f"policy-{h:03d}.yaml",
-                             _header_policy(f"p-{h:03d}", f"s-{h:03d}-0", f"edit-{change}"),
-                             _header_is(f"edit-{change}")),
-                        ]
-                        fresh += 2
-                        for shape, probe, host, path, file, text, ok in steps:
-                            if mode == "idle":
-                                wait_idle(lg.pid)
-                            t0 = _write_in_place(lg.manifests / file, text)
-                            results[shape][mode].append(_until(probe, host, path, ok, t0))
-                    log(f"shapes ({mode}): " + "; ".join(
-                        f"{s} mean {summary([x for x in results[s][mode] if x is not None]).get('mean', 0):.0f} ms"
-                        for s in shapes))
-            finally:
-                for prober in probers:
-                    prober.stop()
-                for probe in probes.values():
-                    probe.close()
-            background = {"requests": sum(p.total for p in probers), "failures": sum(len(p.failures) for p in probers),
-                          "examples": [f for p in probers for f in p.failures[:5]]}
+        for shape in ("plain", "policies"):
+            seen = _run_shape(shape, n, old_port, new_port, results)
+            background = {k: background[k] + seen[k] for k in background}
     finally:
         echo.close()
     return _report(results, background, n)

@@ -51,6 +51,9 @@ class TypeState:
     inflight: dict[str, tuple[str, dict[str, str | None]]] = field(default_factory=dict)
     rejected: str | None = None
     answered: bool = False
+    # The snapshot hashes `known` mirrors (for the names wanted), by identity;
+    # None once a subscription, a NACK or a forced re-send made them differ.
+    basis: dict[str, str] | None = None
 
 
 @dataclass
@@ -300,6 +303,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 version, replaced = sent
                 feedback = self._record_reply(conn, type_url, state, version, request)
                 if state.nack is not None:
+                    state.basis = None
                     # The proxy kept what it had: forget what we assumed it took.
                     for name, old in replaced.items():
                         if old is None:
@@ -310,6 +314,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 else:
                     state.rejected = None
         names = set(state.names or ())
+        if request.resource_names_subscribe or request.resource_names_unsubscribe or request.initial_resource_versions:
+            state.basis = None
         for name in request.resource_names_subscribe:
             if name == "*":
                 state.wildcard = True
@@ -336,9 +342,19 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if state.rejected == version:
             return None  # the same content was rejected; wait for a new version
         hashes = snapshot.hashes.get(type_url, {})
-        wanted = set(hashes) if state.wildcard else set(state.names or ()) & set(hashes)
-        changed = sorted(n for n in wanted if state.known.get(n) != hashes[n])
-        removed = sorted(n for n in state.known if n not in wanted)
+        step = snapshot.steps.get(type_url)
+        if state.basis is hashes:
+            changed, removed = [], []  # the proxy holds this very snapshot
+        elif state.basis is not None and step is not None and step[0] is state.basis:
+            # It holds the previous snapshot: what changed since was found once for all proxies.
+            names = state.names or frozenset()
+            changed = sorted(n for n in step[1] if state.wildcard or n in names)
+            removed = sorted(n for n in step[2] if n in state.known)
+        else:
+            wanted = set(hashes) if state.wildcard else set(state.names or ()) & set(hashes)
+            changed = sorted(n for n in wanted if state.known.get(n) != hashes[n])
+            removed = sorted(n for n in state.known if n not in wanted)
+        state.basis = hashes
         if not changed and not removed and state.answered:
             return None
         nonce = str(next(self._nonces))
@@ -353,7 +369,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         state.version_sent = version
         state.answered = True
         follow = _FOLLOW.get(type_url)
-        if follow is not None and follow in conn.types:
+        if follow is not None and follow in conn.types and changed:
+            conn.types[follow].basis = None
             for name in changed:
                 conn.types[follow].known.pop(name, None)
         metrics.XDS_PUSHES.labels(type_url, conn.gateway).inc()
@@ -373,6 +390,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             if state.rejected is not None:  # delta: forget what the proxy refused
                 state.rejected = None
                 state.known.clear()
+                state.basis = None
             conn.wake.set()
 
     def _safe_feedback(self, conn: ProxyConnection) -> None:
