@@ -15,7 +15,7 @@ paths.bench.test, each one PathPrefix /pNNNNN to nginx. "First" and "last" are
 the first and last route of that virtual host in the RouteConfiguration Envoy
 holds (read from its admin /config_dump).
 
-A third Gateway has 2,000 hosts, one route each: its route table is split into
+A third Gateway has 2,000 hosts, one route (one PathPrefix /) each: its route table is split into
 scopes (docs/gateway-api.md, "Large route tables"), so Envoy's connection
 manager computes every request's scope key (a CEL expression) before it looks
 the route up. A fourth has 1,999 hosts, one below the threshold, so its table
@@ -56,7 +56,6 @@ from tests.bench.common import (
     pin,
     route_host,
     route_name,
-    route_yaml,
     safe_plots,
     service_yaml,
     wait_for,
@@ -235,10 +234,11 @@ def _setup_lychgate(lg: LychgateProc, nginx_port: int) -> list[tuple[str, int]]:
     ports = [free_port_on(a) for a in addrs]
     lg.write("gateways.yaml", "---\n".join(gateway_yaml(name, a, p) for name, a, p in
                                            zip(("dp-one", "dp-paths", "dp-hosts", "dp-whole"), addrs, ports, strict=True)))
-    lg.write("hosts.yaml", "---\n".join(route_yaml(route_name(i, "h"), "dp-hosts", "nginx")
-                                        for i in range(SCOPED_HOSTS)))
-    lg.write("whole.yaml", "---\n".join(route_yaml(route_name(i, "w"), "dp-whole", "nginx")
-                                        for i in range(SCOPED_HOSTS - 1)))
+    # One rule and one match per route: 2,000 routes split (the default threshold), 1,999 stay whole.
+    lg.write("hosts.yaml", "---\n".join(path_route_yaml(route_name(i, "h"), "dp-hosts", route_host(route_name(i, "h")),
+                                                        "/", "nginx") for i in range(SCOPED_HOSTS)))
+    lg.write("whole.yaml", "---\n".join(path_route_yaml(route_name(i, "w"), "dp-whole", route_host(route_name(i, "w")),
+                                                        "/", "nginx") for i in range(SCOPED_HOSTS - 1)))
     lg.write("nginx.yaml", service_yaml("nginx", nginx_port))
     lg.write("route-one.yaml", f"""\
 apiVersion: gateway.networking.k8s.io/v1

@@ -2,10 +2,10 @@
 
 A real `lychgate run` with its Envoy and `lychgate echo` backends, one Gateway
 of 3,000 routes, in two runs. *plain*: one hostname per route (the propagation
-benchmark's shape). *policies*: 300 hostnames x 10 path routes (each route one
-PathPrefix: `/` and /p1 ... /p9), a Gateway-wide TrafficPolicy (request timeout)
-and a TrafficPolicy on every 10th route (the `/` route of each hostname: a
-request header), as real Gateways carry.
+benchmark's shape). *paths*: 300 hostnames x 10 path routes (each route one
+PathPrefix: `/` and /p1 ... /p9). *policies*: the same, with a Gateway-wide
+TrafficPolicy (request timeout) and a TrafficPolicy on every 10th route (the `/`
+route of each hostname: a request header), as real Gateways carry.
 
 Each change is a file written in place (opened and rewritten, as an editor or
 `kubectl apply` in a loop does, not renamed into place), and the next one
@@ -125,6 +125,8 @@ def _setup(lg: LychgateProc, shape: str, old_port: int, new_port: int, fresh: in
         lg.write(f"shaped-{h:03d}.yaml", "---\n".join(
             _path_route(f"s-{h:03d}-{p}", _host(h), _path(p), f"svc-{(h * PATHS + p) % SERVICE_POOL}")
             for p in range(PATHS)))
+    if shape == "paths":
+        return address, port
     lg.write("policy-gateway.yaml", _policy("gateway-timeouts", "Gateway", "shaped", "  timeouts: {request: 30s}\n"))
     for h in range(HOSTS):  # every 10th route: the / route of every host
         lg.write(f"policy-{h:03d}.yaml", _header_policy(f"p-{h:03d}", f"s-{h:03d}-0", "initial"))
@@ -169,6 +171,9 @@ def _steps(shape: str, mode: str, k: int, fresh: int) -> list[tuple[str, str, st
                  route_yaml(f"new-{change}", "plain", f"fresh-{fresh}"), _from("new"))]
     h = (k * 37 + (0 if mode == "idle" else 11)) % HOSTS
     p = 1 + k % (PATHS - 1)
+    if shape == "paths":
+        return [("paths, no policy: new path route", _host(h), f"/n{change}", f"shaped-new-{change}.yaml",
+                 _path_route(f"s-new-{change}", _host(h), f"/n{change}", f"fresh-{fresh}"), _from("new"))]
     return [
         ("policies: new path route", _host(h), f"/n{change}", f"shaped-new-{change}.yaml",
          _path_route(f"s-new-{change}", _host(h), f"/n{change}", f"fresh-{fresh}"), _from("new")),
@@ -189,6 +194,9 @@ def _run_shape(shape: str, n: int, old_port: int, new_port: int,
         if shape == "plain":
             wait_for(lambda: probe.get(route_host(route_name(ROUTES - 1)))[0] == 200, 300, "the last plain route")
             stable = [route_host(route_name(i)) for i in (1, 999, 1999, 2999)]
+        elif shape == "paths":
+            wait_for(lambda: probe.get(_host(HOSTS - 1), f"/p{PATHS - 1}")[0] == 200, 300, "the last path route")
+            stable = [_host(h) for h in (2, 98, 198, 298)]
         else:
             wait_for(lambda: _header_is("initial")(*probe.get(_host(HOSTS - 1))), 300, "the last per-route policy")
             stable = [_host(h) for h in (2, 98, 198, 298)]  # never changed: (k * 37 + 0 or 11) % 300 misses them
@@ -220,7 +228,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
     echo = EchoProcs()
     try:
         old_port, new_port = echo.start("old"), echo.start("new")
-        for shape in ("plain", "policies"):
+        for shape in ("plain", "paths", "policies"):
             seen = _run_shape(shape, n, old_port, new_port, results)
             background = {k: background[k] + seen[k] for k in background}
     finally:

@@ -196,3 +196,14 @@ def test_a_split_table_stays_split_a_little_below_the_threshold() -> None:
     assert split(45)  # stays split down to 4/5 of the threshold
     assert not split(39)
     assert not split(45)  # and once whole, splits again only at the threshold
+
+
+def test_the_threshold_counts_routes_on_enough_hosts() -> None:
+    """Envoy's cost of a change grows with the routes of a table, on many hosts or few."""
+    def split(vhosts: list[ir.VirtualHost]) -> bool:
+        return types.SCOPED_ROUTE in build(gateway(vhosts), WireCache(), scope_threshold=150).by_type
+
+    assert split([vhost(f"h{i:02d}.example.com", routes=10) for i in range(20)])  # 200 routes on 20 hosts
+    assert not split([vhost(f"h{i:02d}.example.com", routes=7) for i in range(20)])  # 140 routes
+    # One host's routes are one scope whatever is done: too few hosts stay whole.
+    assert not split([vhost(f"h{i:02d}.example.com", routes=100) for i in range(scoped.MIN_HOSTS - 1)])

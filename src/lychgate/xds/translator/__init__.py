@@ -58,7 +58,8 @@ def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tu
     endpoint pickers) and upgrades apply in a split table as in a whole one."""
     table = cache.tables.get(key)
     floor = threshold if table is None or not table.active else scoped.keep_below(threshold)
-    if threshold <= 0 or len(http.virtual_hosts) < floor:
+    if (threshold <= 0 or len(http.virtual_hosts) < scoped.MIN_HOSTS
+            or sum(len(vh.routes) for vh in http.virtual_hosts) < floor):
         cache.tables.pop(key, None)
         return False
     if table is None:
@@ -83,7 +84,7 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
           scope_threshold: int = 0) -> Resources:
     """Envoy resources for a Gateway. A `cache` kept across calls serializes each
     unchanged virtual host and cluster only once. Route tables with at least
-    `scope_threshold` hosts are split into scopes (scoped.py; 0: never)."""
+    `scope_threshold` routes are split into scopes (scoped.py; 0: never)."""
     cache = cache or WireCache()
     out = Resources(by_type={t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER, types.ROUTE)})
     scoped_tables = set()

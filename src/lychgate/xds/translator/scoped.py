@@ -56,6 +56,7 @@ from lychgate.xds.translator.wire import RawMessage, unchanged_ends
 BITS = 6
 SCOPES = 1 << BITS
 SCOPE_HEADER = "x-lychgate-scope"
+MIN_HOSTS = 16  # fewer exact hosts leave most scopes empty: such tables stay whole
 
 # The characters of host names (Gateway API hostnames are RFC 1123: lower case
 # letters, digits, '-' and '.'); each bit j of the hash is the parity of the
@@ -192,13 +193,17 @@ class ScopedTable:
         del items[at]
 
     def scoped(self, threshold: int) -> bool:
-        """From `threshold` exact hosts on (and down to keep_below(threshold)
-        once split), and only while the wildcard hosts copied into every scope
-        hold fewer routes than the table has per scope (a table of mostly
+        """From `threshold` routes of exact hosts on (and down to
+        keep_below(threshold) once split): Envoy's cost of a change grows with
+        the routes of the table, whether they sit on many hosts or on few.
+        Only with MIN_HOSTS exact hosts or more (one host's routes are one scope
+        whatever is done), and only while the wildcard hosts copied into every
+        scope hold fewer routes than the table has per scope (a table of mostly
         wildcard routes would grow SCOPES-fold instead)."""
-        exact = len(self.vhosts) - len(self.shared)
+        hosts = len(self.vhosts) - len(self.shared)
         floor = keep_below(threshold) if self.active else threshold
-        self.active = 0 < floor <= exact and SCOPES * self.shared_routes <= self.exact_routes
+        self.active = (0 < floor <= self.exact_routes and hosts >= MIN_HOSTS
+                       and SCOPES * self.shared_routes <= self.exact_routes)
         return self.active
 
     def scope(self, index: int) -> list[ir.VirtualHost]:
@@ -206,7 +211,7 @@ class ScopedTable:
 
 
 def keep_below(threshold: int) -> int:
-    """A split table stays split down to this many hosts: switching changes the
+    """A split table stays split down to this many routes: switching changes the
     listener, which drains its connections, so a table near the threshold must
     not switch back and forth."""
     return threshold * 4 // 5
