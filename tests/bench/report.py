@@ -62,6 +62,41 @@ def margin(c: dict[str, Any]) -> str:
     return ""
 
 
+# Issue 17's targets: (figure, target, benchmark, the start of its checks' names).
+ISSUE17 = [
+    ("propagation at 3,000 routes, every shape (new route, new policy, policy edit)", "mean ≤ 15 ms, max ≤ 50 ms",
+     "shapes", "propagation at 3,000 routes"),
+    ("propagation at 10,000 routes with policies, p99", "≤ 100 ms", "", ""),
+    ("one-route pass at 10,000 routes with policies, p50", "≤ 10 ms", "", ""),
+    ("full translation, 10,000 routes with policies", "≤ 1.5 s", "", ""),
+    ("big (split) table vs whole table, req/s", "≥ 0.95", "dataplane", "data plane: split table"),
+    ("a change reaches all 200 simulated proxies (ACKed)", "p99 ≤ 100 ms", "proxies", "a change reaches"),
+    ("controller RSS, 5,000 routes with policies, 200 proxies connected, churn", "≤ 300 MiB, flat", "proxies",
+     "controller RSS"),
+    ("proxies of unaffected Gateways receive nothing", "0 responses", "proxies", "responses to proxies"),
+    ("non-200 answers on stable routes during all of the above", "0", "shapes", "non-200"),
+]
+
+
+def issue17(benches: dict[str, Any]) -> list[str]:
+    """Issue 17's targets table, each with the checks of this page that measure it."""
+    lines = ["## Issue 17 targets", "",
+             "Shapes real users have, many proxies, no per-request Lua (2-core machine; the figures are the "
+             "checks of the benchmarks below, where one measures them).", "",
+             "| figure | target | measured | verdict |", "|---|---|---|---|"]
+    for figure, target, bench, prefix in ISSUE17:
+        checks = [c for c in benches.get(bench, {}).get("checks", []) if prefix and c["target"].startswith(prefix)]
+        if not checks:
+            lines.append(f"| {figure} | {target} | not measured by these benchmarks yet | |")
+            continue
+        measured = "; ".join(f"{c['target'].removeprefix(prefix).strip(' :,')}: {fmt(c['measured'], c['unit'])}"
+                             .lstrip(": ") for c in checks)
+        met = sum(c["pass"] for c in checks)
+        lines.append(f"| {figure} | {target} | {measured} ({bench}) | "
+                     f"{'**pass**' if met == len(checks) else f'**MISS** ({met} of {len(checks)} met)'} |")
+    return lines
+
+
 def markdown(data: dict[str, Any]) -> str:
     m = data.get("machine", {})
     lines = [
@@ -118,6 +153,7 @@ def markdown(data: dict[str, Any]) -> str:
             op = {"<=": "≤", ">=": "≥", "==": "="}[c["op"]]
             lines.append(f"| {name} | {c['target']} | {op} {fmt(c['limit'], c['unit'])} | "
                          f"{fmt(c['measured'], c['unit'])} | {verdict(c)} | {margin(c)} |")
+    lines += ["", *issue17(benches)]
     if HISTORY.exists():  # written by hand: which change moved which figure
         lines += ["", HISTORY.read_text().strip()]
     for name in names:
