@@ -149,7 +149,7 @@ def test_build_splits_a_big_table_into_scopes() -> None:
     resources.message(types.LISTENER, "http-80").filter_chains[0].filters[0].typed_config.Unpack(hcm)
     assert hcm.WhichOneof("route_specifier") == "scoped_routes"
     # The connection manager sets the key itself, before the route lookup: no filter for it.
-    [early] = hcm.early_header_mutation_extensions
+    early = hcm.early_header_mutation_extensions[-1]  # last: after any a ListenerPolicy sets
     mutation = early_pb.HeaderMutation()
     early.typed_config.Unpack(mutation)
     assert mutation.mutations[0].append.header.key == scoped.SCOPE_HEADER

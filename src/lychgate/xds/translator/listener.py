@@ -46,12 +46,14 @@ def http_connection_manager(listener: ir.HTTPListener, scoped_table: bool = Fals
     )
     if scoped_table:
         hcm.scoped_routes.CopyFrom(scoped.scoped_routes(listener.name, ads_source()))
-        # Sets the scope key before Envoy looks the route up (and before any filter).
-        hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation(listener.name))
     else:
         hcm.rds.CopyFrom(hcm_pb.Rds(config_source=ads_source(), route_config_name=listener.name))
     for feature in FEATURES:
         feature.patch_hcm(listener, hcm)
+    if scoped_table:
+        # Sets the scope key before Envoy looks the route up (and before any
+        # filter); last of the early mutations, so it hashes the Host those leave.
+        hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation(listener.name))
     # The router is always last: filters a feature added run before it.
     hcm.http_filters.append(
         hcm_pb.HttpFilter(name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router()))
