@@ -182,8 +182,21 @@ async def _changes(directory: Path, clients: list[DeltaClient], count: int, rng:
         else:
             latencies.append(1000 * (max(done.values()) - t0))
         await asyncio.sleep(0.02)  # let a stray push to another Gateway show up before counting
+        strays = {c.gateway for c in clients if c.gateway != gateway and len(c.acks) > seen[id(c)]}
+        if strays:
+            log(f"proxies: change {n} on {gateway} reached {', '.join(sorted(strays))}")
         stray += sum(len(c.acks) - seen[id(c)] for c in clients if c.gateway != gateway)
     return latencies, timeouts, stray
+
+
+async def _quiet(clients: list[DeltaClient], seconds: float, timeout: float) -> None:
+    """Until no client has received anything for `seconds` (a rollout is over)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        last = max((c.acks[-1][0] for c in clients if c.acks), default=0.0)
+        if time.monotonic() - last >= seconds:
+            return
+        await asyncio.sleep(0.1)
 
 
 async def _run_async(opts: argparse.Namespace, directory: Path) -> dict[str, Any]:
@@ -213,7 +226,7 @@ async def _run_async(opts: argparse.Namespace, directory: Path) -> dict[str, Any
                 tasks.append(asyncio.create_task(client.run(channel)))
         await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in clients)), 120)
         connect_s = time.monotonic() - t0
-        await asyncio.sleep(2.0)  # ACKs settle
+        await _quiet(clients, 1.0, 60)
         connect_cpu = cpu_seconds(proc.pid) - cpu0
         rss_connected = read_status_kb(proc.pid, "VmRSS") / MiB
         idle0, idle_t = cpu_seconds(proc.pid), time.monotonic()
@@ -228,7 +241,7 @@ async def _run_async(opts: argparse.Namespace, directory: Path) -> dict[str, Any
             if variant:
                 for g in range(GATEWAYS):
                     (directory / f"policy-{g:02d}.yaml").write_text(_policy_yaml(f"px-{g:02d}"))
-                await asyncio.sleep(3.0)
+                await _quiet(clients, 1.0, 120)
             c0, w0 = cpu_seconds(proc.pid), time.monotonic()
             latencies, timeouts, stray = await _changes(directory, clients, count, rng, variant)
             cpu = (cpu_seconds(proc.pid) - c0) / (time.monotonic() - w0)
