@@ -21,8 +21,8 @@ host names (numbered services, words, tenants, two varying labels): the
 fullest scope holds about 1.3-1.4 times the mean, as a polynomial hash does.
 The regexes ignore ASCII case and a port, as Envoy's host matching does
 (`ignore_port_in_host_matching`); a Host that no exact host can match (other
-characters, IP literals, no Host) lands in scope 0 and finds the wildcard
-hosts and the catch-all there, as in every scope.
+characters, IP literals) lands in scope 0 and finds the wildcard hosts and the
+catch-all there, as in every scope.
 
 Hosts with a wildcard (`*.example.com`, `*`) can match requests of any scope,
 so they are copied into every scope; a scope thus picks the same virtual host
