@@ -138,17 +138,19 @@ def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: 
     """Policies turn filters on per route; Envoy finds the scope before it builds
     the filter chain, so they apply in a split table as in a whole one."""
     lg = stack.lg
-    limited = HOSTS[6]
-    neighbour = next(h for h in HOSTS if h != limited and scoped.bucket(h) == scoped.bucket(limited))
-    lg.write("limit.yaml", """
+    # Two hosts in one scope: the policy on the first must not reach the second.
+    i, j = next((i, j) for i in range(len(HOSTS)) for j in range(i + 1, len(HOSTS))
+                if scoped.bucket(HOSTS[i]) == scoped.bucket(HOSTS[j]))
+    limited, neighbour = HOSTS[i], HOSTS[j]
+    lg.write("limit.yaml", f"""
         apiVersion: gateway.lychgate.dev/v1alpha1
         kind: TrafficPolicy
-        metadata: {name: limit}
+        metadata: {{name: limit}}
         spec:
-          targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r6}]
+          targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r{i}}}]
           rateLimit:
             local:
-              tokenBucket: {maxTokens: 2, tokensPerFill: 1, fillInterval: 1h}
+              tokenBucket: {{maxTokens: 2, tokensPerFill: 1, fillInterval: 1h}}
     """)
     lg.wait_pod(stack.addr, 429, host=limited, timeout=20)
     assert pod(stack, limited.upper()) == 429  # whatever the case of the Host
@@ -157,7 +159,8 @@ def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: 
     dump = httpx.get(f"http://{admin}/config_dump").json()
     assert any(c["@type"].endswith("ScopedRoutesConfigDump") and c.get("dynamic_scoped_route_configs")
                for c in dump["configs"])
-    for host in (neighbour, HOSTS[7], "unknown.example"):
+    other = next(h for h in HOSTS if scoped.bucket(h) != scoped.bucket(limited))
+    for host in (neighbour, other, "unknown.example"):
         assert all(pod(stack, host) != 429 for _ in range(4)), host
 
 
