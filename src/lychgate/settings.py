@@ -63,8 +63,8 @@ class Settings(BaseSettings):
         ValidationLevel.STANDARD, description="standard or strict (case-insensitive)."
     )
     route_scope_threshold: int = Field(
-        2000, description="Split an HTTP route table with this many hosts into scopes, so a change "
-        "re-sends one small table (0: never; strict validation never splits).")
+        2000, description="Split an HTTP route table with this many routes (on 16 hosts or more) into "
+        "scopes, so a change re-sends one small table (0: never; strict validation never splits).")
     xds_tls_enabled: bool = Field(False, description="Serve xDS over TLS.")
     xds_tls_dir: Path = Field(
         Path("/etc/lychgate/xds-tls"),

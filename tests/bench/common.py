@@ -499,6 +499,7 @@ class WrkResult:
     socket_errors: int
     raw: str = field(repr=False, default="")
     control_plane_cpu: float = 0.0  # share of one core the control plane used meanwhile
+    envoy_us: float = 0.0  # the proxy's own CPU per request (µs), where measured
 
 
 def pin(pid: int, cpu: int) -> None:

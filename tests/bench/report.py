@@ -12,7 +12,7 @@ from tests.bench.common import DOCS, OUT_DIR
 RESULTS = OUT_DIR / "results.json"
 MARKDOWN = DOCS / "benchmarks.md"
 HISTORY = DOCS / "benchmarks" / "history.md"
-ORDER = ["translation", "propagation", "status", "churn", "dataplane", "inference"]
+ORDER = ["translation", "propagation", "status", "churn", "dataplane", "inference", "shapes", "proxies"]
 
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
@@ -60,6 +60,49 @@ def margin(c: dict[str, Any]) -> str:
         ratio = m / limit
         return f"{ratio:.2f} x the {'limit' if c['op'] == '<=' else 'floor'}"
     return ""
+
+
+# Issue 17's targets: (figure, target, benchmark, the start of its checks' names).
+ISSUE17 = [
+    ("propagation at 3,000 routes, every shape (new route, new policy, policy edit)", "mean ≤ 15 ms, max ≤ 50 ms",
+     "shapes", "propagation at 3,000 routes"),
+    ("propagation at 10,000 routes with policies, p99", "≤ 100 ms", "", ""),
+    ("one-route pass at 10,000 routes with policies, p50", "≤ 10 ms", "", ""),
+    ("full translation, 10,000 routes with policies", "≤ 1.5 s", "", ""),
+    ("big (split) table vs whole table, req/s", "≥ 0.95", "dataplane",
+     "data plane: split table (2,000 hosts) / whole table (1,999 hosts), req/s"),
+    ("a change reaches all 200 simulated proxies (ACKed)", "p99 ≤ 100 ms", "proxies",
+     "a change reaches all its Gateway's simulated proxies (ACKed), 200 proxies"),
+    ("controller RSS, 5,000 routes with policies, 200 proxies connected, churn", "≤ 300 MiB, flat", "proxies",
+     "controller RSS, 5,000 routes, 200 proxies connected, changes"),
+    ("proxies of unaffected Gateways receive nothing", "0 responses", "proxies",
+     "responses to proxies of unaffected Gateways"),
+    ("non-200 answers on stable routes during all of the above", "0", "shapes",
+     "non-200 answers on stable routes during the run"),
+]
+
+
+def issue17(benches: dict[str, Any]) -> list[str]:
+    """Issue 17's targets table, each with the checks of this page that measure it."""
+    lines = ["## Issue 17 targets", "",
+             "Shapes real users have, many proxies, no per-request Lua (2-core machine; the figures are the "
+             "checks of the benchmarks below, where one measures them).", "",
+             "| figure | target | measured | verdict |", "|---|---|---|---|"]
+    for figure, target, bench, prefix in ISSUE17:
+        checks = [c for c in benches.get(bench, {}).get("checks", []) if prefix and c["target"].startswith(prefix)]
+        if not checks:
+            lines.append(f"| {figure} | {target} | not measured by these benchmarks yet | |")
+            continue
+        # Checks of one case ("...: mean", "...: max") read as one "mean / max".
+        cases: dict[str, list[str]] = {}
+        for c in checks:
+            case, _, stat = c["target"].removeprefix(prefix).strip(" :,").rpartition(": ")
+            cases.setdefault(case, []).append(f"{stat} {fmt(c['measured'], c['unit'])}")
+        measured = "; ".join(f"{case}: {' / '.join(v)}" if case else " / ".join(v).strip() for case, v in cases.items())
+        met = sum(c["pass"] for c in checks)
+        lines.append(f"| {figure} | {target} | {measured} ({bench}) | "
+                     f"{'**pass**' if met == len(checks) else f'**MISS** ({met} of {len(checks)} met)'} |")
+    return lines
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -118,6 +161,7 @@ def markdown(data: dict[str, Any]) -> str:
             op = {"<=": "≤", ">=": "≥", "==": "="}[c["op"]]
             lines.append(f"| {name} | {c['target']} | {op} {fmt(c['limit'], c['unit'])} | "
                          f"{fmt(c['measured'], c['unit'])} | {verdict(c)} | {margin(c)} |")
+    lines += ["", *issue17(benches)]
     if HISTORY.exists():  # written by hand: which change moved which figure
         lines += ["", HISTORY.read_text().strip()]
     for name in names:

@@ -1,27 +1,40 @@
 """A route table split into scopes (xds/translator/scoped.py), through real Envoy.
 
 The threshold is lowered to 8 hosts so a small table is split (70 hosts: the
-two wildcard routes copied into every scope must stay a small share): Envoy's Lua
-filter hashes each request's Host into a scope as the translator hashed the
-route hostnames, and every request must still reach what the whole table would
-route it to: exact hosts in any case and with a port, wildcard hosts, the
-catch-all, hosts added and removed while running, WebSocket upgrades only
-where the backend speaks WebSocket.
+two wildcard routes copied into every scope must stay a small share): Envoy's
+connection manager hashes each request's Host into a scope key (an early header
+mutation with a CEL expression) as the translator hashed the route hostnames,
+and every request must still reach what the whole table would route it to:
+exact hosts in any case and with a port, wildcard hosts, the catch-all, hosts
+added and removed while running, WebSocket upgrades only where the backend
+speaks WebSocket. A static Envoy with the same scope key answers its scope
+number for any Host, to hold Envoy's hash and the translator's together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import aiohttp
 import httpx
 import pytest
+from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb,
+)
+from google.protobuf import json_format
 
+from lychgate.deploy.local import envoy_binary
+from lychgate.xds.translator import scoped
+from lychgate.xds.translator.listener import ads_source
 from lychgate.xds.translator.scoped import SCOPES
 from tests.e2e.test_http_features import Stack
-from tests.harness import EchoBackends, Lychgate
+from tests.harness import EchoBackends, Lychgate, free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -118,3 +131,84 @@ def test_websocket_upgrades_only_where_the_backend_speaks_websocket(stack: Stack
     with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
         asyncio.run(talk(plain_host))
     assert refused.value.status == 403
+
+
+
+def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: Stack) -> None:
+    """Policies turn filters on per route; Envoy finds the scope before it builds
+    the filter chain, so they apply in a split table as in a whole one."""
+    lg = stack.lg
+    # Two hosts in one scope: the policy on the first must not reach the second.
+    i, j = next((i, j) for i in range(len(HOSTS)) for j in range(i + 1, len(HOSTS))
+                if scoped.bucket(HOSTS[i]) == scoped.bucket(HOSTS[j]))
+    limited, neighbour = HOSTS[i], HOSTS[j]
+    lg.write("limit.yaml", f"""
+        apiVersion: gateway.lychgate.dev/v1alpha1
+        kind: TrafficPolicy
+        metadata: {{name: limit}}
+        spec:
+          targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r{i}}}]
+          rateLimit:
+            local:
+              tokenBucket: {{maxTokens: 2, tokensPerFill: 1, fillInterval: 1h}}
+    """)
+    lg.wait_pod(stack.addr, 429, host=limited, timeout=20)
+    assert pod(stack, limited.upper()) == 429  # whatever the case of the Host
+    # The table is still split, and the routes beside it (same scope or not) are not limited.
+    admin = lg.proxies()["default/gw"]["admin"]
+    dump = httpx.get(f"http://{admin}/config_dump").json()
+    assert any(c["@type"].endswith("ScopedRoutesConfigDump") and c.get("dynamic_scoped_route_configs")
+               for c in dump["configs"])
+    other = next(h for h in HOSTS if scoped.bucket(h) != scoped.bucket(limited))
+    for host in (neighbour, other, "unknown.example"):
+        assert all(pod(stack, host) != 429 for _ in range(4)), host
+
+
+def _scope_numbers_manager() -> hcm_pb.HttpConnectionManager:
+    """lychgate's scope key on a connection manager whose scope i answers "i"."""
+    table = scoped.scoped_routes("key", ads_source())
+    table.ClearField("scoped_rds")
+    for i in range(SCOPES):
+        scope = table.scoped_route_configurations_list.scoped_route_configurations.add(
+            name=scoped.scope_name("key", i))
+        scope.key.fragments.add(string_key=scoped.scope_name("key", i))
+        host = scope.route_configuration.virtual_hosts.add(name="any", domains=["*"])
+        answer = host.routes.add()
+        answer.match.prefix = "/"
+        answer.direct_response.status = 200
+        answer.direct_response.body.inline_string = str(i)
+    hcm = hcm_pb.HttpConnectionManager(stat_prefix="key", scoped_routes=table)
+    hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation("key"))
+    hcm.http_filters.add(name="envoy.filters.http.router").typed_config.Pack(router_pb2.Router())
+    return hcm
+
+
+def test_envoy_hashes_a_host_into_the_scope_the_translator_puts_it_in(tmp_path: Path) -> None:
+    port = free_port()
+    manager = json_format.MessageToDict(_scope_numbers_manager())
+    manager["@type"] = "type.googleapis.com/" + hcm_pb.HttpConnectionManager.DESCRIPTOR.full_name
+    bootstrap = {"static_resources": {"listeners": [{
+        "name": "key", "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+        "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                        "typed_config": manager}]}]}]}}
+    (tmp_path / "envoy.json").write_text(json.dumps(bootstrap))
+    envoy = subprocess.Popen([envoy_binary(), "-c", str(tmp_path / "envoy.json"), "--disable-hot-restart",
+                              "--base-id", str(port), "-l", "error"], stderr=(tmp_path / "envoy.log").open("wb"))
+    rng = random.Random(11)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789-."
+    hosts = [f"h{i}.scoped.example" for i in range(70)]
+    hosts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(300)]
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+            wait_for(lambda: client.get("/", headers={"host": "a"}).status_code == 200, 20, "the static Envoy")
+            for host in hosts:
+                for sent in (host, host.upper(), f"{host}:8080"):
+                    answer = client.get("/", headers={"host": sent})
+                    assert answer.text == str(scoped.bucket(host)), sent
+            # A Host no exact host can match goes to scope 0, where the wildcard
+            # hosts and the catch-all are too.
+            for other in ("a_b.example", "[::1]:8080"):
+                assert client.get("/", headers={"host": other}).text == "0", other
+    finally:
+        envoy.terminate()
+        envoy.wait(10)

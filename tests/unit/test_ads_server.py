@@ -267,3 +267,79 @@ async def test_delta_reconnect_with_initial_versions_sends_nothing_new(
     client.delta(types.CLUSTER, initial=have)
     first = await client.recv()  # the first answer, with nothing in it
     assert not first.resources and not first.removed_resources
+
+
+async def test_a_gateways_proxies_are_found_without_scanning_every_proxy(
+        setup: tuple[SnapshotCache, AdsServer, Client]) -> None:
+    """for_gateway answers from an index kept as proxies come and go."""
+    cache, ads, client = setup
+    cache.set(NODE, build(gateway()))
+    client.send(types.CLUSTER)
+    await client.recv()
+    [conn] = ads.connections.values()
+    assert ads.for_gateway(NODE) == [conn]
+    assert ads.for_gateway("default/other") == []
+    await client.close()
+    for _ in range(100):  # the server sees the stream end
+        if not ads.connections:
+            break
+        await asyncio.sleep(0.02)
+    assert ads.for_gateway(NODE) == []
+
+
+def _clusters(ports: dict[str, int]) -> ir.GatewayIR:
+    gw = gateway()
+    extra = tuple(ir.Cluster(f"kube/default/{n}/80", (ir.Endpoint("127.0.0.1", p),)) for n, p in sorted(ports.items()))
+    return ir.GatewayIR(gw.namespace, gw.name, gw.listeners, (*gw.clusters, *extra))
+
+
+async def test_delta_proxies_get_what_changed_since_the_snapshot_they_hold() -> None:
+    """What changed between two snapshots is found once (cache.py) and serves
+    every proxy that held the first; a proxy that missed a snapshot, and one
+    whose subscription changed, get what they lack all the same."""
+    cache = SnapshotCache()
+    server, port = await start_server(AdsServer(cache), "127.0.0.1:0")
+    client, other = (DeltaClient(f"127.0.0.1:{port}", delta=True) for _ in range(2))
+    try:
+        ports = {f"c{i:02d}": 5000 + i for i in range(30)}
+        cache.set(NODE, build(_clusters(ports)))
+        for c in (client, other):
+            c.delta(types.CLUSTER)
+            first = await c.recv()
+            assert len(first.resources) == 31
+            c.delta(types.CLUSTER, nonce=first.nonce)
+        # One cluster comes, one goes: both proxies get exactly that.
+        ports["new"] = 6100
+        del ports["c07"]
+        snap = cache.set(NODE, build(_clusters(ports)))
+        assert snap.steps[types.CLUSTER][1:] == ({"kube/default/new/80"}, {"kube/default/c07/80"})
+        for c in (client, other):
+            step = await c.recv()
+            assert [r.name for r in step.resources] == ["kube/default/new/80"]
+            assert list(step.removed_resources) == ["kube/default/c07/80"]
+            c.delta(types.CLUSTER, nonce=step.nonce)
+        await asyncio.sleep(0.1)
+        # Two snapshots in a row, before the streams run: the proxies held the one
+        # before the last step, and still get both changes in one response.
+        ports["n1"] = 6001
+        cache.set(NODE, build(_clusters(ports)))
+        ports["n2"] = 6002
+        cache.set(NODE, build(_clusters(ports)))
+        for c in (client, other):
+            step = await c.recv()
+            assert sorted(r.name for r in step.resources) == ["kube/default/n1/80", "kube/default/n2/80"]
+            c.delta(types.CLUSTER, nonce=step.nonce)
+        # A subscription to endpoints: all of those named, then only what changes.
+        client.delta(types.ENDPOINT, subscribe=["kube/default/c01/80", "kube/default/c05/80"])
+        eds = await client.recv()
+        assert sorted(r.name for r in eds.resources) == ["kube/default/c01/80", "kube/default/c05/80"]
+        client.delta(types.ENDPOINT, nonce=eds.nonce)
+        ports["c05"] = 6005
+        ports["c06"] = 6006  # not subscribed
+        cache.set(NODE, build(_clusters(ports)))
+        response = await client.recv()  # the Clusters did not change, their endpoints did
+        assert (response.type_url, [r.name for r in response.resources]) == (types.ENDPOINT, ["kube/default/c05/80"])
+    finally:
+        await client.close()
+        await other.close()
+        await server.stop(0)

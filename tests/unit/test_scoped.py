@@ -2,16 +2,21 @@
 
 The incremental split must equal a fresh split after any change, a host must
 sit in the scope its name hashes to, wildcard hosts in every scope, and the
-tables that must stay whole (too few hosts, wildcard-heavy, filters that
-routes turn on) must stay whole. tests/e2e/test_scoped_routes.py sends requests
-through the real Envoy, whose Lua filter computes the same hash."""
+tables that must stay whole (too few hosts, wildcard-heavy) must stay whole.
+tests/e2e/test_scoped_routes.py sends requests through the real Envoy, whose
+scope key expression computes the same hash."""
 
 from __future__ import annotations
 
+import collections
 import random
 
+import re2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
+)
+from envoy.extensions.http.early_header_mutation.header_mutation.v3 import (
+    header_mutation_pb2 as early_pb,
 )
 
 from lychgate import ir
@@ -78,8 +83,51 @@ def test_each_host_sits_in_the_scope_of_its_hash_and_wildcards_in_all() -> None:
         assert vh in table.scope(i)
     for i in range(scoped.SCOPES):
         assert table.scope(i)[-2:] == sorted(wild, key=lambda v: v.name)
-    # The hash ignores ASCII case, as the Lua filter lowers the Host first.
+    # The hash ignores ASCII case, as Envoy's host matching does.
     assert scoped.bucket("H1.Example.COM") == scoped.bucket("h1.example.com")
+
+
+def _regex_bucket(host: str) -> int:
+    """The scope as the regexes of Envoy's scope key expression find it (RE2)."""
+    return sum(1 << j for j, chars in enumerate(scoped._SETS) if re2.search(scoped.parity_regex(chars), host))
+
+
+def test_the_python_hash_is_the_one_envoy_computes() -> None:
+    """bucket() against the very regexes Envoy's CEL runs (RE2, the engine of CEL's
+    matches): on any host, in any case, with or without a port. Envoy itself is
+    asked in tests/e2e/test_scoped_routes.py."""
+    rng = random.Random(3)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789-."
+    for _ in range(3000):
+        host = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        for request_host in (host, host.upper(), f"{host}:8080", f"{host}:"):
+            assert _regex_bucket(request_host) == scoped.bucket(host), request_host
+    # A Host no exact host can match goes to scope 0 (wildcards and catch-all are everywhere).
+    for other in ("", "a_b.example", "[::1]:8080", "*.example.com"):
+        assert _regex_bucket(other) == 0
+    # Envoy's CEL refuses regexes whose RE2 program is over 100.
+    sizes = [re2.compile(scoped.parity_regex(chars)).programsize for chars in scoped._SETS]
+    assert max(sizes) <= 100, sizes
+
+
+def test_hosts_spread_evenly_over_the_scopes() -> None:
+    """The families of names users have: the fullest scope holds at most 2.2 times the mean."""
+    words = random.Random(5)
+
+    def word() -> str:
+        return "".join(words.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(words.randint(4, 9)))
+
+    families = {
+        "numbered": [f"svc-{i:04d}.example.com" for i in range(3000)],
+        "unpadded": [f"{i}.apps.example.org" for i in range(3000)],
+        "words": list({f"{word()}.example.com" for _ in range(3000)}),
+        "tenants": list({f"www.{word()}.com" for _ in range(3000)}),
+        "two labels": [f"app{i}.team{j}.example.net" for i in range(100) for j in range(30)],
+    }
+    for family, hosts in families.items():
+        fullest = max(collections.Counter(scoped.bucket(h) for h in hosts).values())
+        assert fullest <= 2.2 * len(hosts) / scoped.SCOPES, family
+        assert len({scoped.bucket(h) for h in hosts}) == scoped.SCOPES, family  # every scope is used
 
 
 def test_build_splits_a_big_table_into_scopes() -> None:
@@ -95,7 +143,13 @@ def test_build_splits_a_big_table_into_scopes() -> None:
     hcm = hcm_pb.HttpConnectionManager()
     resources.message(types.LISTENER, "http-80").filter_chains[0].filters[0].typed_config.Unpack(hcm)
     assert hcm.WhichOneof("route_specifier") == "scoped_routes"
-    assert hcm.http_filters[0].name == scoped.FILTER_NAME  # before any filter that asks for the route
+    # The connection manager sets the key itself, before the route lookup: no filter for it.
+    early = hcm.early_header_mutation_extensions[-1]  # last: after any a ListenerPolicy sets
+    mutation = early_pb.HeaderMutation()
+    early.typed_config.Unpack(mutation)
+    assert mutation.mutations[0].append.header.key == scoped.SCOPE_HEADER
+    assert mutation.mutations[0].append.header.value.startswith("http-80/%CEL(")
+    assert "lua" not in str(hcm.http_filters)
     assert hcm.http_filters[-1].name == "envoy.filters.http.router"
 
 
@@ -110,8 +164,8 @@ def test_tables_that_stay_whole() -> None:
     # A catch-all with more routes than a scope's share would be copied SCOPES-fold.
     assert whole(gateway([*many, vhost("*", routes=5)]))
     assert not whole(gateway([*many, vhost("*", routes=1)]))
-    # Filters that routes turn on are chosen before the scope is known.
-    assert whole(gateway(many, policy_filters=True))
+    # Filters that routes turn on are chosen after the scope is known: such tables split too.
+    assert not whole(gateway(many, policy_filters=True))
 
 
 def test_a_changed_host_rebuilds_only_its_scope() -> None:
@@ -137,3 +191,14 @@ def test_a_split_table_stays_split_a_little_below_the_threshold() -> None:
     assert split(45)  # stays split down to 4/5 of the threshold
     assert not split(39)
     assert not split(45)  # and once whole, splits again only at the threshold
+
+
+def test_the_threshold_counts_routes_on_enough_hosts() -> None:
+    """Envoy's cost of a change grows with the routes of a table, on many hosts or few."""
+    def split(vhosts: list[ir.VirtualHost]) -> bool:
+        return types.SCOPED_ROUTE in build(gateway(vhosts), WireCache(), scope_threshold=150).by_type
+
+    assert split([vhost(f"h{i:02d}.example.com", routes=10) for i in range(20)])  # 200 routes on 20 hosts
+    assert not split([vhost(f"h{i:02d}.example.com", routes=7) for i in range(20)])  # 140 routes
+    # One host's routes are one scope whatever is done: too few hosts stay whole.
+    assert not split([vhost(f"h{i:02d}.example.com", routes=100) for i in range(scoped.MIN_HOSTS - 1)])

@@ -25,6 +25,11 @@ class Snapshot:
     versions: dict[str, str]
     # type_url -> name -> content hash, for delta xDS and change detection
     hashes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # type_url -> (the previous snapshot's hashes of that type, names changed or
+    # added since, names removed since): found once here, so that each delta
+    # stream that held the previous snapshot sends what changed without
+    # comparing every resource again (xds/server.py).
+    steps: dict[str, tuple[dict[str, str], frozenset[str], frozenset[str]]] = field(default_factory=dict)
 
     def version(self, type_url: str) -> str:
         return self.versions.get(type_url, "")
@@ -37,9 +42,11 @@ def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Sna
     packed: dict[str, dict[str, any_pb2.Any]] = {}
     hashes: dict[str, dict[str, str]] = {}
     versions: dict[str, str] = {}
+    steps: dict[str, tuple[dict[str, str], frozenset[str], frozenset[str]]] = {}
     for type_url, byname in resources.by_type.items():
         packed[type_url] = {}
         hashes[type_url] = {}
+        changed: list[str] = []
         type_hash = hashlib.blake2b(digest_size=8)
         for name in sorted(byname):
             message = byname[name]
@@ -51,12 +58,16 @@ def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Sna
                 any_msg = previous.resources[type_url][name]  # share, don't duplicate
             else:
                 any_msg = any_pb2.Any(type_url=type_url, value=blob or message.SerializeToString(deterministic=True))
+                changed.append(name)
             packed[type_url][name] = any_msg
             hashes[type_url][name] = digest
             type_hash.update(name.encode())
             type_hash.update(digest.encode())
         versions[type_url] = type_hash.hexdigest()
-    return Snapshot(resources=packed, versions=versions, hashes=hashes)
+        before = previous.hashes.get(type_url) if previous is not None else None
+        if before is not None:
+            steps[type_url] = (before, frozenset(changed), frozenset(before.keys() - hashes[type_url].keys()))
+    return Snapshot(resources=packed, versions=versions, hashes=hashes, steps=steps)
 
 
 class SnapshotCache:

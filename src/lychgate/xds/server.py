@@ -51,6 +51,9 @@ class TypeState:
     inflight: dict[str, tuple[str, dict[str, str | None]]] = field(default_factory=dict)
     rejected: str | None = None
     answered: bool = False
+    # The snapshot hashes `known` mirrors (for the names wanted), by identity;
+    # None once a subscription, a NACK or a forced re-send made them differ.
+    basis: dict[str, str] | None = None
 
 
 @dataclass
@@ -113,6 +116,9 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     def __init__(self, cache: SnapshotCache) -> None:
         self.cache = cache
         self.connections: dict[int, ProxyConnection] = {}
+        # The same connections by Gateway: each pass asks for every Gateway's
+        # proxies, which must not cost a scan of every proxy connected.
+        self._by_gateway: dict[str, dict[int, ProxyConnection]] = {}
         self._ids = itertools.count(1)
         self._nonces = itertools.count(1)
         # Called when a proxy connects, disconnects, first ACKs or NACKs.
@@ -121,7 +127,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self.on_ack: Callable[[ProxyConnection, str], None] = lambda _conn, _type: None
 
     def for_gateway(self, gateway: str) -> list[ProxyConnection]:
-        return [c for c in self.connections.values() if c.gateway == gateway]
+        return list(self._by_gateway.get(gateway, {}).values())
 
     async def StreamAggregatedResources(
         self, request_iterator: AsyncIterator[discovery_pb2.DiscoveryRequest], context: Any
@@ -189,6 +195,10 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             if conn is not None:
                 self.cache.unwatch(conn.gateway, wake)
                 self.connections.pop(conn.id, None)
+                same = self._by_gateway.get(conn.gateway, {})
+                same.pop(conn.id, None)
+                if not same:
+                    self._by_gateway.pop(conn.gateway, None)
                 metrics.CONNECTED_PROXIES.labels(conn.gateway).dec()
                 log.info("proxy %s disconnected", conn.node_id)
                 self._safe_feedback(conn)
@@ -206,6 +216,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             wake=wake,
         )
         self.connections[conn.id] = conn
+        self._by_gateway.setdefault(conn.gateway, {})[conn.id] = conn
         self.cache.watch(conn.gateway, wake)
         metrics.CONNECTED_PROXIES.labels(conn.gateway).inc()
         log.info("proxy %s connected from %s (%s xDS)", conn.node_id, conn.peer, protocol)
@@ -292,6 +303,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 version, replaced = sent
                 feedback = self._record_reply(conn, type_url, state, version, request)
                 if state.nack is not None:
+                    state.basis = None
                     # The proxy kept what it had: forget what we assumed it took.
                     for name, old in replaced.items():
                         if old is None:
@@ -302,6 +314,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 else:
                     state.rejected = None
         names = set(state.names or ())
+        if request.resource_names_subscribe or request.resource_names_unsubscribe or request.initial_resource_versions:
+            state.basis = None
         for name in request.resource_names_subscribe:
             if name == "*":
                 state.wildcard = True
@@ -328,9 +342,19 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if state.rejected == version:
             return None  # the same content was rejected; wait for a new version
         hashes = snapshot.hashes.get(type_url, {})
-        wanted = set(hashes) if state.wildcard else set(state.names or ()) & set(hashes)
-        changed = sorted(n for n in wanted if state.known.get(n) != hashes[n])
-        removed = sorted(n for n in state.known if n not in wanted)
+        step = snapshot.steps.get(type_url)
+        if state.basis is hashes:
+            changed, removed = [], []  # the proxy holds this very snapshot
+        elif state.basis is not None and step is not None and step[0] is state.basis:
+            # It holds the previous snapshot: what changed since was found once for all proxies.
+            names = state.names or frozenset()
+            changed = sorted(n for n in step[1] if state.wildcard or n in names)
+            removed = sorted(n for n in step[2] if n in state.known)
+        else:
+            wanted = set(hashes) if state.wildcard else set(state.names or ()) & set(hashes)
+            changed = sorted(n for n in wanted if state.known.get(n) != hashes[n])
+            removed = sorted(n for n in state.known if n not in wanted)
+        state.basis = hashes
         if not changed and not removed and state.answered:
             return None
         nonce = str(next(self._nonces))
@@ -345,7 +369,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         state.version_sent = version
         state.answered = True
         follow = _FOLLOW.get(type_url)
-        if follow is not None and follow in conn.types:
+        if follow is not None and follow in conn.types and changed:
+            conn.types[follow].basis = None
             for name in changed:
                 conn.types[follow].known.pop(name, None)
         metrics.XDS_PUSHES.labels(type_url, conn.gateway).inc()
@@ -365,6 +390,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             if state.rejected is not None:  # delta: forget what the proxy refused
                 state.rejected = None
                 state.known.clear()
+                state.basis = None
             conn.wake.set()
 
     def _safe_feedback(self, conn: ProxyConnection) -> None:

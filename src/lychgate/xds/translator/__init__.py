@@ -45,7 +45,7 @@ from lychgate.xds.translator import (  # noqa: F401
 )
 from lychgate.xds.translator.cluster import envoy_cluster, load_assignment
 from lychgate.xds.translator.features import FEATURES
-from lychgate.xds.translator.listener import envoy_listeners, http_connection_manager
+from lychgate.xds.translator.listener import envoy_listeners
 from lychgate.xds.translator.route import route_configuration, route_table
 from lychgate.xds.translator.wire import RawMessage, WireCache, as_message
 
@@ -69,20 +69,16 @@ def _cached(cache: WireCache, obj: object, kind: str, cls: Any, make: Any) -> Ra
     return RawMessage(cls, data, digest.hex())
 
 
-def _per_route_filters(http: ir.HTTPListener) -> bool:
-    """Does the listener have filters that routes turn on? Envoy decides which of
-    those run before a scoped table's filter has found the request's scope, so
-    such tables stay whole (policies, endpoint pickers)."""
-    return any(f.disabled for f in http_connection_manager(http).http_filters)
-
-
 def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tuple[str, str, str],
                 threshold: int) -> bool:
     """Add a scoped route table's scopes and their RouteConfigurations; False
-    when the table stays one RouteConfiguration."""
+    when the table stays one RouteConfiguration. Envoy finds a request's scope
+    before it looks the route up, so the route's own filters (policies,
+    endpoint pickers) and upgrades apply in a split table as in a whole one."""
     table = cache.tables.get(key)
     floor = threshold if table is None or not table.active else scoped.keep_below(threshold)
-    if threshold <= 0 or len(http.virtual_hosts) < floor or _per_route_filters(http):
+    if (threshold <= 0 or len(http.virtual_hosts) < scoped.MIN_HOSTS
+            or sum(len(vh.routes) for vh in http.virtual_hosts) < floor):
         cache.tables.pop(key, None)
         return False
     if table is None:
@@ -107,7 +103,7 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
           scope_threshold: int = 0) -> Resources:
     """Envoy resources for a Gateway. A `cache` kept across calls serializes each
     unchanged virtual host and cluster only once. Route tables with at least
-    `scope_threshold` hosts are split into scopes (scoped.py; 0: never)."""
+    `scope_threshold` routes are split into scopes (scoped.py; 0: never)."""
     cache = cache or WireCache()
     out = Resources(by_type={t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER, types.ROUTE)})
     scoped_tables = set()

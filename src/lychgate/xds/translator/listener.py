@@ -51,9 +51,9 @@ def http_connection_manager(listener: ir.HTTPListener, scoped_table: bool = Fals
     for feature in FEATURES:
         feature.patch_hcm(listener, hcm)
     if scoped_table:
-        # First: every later filter that asks for the route must find it in the request's scope.
-        hcm.http_filters.insert(0, hcm_pb.HttpFilter(
-            name=scoped.FILTER_NAME, typed_config=_pack(scoped.scope_filter(listener.name))))
+        # Sets the scope key before Envoy looks the route up (and before any
+        # filter); last of the early mutations, so it hashes the Host those leave.
+        hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation(listener.name))
     # The router is always last: filters a feature added run before it.
     hcm.http_filters.append(
         hcm_pb.HttpFilter(name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router()))

@@ -13,7 +13,7 @@ from envoy.type.v3 import percent_pb2
 from google.protobuf import duration_pb2
 
 from lychgate import ir
-from lychgate.xds.translator import route_matcher, scoped
+from lychgate.xds.translator import route_matcher
 from lychgate.xds.translator.features import FEATURES
 from lychgate.xds.translator.retry_options import retry_options
 from lychgate.xds.translator.wire import RawMessage, WireCache, repeated_field
@@ -256,9 +256,6 @@ def envoy_route(r: ir.Route) -> route_pb.Route:
         out.direct_response.status = action.status
         if action.body:
             out.direct_response.body.inline_string = action.body
-    if isinstance(action, ir.Forward) and action.websocket:
-        # Read by a scoped table's filter, which sees upgrades before the route does.
-        out.metadata.filter_metadata[scoped.FILTER_NAME].update({"upgrade": "websocket"})
     out.request_headers_to_add.extend(header_values(r.request_headers))
     out.request_headers_to_remove.extend(r.request_headers.remove)
     out.response_headers_to_add.extend(header_values(r.response_headers))
