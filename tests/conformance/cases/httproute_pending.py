@@ -157,7 +157,11 @@ def request_multiple_mirrors(s: Suite) -> None:
 
 PERCENT_MIRROR_REQUESTS = 500
 PERCENT_MIRROR_TOLERANCE = 0.05  # of the expected count, as upstream
-PERCENT_MIRROR_TRIES = 5
+# A window of +-5 % holds a binomial count of 500 draws about 6 times in 10, so
+# 5 tries failed a correct gateway about once in 30 runs; upstream keeps trying
+# until its consistency timeout, and 10 tries (about 1 failure in 10,000) stay
+# within that.
+PERCENT_MIRROR_TRIES = 10
 
 
 @case("HTTPRouteRequestPercentageMirror", [GATEWAY, HTTPROUTE, "HTTPRouteRequestPercentageMirror"],
