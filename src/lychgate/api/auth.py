@@ -20,6 +20,7 @@ from lychgate.api.gateway import (
     HeaderMatch,
     SecretObjectReference,
 )
+from lychgate.api.matchers import StringMatcher
 
 
 class NamespacedObjectReference(Model):
@@ -153,17 +154,6 @@ class Authorization(Model):
 
 
 # --- csrf ------------------------------------------------------------------------------
-
-
-class StringMatcher(Model):
-    """kgateway shared.StringMatcher: exactly one of exact, prefix, suffix, contains, safeRegex."""
-
-    exact: str | None = None
-    prefix: str | None = Field(None, min_length=1)
-    suffix: str | None = Field(None, min_length=1)
-    contains: str | None = None
-    safe_regex: str | None = None
-    ignore_case: bool | None = None
 
 
 class CSRFPolicy(Model):

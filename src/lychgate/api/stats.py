@@ -2,35 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from pydantic import Field, model_validator
 
 from lychgate.api.base import Model
-
-_KINDS = ("exact", "prefix", "suffix", "contains", "safe_regex")
-
-
-class StringMatcher(Model):
-    """Exactly one of exact, prefix, suffix, contains or safeRegex."""
-
-    exact: str | None = None
-    prefix: str | None = Field(None, min_length=1)
-    suffix: str | None = Field(None, min_length=1)
-    contains: str | None = None
-    safe_regex: str | None = None
-    ignore_case: bool | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> StringMatcher:
-        if sum(getattr(self, k) is not None for k in _KINDS) != 1:
-            raise ValueError("exactly one of exact, prefix, suffix, contains or safeRegex must be set")
-        if self.safe_regex is not None:
-            try:
-                re.compile(self.safe_regex)
-            except re.error as err:
-                raise ValueError(f"safeRegex {self.safe_regex!r} is not a regular expression: {err}") from None
-        return self
+from lychgate.api.matchers import StringMatcher
 
 
 class StatsMatcher(Model):
