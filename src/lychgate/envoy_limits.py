@@ -44,7 +44,7 @@ class EnvoyRejects(ValueError):
 
 
 @lru_cache(maxsize=4096)
-def _compile(pattern: str) -> str | None:
+def _compile(pattern: str, sized: bool) -> str | None:
     """Why RE2 (as Envoy runs it) refuses the pattern, or None. Envoy hands RE2
     the pattern's UTF-8 bytes as Latin-1, measured against `envoy --mode
     validate`: `\\x{65e5}` is an invalid escape there, and `.{50}` has a program
@@ -53,7 +53,7 @@ def _compile(pattern: str) -> str | None:
         program = re2.compile(pattern.encode(), _OPTIONS)
     except re2.error as err:
         return f"RE2 cannot compile it ({_text(err)}); Envoy matches with RE2 syntax (no lookaround, no back-references)"
-    if program.programsize > MAX_PROGRAM_SIZE:
+    if sized and program.programsize > MAX_PROGRAM_SIZE:
         return (f"its RE2 program size is {program.programsize}, over Envoy's limit of {MAX_PROGRAM_SIZE} "
                 "(re2.max_program_size.error_level); simplify it, e.g. fewer or smaller repetitions")
     return None
@@ -64,9 +64,10 @@ def _text(err: Exception) -> str:
     return detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
 
 
-def regex(pattern: str) -> None:
-    """A regex Envoy compiles (safe_regex): RE2 syntax and program size."""
-    problem = _compile(pattern) if ENABLED else None
+def regex(pattern: str, sized: bool = True) -> None:
+    """A regex Envoy compiles (safe_regex): RE2 syntax and program size. Envoy
+    does not limit the size of a regex_rewrite pattern (`sized=False`)."""
+    problem = _compile(pattern, sized) if ENABLED else None
     if problem is not None:
         raise EnvoyRejects(f"regex {pattern!r} is refused by Envoy: {problem}")
 

@@ -14,11 +14,11 @@ import json
 import re
 from typing import Any
 
-from lychgate import ir, ir_listener
+from lychgate import envoy_limits, ir, ir_listener
 from lychgate.api.listener_policy import AccessLog, AccessLogFilter, FilterType, KeyAnyValueList
 from lychgate.store import Store
 from lychgate.translate.collectors import collector
-from lychgate.translate.policies.common import Invalid, Unresolved, header_name
+from lychgate.translate.policies.common import Invalid, Unresolved, envoy_check, header_name
 
 # One line per request: when, what, the answer, how long, who asked, and where it went.
 DEFAULT_FORMAT = (
@@ -197,10 +197,7 @@ def _condition(value: FilterType, path: str) -> ir_listener.LogFilter:
     if value.header_filter is not None:
         h = value.header_filter.header
         if h.type == "RegularExpression":
-            try:
-                re.compile(h.value)
-            except re.error as err:
-                raise Invalid(f"{where}.header.value", f"{h.value!r} is not a regular expression: {err}") from None
+            envoy_check(envoy_limits.regex, h.value, f"{where}.header.value")
         return ir_listener.LogFilter("header", header=(header_name(h.name, f"{where}.header.name", pseudo=True),
                                                        h.type, h.value))
     if value.response_flag_filter is not None:

@@ -8,11 +8,10 @@ besides the request's own host.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, Invalid
+from lychgate import envoy_limits, ir
+from lychgate.translate.policies.common import CompileContext, Invalid, envoy_check
 from lychgate.translate.policies.fields import PolicyField, register
 
 _KINDS = {"exact": "exact", "prefix": "prefix", "suffix": "suffix", "contains": "contains", "safeRegex": "safe_regex"}
@@ -24,10 +23,7 @@ def string_match(value: dict[str, Any], path: str) -> ir.OriginMatch:
         raise Invalid(path, "exactly one of exact, prefix, suffix, contains or safeRegex must be set")
     text = value[kinds[0]]
     if kinds[0] == "safeRegex":
-        try:
-            re.compile(text)  # Envoy uses RE2, a subset: this catches patterns that are broken anywhere
-        except re.error as err:
-            raise Invalid(f"{path}.safeRegex", f"{text!r} is not a valid regular expression: {err}") from None
+        envoy_check(envoy_limits.regex, text, f"{path}.safeRegex")
     return ir.OriginMatch(_KINDS[kinds[0]], text, bool(value.get("ignoreCase")))  # type: ignore[arg-type]
 
 

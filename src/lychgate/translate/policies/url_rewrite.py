@@ -3,10 +3,10 @@ substitution (capture groups as \\1), before the request goes to the backend."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from lychgate.translate.policies.common import CompileContext, Invalid
+from lychgate import envoy_limits
+from lychgate.translate.policies.common import CompileContext, envoy_check
 from lychgate.translate.policies.fields import PolicyField, register
 
 
@@ -15,10 +15,7 @@ class URLRewriteField(PolicyField):
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         rewrite = value["pathRegex"]
-        try:  # Python's re accepts a superset of RE2; Envoy itself is the final judge
-            re.compile(rewrite["pattern"])
-        except re.error as err:
-            raise Invalid(f"{path}.pathRegex.pattern", f"{rewrite['pattern']!r} is not a valid regex: {err}") from None
+        envoy_check(lambda p: envoy_limits.regex(p, sized=False), rewrite["pattern"], f"{path}.pathRegex.pattern")
         return {"path_regex_rewrite": (rewrite["pattern"], rewrite["substitution"])}
 
 
