@@ -5,14 +5,21 @@ proxies' own binary, no imitation)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from lychgate import envoy_limits, ir
+from lychgate.api.base import ObjectKey
+from lychgate.api.registry import ManifestError, parse
+from lychgate.controlplane import builtin_class
 from lychgate.deploy.local import envoy_binary
+from lychgate.store import Store
+from lychgate.translate.gateway import translate
 from lychgate.xds.translator import build
 from lychgate.xds.validate import Preflight
 
@@ -80,3 +87,54 @@ def test_the_program_size_limit_is_envoys() -> None:
     assert asyncio.run(pre.check(build(_gateway([at_limit])))) == []
     [blocked] = asyncio.run(pre.check(build(_gateway([over]))))
     assert "program size of 101" in blocked.error
+
+
+_GATEWAY = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "gw", "namespace": "default"},
+            "spec": {"gatewayClassName": "lychgate", "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]}}
+_SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": "default"},
+            "spec": {"ports": [{"port": 80}]}}
+_ROUTE = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "r", "namespace": "default"},
+          "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]}}
+_TO_SERVICE = [{"group": "", "kind": "Service", "name": "svc"}]
+_TO_GATEWAY = [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"}]
+_CHECK = {"interval": "1s", "timeout": "1s", "unhealthyThreshold": 1, "healthyThreshold": 1}
+# Policy settings Envoy refuses (found with envoy --mode validate), and the field each must name.
+POLICIES = {
+    "health check path": ({"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "BackendConfigPolicy",
+                           "metadata": {"name": "p", "namespace": "default"},
+                           "spec": {"targetRefs": _TO_SERVICE, "healthCheck": {**_CHECK, "http": {"path": "/h\nx"}}}},
+                          "spec.healthCheck.http.path"),
+    "health check host": ({"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "BackendConfigPolicy",
+                           "metadata": {"name": "p", "namespace": "default"},
+                           "spec": {"targetRefs": _TO_SERVICE,
+                                    "healthCheck": {**_CHECK, "http": {"path": "/h", "host": "a\r\nb"}}}},
+                          "spec.healthCheck.http.host"),
+    "early header value": ({"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "ListenerPolicy",
+                            "metadata": {"name": "p", "namespace": "default"},
+                            "spec": {"targetRefs": _TO_GATEWAY, "default": {"httpSettings": {
+                                "earlyRequestHeaderModifier": {"set": [{"name": "x-a", "value": "a\nb"}]}}}}},
+                           "earlyRequestHeaderModifier.set[0].value"),
+    "csrf origin regex": ({"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "TrafficPolicy",
+                           "metadata": {"name": "p", "namespace": "default"},
+                           "spec": {"targetRefs": _TO_GATEWAY, "csrf": {"additionalOrigins": [
+                               {"safeRegex": "https://(?!evil).*"}]}}},
+                          "safeRegex"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(POLICIES))
+def test_policy_settings_envoy_refuses_are_reported_not_sent(case: str, tmp_path: Path) -> None:
+    doc, field = POLICIES[case]
+    store = Store()
+    store.upsert(builtin_class())
+    for d in (_GATEWAY, _SERVICE, _ROUTE):
+        store.upsert(parse(d))
+    try:
+        store.upsert(parse(doc))
+    except ManifestError as err:  # refused at load, naming the field: as good
+        assert field in str(err)
+        return
+    t = translate(store, lambda gw: "127.0.1.1")
+    status = json.dumps(t.status[ObjectKey(doc["kind"], "default", "p")])
+    assert field in status and "Envoy" in status, status
+    assert asyncio.run(Preflight(envoy_binary(), tmp_path).check(build(t.gateways["default/gw"]))) == []

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from lychgate import ir
+from lychgate import envoy_limits, ir
 from lychgate.api import backend_config as api
 from lychgate.api.backend import GROUPS as BACKEND_GROUPS
 from lychgate.api.backend import Backend
@@ -26,7 +26,7 @@ from lychgate.api.base import ObjectKey
 from lychgate.api.core import Service
 from lychgate.store import Store
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
-from lychgate.translate.policies.common import Invalid, duration_ms, quantity_bytes
+from lychgate.translate.policies.common import Invalid, duration_ms, envoy_check, quantity_bytes
 from lychgate.translate.secrets import tls_secret
 
 KIND = "BackendConfigPolicy"
@@ -308,6 +308,9 @@ def _health_check(store: Store, policy: api.BackendConfigPolicy, value: api.Heal
     if value.http is not None:
         if not value.http.path.startswith("/"):
             raise Invalid(f"{path}.http.path", f"{value.http.path!r} must start with '/'")
+        envoy_check(envoy_limits.header_value, value.http.path, f"{path}.http.path")
+        if value.http.host is not None:
+            envoy_check(envoy_limits.header_value, value.http.host, f"{path}.http.host")
         return {"health_check": ir.HealthCheck(**{**hc.__dict__, "http_path": value.http.path,
                                                   "http_host": value.http.host, "http_method": value.http.method})}
     if value.grpc is not None:

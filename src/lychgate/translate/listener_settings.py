@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from lychgate import ir
+from lychgate import envoy_limits, ir
 from lychgate.api.listener_policy import HTTPSettings, ListenerConfig
 from lychgate.store import Store
 from lychgate.translate.access_logs import compile_access_logs
@@ -20,6 +20,7 @@ from lychgate.translate.policies.common import (
     Invalid,
     Unresolved,
     duration_ms,
+    envoy_check,
     header_name,
     quantity_bytes,
 )
@@ -89,6 +90,9 @@ def compile_http(store: Store, kind: str, namespace: str, s: HTTPSettings, path:
         where = f"{path}.earlyRequestHeaderModifier"
         if not (m.set or m.add or m.remove):
             raise Invalid(where, "at least one of set, add or remove must be set")
+        for op, headers in (("set", m.set), ("add", m.add)):
+            for i, h in enumerate(headers):
+                envoy_check(envoy_limits.header_value, h.value, f"{where}.{op}[{i}].value")
         out["earlyRequestHeaderModifier"] = {
             "early_set": tuple((header_name(h.name, f"{where}.set[{i}].name"), h.value) for i, h in enumerate(m.set)),
             "early_add": tuple((header_name(h.name, f"{where}.add[{i}].name"), h.value) for i, h in enumerate(m.add)),
