@@ -20,10 +20,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from lychgate.api.base import ObjectKey
+from lychgate.api.base import Model, ObjectKey
 from lychgate.api.gateway import GRPCRoute, HTTPRoute
 from lychgate.store import Store
 
@@ -65,10 +66,8 @@ def rule_of(envoy_route: str) -> tuple[str, str, str, int] | None:
     return _ROUTE_KINDS[parts[0]].KIND, parts[1], parts[2], int(parts[4])
 
 
-def fingerprint(rule: object) -> str:
-    dump = getattr(rule, "model_dump_json", None)
-    text = dump() if dump is not None else repr(rule)
-    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+def fingerprint(rule: Model) -> str:
+    return hashlib.blake2b(rule.model_dump_json().encode(), digest_size=8).hexdigest()
 
 
 class Quarantine:
@@ -123,8 +122,9 @@ class Quarantine:
             for index, entry in sorted(self._by_route[key].items()):
                 yield key, index, entry
 
-    def count(self, gateway: str) -> int:
-        return sum(1 for *_, e in self.entries() if e.gateway == gateway)
+    def counts(self) -> Counter[str]:
+        """Quarantined rules by Gateway."""
+        return Counter(e.gateway for entries in self._by_route.values() for e in entries.values())
 
     def as_items(self) -> list[dict[str, object]]:
         """For /snapshots/krt and `lychgate debug`."""
@@ -134,7 +134,7 @@ class Quarantine:
                 for key, index, e in self.entries()]
 
 
-def _rules(store: Store, key: ObjectKey) -> list[object] | None:
+def _rules(store: Store, key: ObjectKey) -> list[Model] | None:
     route = store.get_key(key)
     return list(route.spec.rules) if isinstance(route, HTTPRoute | GRPCRoute) else None
 

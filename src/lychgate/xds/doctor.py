@@ -60,9 +60,10 @@ class Doctor:
         return added
 
     def record(self, gateways: set[str]) -> None:
-        """Keep the quarantine gauge of each Gateway current."""
+        """Keep the quarantine gauge of each Gateway current (one walk of the entries a pass)."""
+        counts = self.quarantine.counts()
         for ref in gateways:
-            metrics.QUARANTINED.labels(ref).set(self.quarantine.count(ref))
+            metrics.QUARANTINED.labels(ref).set(counts.get(ref, 0))
 
     def forget(self, ref: str) -> None:
         self._accepted.pop(ref, None)
@@ -105,7 +106,9 @@ class Doctor:
             if self._validator is None:
                 self._validator = self._make_validator()
             blocked = await self._validator.check(suspects, known_good)
-            if self.quarantine_blocked(ref, blocked, _resources(snapshot), "nack"):
+            # A refused cluster is blamed on the routes using it: only then are all routes decoded.
+            users = any(b.type_url == types.CLUSTER and not b.routes for b in blocked)
+            if self.quarantine_blocked(ref, blocked, _resources(snapshot) if users else suspects, "nack"):
                 found()
             else:
                 log.warning("the proxy of Gateway %s rejected %s version %s and validation could not "

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.http.api_key_auth.v3 import api_key_auth_pb2 as key_pb
-from envoy.extensions.filters.network.http_connection_manager.v3 import (
-    http_connection_manager_pb2 as hcm_pb,
-)
 
 from lychgate import ir
-from lychgate.xds.translator.features import Feature, register
-from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route
+from lychgate.xds.translator.features import register
+from lychgate.xds.translator.policy_filters import PolicyFilter
 
 FILTER = "envoy.filters.http.api_key_auth"
 
@@ -26,18 +22,15 @@ def per_route(auth: ir.ApiKeyAuth) -> key_pb.ApiKeyAuthPerRoute:
     return out
 
 
-class ApiKeyAuth(Feature):
-    name = "api_key_auth"
+class ApiKeyAuth(PolicyFilter):
+    name, filter, field = "api_key_auth", FILTER, "api_key_auth"
     order = 34
 
-    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        if listener.policy_filters:
-            add_disabled_filter(hcm, FILTER, key_pb.ApiKeyAuth())
+    def listener_config(self) -> object:
+        return key_pb.ApiKeyAuth()
 
-    def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
-        auth = route.policy.api_key_auth if route.policy is not None else None
-        if auth is not None:
-            enable_on_route(out, FILTER, per_route(auth))
+    def route_config(self, value: ir.ApiKeyAuth) -> object:
+        return per_route(value)
 
 
 register(ApiKeyAuth())

@@ -10,15 +10,11 @@ import base64
 import hashlib
 
 from envoy.config.core.v3 import base_pb2
-from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.http.basic_auth.v3 import basic_auth_pb2
-from envoy.extensions.filters.network.http_connection_manager.v3 import (
-    http_connection_manager_pb2 as hcm_pb,
-)
 
 from lychgate import ir
-from lychgate.xds.translator.features import Feature, register
-from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route
+from lychgate.xds.translator.features import register
+from lychgate.xds.translator.policy_filters import PolicyFilter
 
 FILTER = "envoy.filters.http.basic_auth"
 USER_HEADER = "x-envoy-basic-auth-user"
@@ -27,20 +23,16 @@ USER_HEADER = "x-envoy-basic-auth-user"
 _NOBODY = "lychgate-nobody:{SHA}" + base64.b64encode(hashlib.sha1(b"\x00" * 64).digest()).decode()
 
 
-class BasicAuth(Feature):
-    name = "basic_auth"
+class BasicAuth(PolicyFilter):
+    name, filter, field = "basic_auth", FILTER, "basic_auth"
     order = 33
 
-    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        if listener.policy_filters:
-            add_disabled_filter(hcm, FILTER, basic_auth_pb2.BasicAuth(
-                users=base_pb2.DataSource(inline_string=_NOBODY), forward_username_header=USER_HEADER))
+    def listener_config(self) -> object:
+        return basic_auth_pb2.BasicAuth(users=base_pb2.DataSource(inline_string=_NOBODY),
+                                        forward_username_header=USER_HEADER)
 
-    def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
-        auth = route.policy.basic_auth if route.policy is not None else None
-        if auth is not None:
-            enable_on_route(out, FILTER, basic_auth_pb2.BasicAuthPerRoute(
-                users=base_pb2.DataSource(inline_string=auth.htpasswd)))
+    def route_config(self, value: ir.BasicAuth) -> object:
+        return basic_auth_pb2.BasicAuthPerRoute(users=base_pb2.DataSource(inline_string=value.htpasswd))
 
 
 register(BasicAuth())

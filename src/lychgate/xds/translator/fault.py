@@ -4,17 +4,13 @@ default, and on with the route's faults where a policy asks."""
 
 from __future__ import annotations
 
-from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.common.fault.v3 import fault_pb2 as common_fault_pb2
 from envoy.extensions.filters.http.fault.v3 import fault_pb2
-from envoy.extensions.filters.network.http_connection_manager.v3 import (
-    http_connection_manager_pb2 as hcm_pb,
-)
 from envoy.type.v3 import percent_pb2
 
 from lychgate import ir
-from lychgate.xds.translator.features import Feature, register
-from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route, ms
+from lychgate.xds.translator.features import register
+from lychgate.xds.translator.policy_filters import PolicyFilter, ms
 
 FILTER = "envoy.filters.http.fault"
 
@@ -43,17 +39,15 @@ def http_fault(f: ir.FaultInjection) -> fault_pb2.HTTPFault:
     return out
 
 
-class Fault(Feature):
-    name = "fault"
+class Fault(PolicyFilter):
+    name, filter, field = "fault", FILTER, "fault_injection"
     order = 5
 
-    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        if listener.policy_filters:
-            add_disabled_filter(hcm, FILTER, fault_pb2.HTTPFault())
+    def listener_config(self) -> object:
+        return fault_pb2.HTTPFault()
 
-    def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
-        if route.policy is not None and route.policy.fault_injection is not None:
-            enable_on_route(out, FILTER, http_fault(route.policy.fault_injection))
+    def route_config(self, value: ir.FaultInjection) -> object:
+        return http_fault(value)
 
 
 register(Fault())

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from envoy.config.core.v3 import base_pb2
-from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
 from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2 as lrl_pb
-from envoy.extensions.filters.network.http_connection_manager.v3 import (
-    http_connection_manager_pb2 as hcm_pb,
-)
 from envoy.type.v3 import percent_pb2, token_bucket_pb2
 
 from lychgate import ir
-from lychgate.xds.translator.features import Feature, register
-from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route, ms
+from lychgate.xds.translator.features import register
+from lychgate.xds.translator.policy_filters import PolicyFilter, ms
 
 FILTER = "envoy.filters.http.local_ratelimit"
 STAT_PREFIX = "http_local_rate_limiter"
@@ -39,18 +35,15 @@ def route_limit(bucket: ir.TokenBucket) -> lrl_pb.LocalRateLimit:
     )
 
 
-class LocalRateLimit(Feature):
-    name = "local_ratelimit"
+class LocalRateLimit(PolicyFilter):
+    name, filter, field = "local_ratelimit", FILTER, "rate_limit"
     order = 20
 
-    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        if not listener.policy_filters:
-            return
-        add_disabled_filter(hcm, FILTER, lrl_pb.LocalRateLimit(stat_prefix=STAT_PREFIX))
+    def listener_config(self) -> object:
+        return lrl_pb.LocalRateLimit(stat_prefix=STAT_PREFIX)
 
-    def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
-        if route.policy is not None and route.policy.rate_limit is not None:
-            enable_on_route(out, FILTER, route_limit(route.policy.rate_limit))
+    def route_config(self, value: ir.TokenBucket) -> object:
+        return route_limit(value)
 
 
 register(LocalRateLimit())

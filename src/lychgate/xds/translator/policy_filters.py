@@ -15,7 +15,7 @@ newly attached auth policy would not protect them for minutes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from envoy.config.core.v3 import backoff_pb2, base_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
@@ -25,6 +25,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from lychgate import ir
+from lychgate.xds.translator.features import Feature
 
 S = TypeVar("S", ir.ExtAuthService, ir.ExtProcService, ir.JwtService, ir.OAuth2Service)
 
@@ -74,6 +75,32 @@ def enable_on_route(out: route_pb.Route, name: str, config: object | None) -> No
         # is told "enabled here"; no `config` at all is refused.
         fc.config.SetInParent()
     out.typed_per_filter_config[name].CopyFrom(pack(fc))
+
+
+class PolicyFilter(Feature):
+    """A TrafficPolicy feature that is one filter: off in every listener once any
+    TrafficPolicy exists, on (with its per-route config) in the routes whose
+    policy sets `field`. Subclasses give the filter, the field and both configs."""
+
+    filter = ""  # the HTTP filter's name in the chain
+    field = ""  # the ir.RoutePolicy attribute that turns it on
+
+    def listener_config(self) -> object:
+        """The filter's config in the listener, where it stays off."""
+        raise NotImplementedError
+
+    def route_config(self, value: Any) -> object:
+        """The per-route config that turns it on for a route with `value`."""
+        raise NotImplementedError
+
+    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
+        if listener.policy_filters:
+            add_disabled_filter(hcm, self.filter, self.listener_config())
+
+    def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
+        value = getattr(route.policy, self.field) if route.policy is not None else None
+        if value is not None:
+            enable_on_route(out, self.filter, self.route_config(value))
 
 
 def stat_name(name: str) -> str:

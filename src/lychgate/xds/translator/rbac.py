@@ -13,11 +13,7 @@ from __future__ import annotations
 
 from cel.expr import syntax_pb2
 from envoy.config.rbac.v3 import rbac_pb2 as rbac_config
-from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.http.rbac.v3 import rbac_pb2
-from envoy.extensions.filters.network.http_connection_manager.v3 import (
-    http_connection_manager_pb2 as hcm_pb,
-)
 from envoy.extensions.matching.common_inputs.network.v3 import network_inputs_pb2
 from envoy.extensions.matching.input_matchers.ip.v3 import ip_pb2
 from xds.core.v3 import (
@@ -30,8 +26,11 @@ from xds.type.matcher.v3 import matcher_pb2 as m
 from xds.type.v3 import cel_pb2
 
 from lychgate import cel, ir
-from lychgate.xds.translator.features import Feature, register
-from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route, pack
+from lychgate.xds.translator.features import register
+from lychgate.xds.translator.policy_filters import (
+    PolicyFilter,
+    pack,
+)
 
 FILTER = "envoy.filters.http.rbac"
 from typing import TypeAlias  # noqa: E402
@@ -94,18 +93,15 @@ def matcher(policy: ir.Rbac) -> m.Matcher:
                      on_no_match=action("default", no_match_allows))
 
 
-class Rbac(Feature):
-    name = "rbac"
+class Rbac(PolicyFilter):
+    name, filter, field = "rbac", FILTER, "rbac"
     order = 38  # after authentication (jwt_authn puts the claims it reads in metadata)
 
-    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        if listener.policy_filters:
-            add_disabled_filter(hcm, FILTER, rbac_pb2.RBAC())
+    def listener_config(self) -> object:
+        return rbac_pb2.RBAC()
 
-    def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
-        policy = route.policy.rbac if route.policy is not None else None
-        if policy is not None:
-            enable_on_route(out, FILTER, rbac_pb2.RBACPerRoute(rbac=rbac_pb2.RBAC(matcher=matcher(policy))))
+    def route_config(self, value: ir.Rbac) -> object:
+        return rbac_pb2.RBACPerRoute(rbac=rbac_pb2.RBAC(matcher=matcher(value)))
 
 
 register(Rbac())
