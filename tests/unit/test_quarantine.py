@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.api.registry import parse
@@ -110,3 +112,25 @@ def test_only_route_rules_are_quarantined() -> None:
     for name in ("lychgate/not-found", "httproute/default/a/rule/x/match/0", "httproute/default/gone/rule/0/match/0",
                  "httproute/default/a/rule/5/match/0"):
         assert not w.quarantine.add(w.store, name, "refused", "default/gw", "nack"), name
+
+
+def test_a_refused_cluster_quarantines_the_rules_that_route_to_it() -> None:
+    """Envoy refuses clusters whole (CDS): the rules sending traffic there answer
+    500 instead, and the rules of other backends keep forwarding."""
+    from lychgate.xds import types
+    from lychgate.xds.doctor import Doctor
+    from lychgate.xds.translator import build
+    from lychgate.xds.validate import Blocked
+
+    other = {**SERVICE, "metadata": {"name": "other", "namespace": "default"}}
+    two = route("a", "/one", "/two")
+    two["spec"]["rules"][1]["backendRefs"] = [{"name": "other", "port": 80}]
+    w = World(other, two)
+    w.answers()
+    t = translate(w.store, NoProxies().address_for, state=w.state, quarantine=w.quarantine)
+    resources = build(t.gateways["default/gw"])
+    [refused] = [name for name in resources.by_type[types.CLUSTER] if "/other/" in name]
+    doctor = Doctor(w.store, w.quarantine, lambda: pytest.fail("no validation is needed to blame a cluster"))
+    assert doctor.quarantine_blocked("default/gw", [Blocked(types.CLUSTER, refused, "bad cluster")], resources, "nack")
+    assert w.answers() == {"/one": "forward", "/two": 500}
+    assert "bad cluster" in w.conditions("a")["Programmed"]["message"]
