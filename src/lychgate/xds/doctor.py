@@ -118,10 +118,6 @@ class Doctor:
             metrics.ERRORS.labels("doctor").inc()
             log.exception("diagnosing a rejection by the proxy of Gateway %s failed", ref)
 
-    async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-
 
 def _resources(snapshot: Snapshot, only: dict[str, set[str]] | None = None) -> Resources:
     out = Resources()
