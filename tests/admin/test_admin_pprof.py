@@ -63,9 +63,11 @@ async def test_cpu_profile_shows_busy_thread_function(admin: Client) -> None:
     stack, weight = busy[0].rsplit(" ", 1)
     assert stack.startswith("thread busy-worker;")
     assert int(weight) > 0
-    # The busy thread used most of a second of CPU; it must dominate the profile.
+    # The busy thread used most of the CPU the process got; it must dominate the profile.
+    # (Relative, not in µs: on a loaded 2-core machine the thread may get a fraction of a core.)
     total_busy = sum(int(line.rsplit(" ", 1)[1]) for line in busy)
-    assert total_busy > 300_000
+    total = sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.strip())
+    assert total_busy > total / 2, text
 
 
 async def test_cpu_profile_samples_the_event_loop_thread(admin: Client) -> None:

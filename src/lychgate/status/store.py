@@ -56,7 +56,10 @@ class StatusStore:
         # C speed: at 10,000 routes a Python loop over them all costs milliseconds.
         candidates = list(itertools.compress(
             computed.keys(), map(operator.is_not, computed.values(), map(plain_of, computed.keys()))))
-        if len(computed) != len(self._plain) or any(k not in self._plain for k in candidates):
+        # Keys that went away: computed holds the kept keys and the new ones (all candidates),
+        # so only when the counts say some went is the whole key set compared.
+        new_keys = sum(k not in self._plain for k in candidates)
+        if len(self._plain) + new_keys != len(computed):
             for key in self._plain.keys() - computed.keys():
                 del self._status[key]
                 del self._plain[key]

@@ -1,3 +1,3 @@
-from lychgate.store.store import Change, Store
+from lychgate.store.store import Change, Read, Store
 
-__all__ = ["Change", "Store"]
+__all__ = ["Change", "Read", "Store"]

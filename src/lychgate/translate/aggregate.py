@@ -1,10 +1,12 @@
 """What the attached routes add up to, per Gateway, kept from pass to pass.
 
 A full pass adds every route; after that, a pass that only saw routes,
-Services, EndpointSlices or ReferenceGrants change removes and re-adds just
-the routes those changes can reach (found through what each route read), and
-rebuilds just the virtual hosts they touch. At 10,000 routes one changed route
-then costs one route's work instead of ten thousand.
+Services, EndpointSlices, ReferenceGrants or policies change removes and
+re-adds just the routes those changes can reach (found through what each route
+read), and rebuilds just the virtual hosts they touch: those of the changed
+routes, and those under the targets of the TrafficPolicies that changed (the
+PolicyIndex kept here says which). At 10,000 routes one changed route or
+route policy then costs one route's work instead of ten thousand.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import GRPCRoute, HTTPRoute
 from lychgate.store.store import Read
+from lychgate.translate.policies import PolicyIndex, Target
 
 GatewayKey = tuple[str, str]
 AnyRoute = HTTPRoute | GRPCRoute
@@ -29,12 +32,13 @@ VHostKey = tuple[GatewayKey, str, str]
 Entry = tuple[AnyRoute, ir.Route, str]  # route, one of its IR routes, the listener it came through
 
 # Kinds whose changes reach only the routes that read them; any other change
-# (a Gateway, a class, a namespace's labels, a policy, a BackendTLSPolicy) means
-# a full pass.
+# (a Gateway, a class, a namespace's labels, a BackendTLSPolicy) means a full pass.
 ROUTE_LEVEL_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "Service", "EndpointSlice", "ReferenceGrant",
                                "InferencePool", "Pod", "ConfigMap",
                                # Layer-4 routes are redone on every pass and reach no HTTP route.
                                "TLSRoute", "TCPRoute", "UDPRoute"})
+# Kinds whose changes reach routes through the policy targets (PolicyIndex.refresh).
+POLICY_KINDS = frozenset({"TrafficPolicy", "GatewayExtension"})
 # Kinds the aggregate holds (the layer-4 routes are few and redone every pass).
 AGGREGATED_KINDS = frozenset({"HTTPRoute", "GRPCRoute"})
 
@@ -69,6 +73,7 @@ class Aggregate:
     # place, so a pass never walks the hosts it did not touch.
     tables: dict[tuple[GatewayKey, str], RouteTable] = field(default_factory=dict)
     requested: set[tuple[GatewayKey, str]] = field(default_factory=set)  # tables asked for this pass
+    policies: PolicyIndex = field(default_factory=PolicyIndex)  # kept with the routes it resolved
 
     def reset(self) -> None:
         fresh = Aggregate()
@@ -88,6 +93,21 @@ class Aggregate:
             else:
                 out |= self.readers.get((what, ident), set())
         return out
+
+    def touch_targets(self, targets: Iterable[Target]) -> None:
+        """Mark dirty the virtual hosts that serve route rules under these policy targets
+        (a Gateway or one of its listeners: all of the Gateway's)."""
+        gateways: set[GatewayKey] = set()
+        for t in targets:
+            if t.kind == "Gateway":
+                gateways.add((t.namespace, t.name))
+            elif (entry := self.routes.get(ObjectKey(t.kind, t.namespace, t.name))) is not None:
+                for gw, _, table, names in entry[1].attachments:
+                    self.dirty.update((gw, table, host) for host in names)
+        if gateways:
+            for (gw, table), served in self.hosts.items():
+                if gw in gateways:
+                    self.dirty.update((gw, table, host) for host in served)
 
     def remove(self, key: ObjectKey) -> None:
         old = self.routes.pop(key, None)
@@ -158,11 +178,18 @@ class Aggregate:
         # Routes that resolved the same Service carry equal Cluster values.
         return {name: next(iter(users.values())) for name, users in self.cluster_users[gw].items()}
 
+    def drop_unrequested(self) -> None:
+        """After the tables of a pass are built, before policy status is written: a table
+        no listener asked for (its Gateway has no address, say) serves nothing, and may
+        miss changes: it is built afresh when asked again."""
+        dropped = self.tables.keys() - self.requested
+        for key in dropped:
+            del self.tables[key]
+        if dropped:
+            self.policies.ledger.release_where(lambda owner: owner[:2] not in dropped)
+
     def settle(self, revision: int) -> None:
         """End of a pass: everything is built for `revision`."""
-        # A table no listener asked for may have missed changes: build it afresh when asked again.
-        for key in self.tables.keys() - self.requested:
-            del self.tables[key]
         self.requested.clear()
         self.dirty.clear()
         self.revision = revision

@@ -17,7 +17,7 @@ from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import Gateway, GatewayClass, GRPCRoute, HTTPRoute, ParentReference
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
-from lychgate.store import Store
+from lychgate.store import Read, Store
 from lychgate.translate import (
     backend_config,
     backends,
@@ -28,7 +28,14 @@ from lychgate.translate import (
     mesh,
     parameters,
 )
-from lychgate.translate.aggregate import ROUTE_LEVEL_KINDS, Aggregate, AnyRoute, Contribution, Entry
+from lychgate.translate.aggregate import (
+    POLICY_KINDS,
+    ROUTE_LEVEL_KINDS,
+    Aggregate,
+    AnyRoute,
+    Contribution,
+    Entry,
+)
 from lychgate.translate.conditions import condition, resolved_refs
 from lychgate.translate.grpcroutes import compile_grpc_route
 from lychgate.translate.listeners import ListenerState, validate_listeners
@@ -43,6 +50,7 @@ from lychgate.translate.parents import (
     parent_status,
 )
 from lychgate.translate.policies import PolicyIndex
+from lychgate.translate.policies.merge import deep_merge_fields
 from lychgate.translate.quarantine import Entry as QuarantineEntry
 from lychgate.translate.quarantine import Quarantine
 from lychgate.translate.routes import CompiledRoute, compile_route, for_listener, precedence_key
@@ -180,7 +188,15 @@ def _translate(
                 sets = listener_sets(store, gw)
                 ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, validate_listeners(gw, store, sets), sets)
 
-    _update_routes(store, state, ctxs, quarantine)
+    deep = deep_merge_fields(policy_merge)
+    changes = _update_routes(store, state, ctxs, quarantine, deep)
+    policies = state.policies
+    state.touch_targets(policies.refresh(
+        store, {k: c.gateway for k, c in ctxs.items()}, {k: {l.name for l in c.own} for k, c in ctxs.items()},
+        deep, changes))
+    # The virtual hosts rebuilt this pass resolve their route rules again; waypoints, every pass.
+    policies.ledger.release(state.dirty)
+    policies.ledger.release(("mesh", k) for k in ctxs)
     out.status.update(state.statuses)
     streams = translate_streams(store, ctxs)
     out.status.update(streams.status)
@@ -190,10 +206,6 @@ def _translate(
             listener.attached_routes = (len(state.listener_routes.get((gw_key, listener.id), ()))
                                         + streams.attached.get((gw_key, listener.id), 0))
 
-    policies = PolicyIndex(
-        store, {k: c.gateway for k, c in ctxs.items()},
-        {k: {l.name for l in c.own} for k, c in ctxs.items()}, policy_merge,
-    )
     # Waypoints (translate/mesh.py): Service-parented routes, before the Gateways' status is written.
     meshed = mesh.translate_mesh(
         store, {k: (c.gateway, c.listeners) for k, c in ctxs.items() if mesh.is_waypoint(c.gateway)}, policies)
@@ -219,17 +231,18 @@ def _translate(
     if store.count("InferencePool"):
         inference.pool_status(store, ((route, {gw for gw, *_ in c.attachments}) for route, c in state.routes.values()
                                       if isinstance(route, HTTPRoute)), out.status)
+    state.drop_unrequested()
     policies.write_status(out.status)
     state.settle(store.revision)
     return out
 
 
 def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], GatewayCtx],
-                   quarantine: Quarantine) -> None:
+                   quarantine: Quarantine, deep: frozenset[str]) -> set[Read] | None:
     """Bring the aggregate up to date: every route on a full pass, else only the
-    routes that changed or read something that changed."""
-    signature = (tuple((k, c.gateway) for k, c in ctxs.items()), store.count("TrafficPolicy") > 0,
-                 store.count("GatewayExtension") > 0)
+    routes that changed or read something that changed. Returns what changed since
+    the last pass (None: a full pass)."""
+    signature = (tuple((k, c.gateway) for k, c in ctxs.items()), deep)
     changes = store.changes_since(state.revision) if state.revision is not None else None
     incremental = (
         changes is not None
@@ -237,9 +250,8 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
         and len(signature[0]) == len(state.signature[0])
         and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(signature[0], state.signature[0], strict=True))
         and signature[1:] == state.signature[1:]
-        and not signature[1] and not signature[2]  # policies reach routes in ways not tracked here
         and all(what != "key" or ident.kind in ROUTE_LEVEL_KINDS  # type: ignore[attr-defined]
-                for what, ident in changes)
+                or ident.kind in POLICY_KINDS for what, ident in changes)  # type: ignore[attr-defined]
     )
     requarantined = quarantine.prune(store)
     if incremental:
@@ -256,6 +268,7 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
             with store.tracking() as reads:
                 contribution = _contribution(store, route, ctxs, quarantine.rules_of(key))
             state.add(key, route, contribution, frozenset(reads))
+    return changes if incremental else None
 
 
 def _our_classes(store: Store, out: Translation, waypoint_enabled: bool) -> dict[str, GatewayClass]:
@@ -396,7 +409,8 @@ def _virtual_host(
     if https and not mine:
         return _misdirected_host(gw, name, (host,))
     ordered = sorted(mine, key=lambda e: precedence_key(e[0], e[1]))
-    routes = tuple(for_listener(policies.apply(gw, listener, route, r), port, https)
+    vkey = ((gw.namespace, gw.name), table, host)
+    routes = tuple(for_listener(policies.apply(vkey, gw, listener, route, r), port, https)
                    for route, r, listener in ordered)
     return ir.VirtualHost(name=name, domains=(host,), routes=routes)
 

@@ -249,7 +249,8 @@ def _service_port(store: Store, wp: _Waypoint, service: Service, port: int,
     """The internal listener of one captured Service port: its routes, or straight to the Service."""
     ns, name = service.namespace, service.name
     entries = sorted(wp.routes.get((ns, name, port), []), key=lambda e: precedence_key(e[0], e[1]))
-    routes = tuple(policies.apply(wp.gateway, wp.listener.name, route, r) for route, r in entries)
+    owner = ("mesh", (wp.gateway.namespace, wp.gateway.name))
+    routes = tuple(policies.apply(owner, wp.gateway, wp.listener.name, route, r) for route, r in entries)
     if not routes:
         res = resolve_service(store, from_kind="Service", from_group="", from_namespace=ns, group="",
                               kind="Service", namespace=ns, name=name, port=port)

@@ -21,14 +21,17 @@ The rules, in the order they are applied to every route rule a Gateway serves:
    jwtAuth, ...) cannot be resolved: rule 5 would publish the route without
    the authentication it asks for, so its routes answer 500 instead.
 
-Every outcome is recorded per (policy, target) while routes are resolved, so
-the status says what actually reached the proxy, and why not when it did not.
+Every outcome is recorded per (policy, target) while routes are resolved
+(policies/ledger.py), so the status says what actually reached the proxy, and
+why not when it did not (policies/outcomes.py). The index is kept from pass to
+pass: a change redoes the policies it reaches, and only the route rules under
+the targets whose policies changed are resolved again.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,18 +43,16 @@ from lychgate.api.gateway import GROUP as GATEWAY_GROUP
 from lychgate.api.gateway import Gateway, GRPCRoute, HTTPRoute
 from lychgate.api.policy import GatewayExtension, TrafficPolicy
 from lychgate.log import component_logger
-from lychgate.store import Store
-from lychgate.translate.conditions import condition
+from lychgate.store import Read, Store
 from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
 from lychgate.translate.policies.extensions import SERVICES as EXTENSION_SERVICES
 from lychgate.translate.policies.extensions import extension_status, extension_type
 from lychgate.translate.policies.fields import FIELDS, UNSUPPORTED, PolicyField
-from lychgate.translate.policies.merge import deep_merge_fields
-from lychgate.translate.policy_status import TargetResult, policy_status
+from lychgate.translate.policies.ledger import Ledger, Mark, Owner, Record
+from lychgate.translate.policies.outcomes import StatusWriter
 
 log = component_logger("translate")
 
-AFFECTED = "gateway.lychgate.dev/TrafficPolicyAffected"
 INVALID_POLICY_BODY = "a policy of this route is invalid; see the TrafficPolicy status\n"
 _NO_HEADERS = ir.HeaderOps()
 ROUTE_KINDS: dict[str, type[HTTPRoute] | type[GRPCRoute]] = {"HTTPRoute": HTTPRoute, "GRPCRoute": GRPCRoute}
@@ -83,25 +84,6 @@ class Target:
         return f"{where} {part} {self.section}" if self.section else where
 
 
-class Outcome:
-    """What happened to one policy at one target (or route), over every route rule under it.
-
-    One exists per policy and route, so it is kept small: plain slots, the
-    containers only what was recorded.
-    """
-
-    __slots__ = ("applied", "blocked_by", "failed_closed", "lost", "merged_into", "merged_with", "routes")
-
-    def __init__(self) -> None:
-        self.routes = 0
-        self.failed_closed = 0
-        self.applied: set[str] = set()
-        self.merged_into: dict[str, str] = {}  # field -> winner policy
-        self.merged_with: dict[str, set[str]] = {}  # field -> policies merged into this one's value
-        self.lost: dict[str, dict[str, None]] = {}  # field -> why it did not apply (ordered set)
-        self.blocked_by: set[str] = set()  # invalid policies that made routes answer 500
-
-
 @dataclass(eq=False)
 class PolicyState:
     policy: TrafficPolicy
@@ -111,7 +93,9 @@ class PolicyState:
     closed_by: Unresolved | None = None  # an unresolved security field: its routes answer 500
     attachments: list[Attachment] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # selectors that matched nothing, ...
-    outcomes: dict[Target, Outcome] = field(default_factory=dict)
+    # What validating and attaching read from the store: a change to any of it redoes that step.
+    validation_reads: frozenset[Read] = frozenset()
+    attach_reads: frozenset[Read] = frozenset()
     key: str = ""  # "namespace/name"
     order: tuple[datetime, str, str] = (datetime.min, "", "")  # oldest first
 
@@ -119,11 +103,9 @@ class PolicyState:
         self.key = f"{self.policy.namespace}/{self.policy.name}"
         self.order = (self.policy.created, self.policy.namespace, self.policy.name)
 
-    def outcome(self, target: Target) -> Outcome:
-        out = self.outcomes.get(target)
-        if out is None:
-            out = self.outcomes[target] = Outcome()
-        return out
+    def reached(self) -> set[tuple[Target, bool, bool]]:
+        """(target, through targetRefs, usable) of each attachment: what resolution depends on."""
+        return {(a.target, a.by_ref, a.problem is None) for a in self.attachments}
 
 
 @dataclass(eq=False)
@@ -135,54 +117,148 @@ class Attachment:
     problem: tuple[str, str] | None = None  # (reason, message) when the target is unusable
 
 
-@dataclass
-class _Resolved:
+@dataclass(frozen=True)
+class Resolved:
+    """The effective policy of a route rule, or why it answers 500 instead."""
+
     policy: ir.RoutePolicy | None
     failed_because: str | None
     clusters: dict[str, ir.Cluster]
 
 
-class PolicyIndex:
-    """Built once per translation pass; `apply` is called for every route a Gateway serves."""
+_NOTHING = Resolved(None, None, {})
 
-    def __init__(
-        self,
-        store: Store,
-        gateways: Mapping[tuple[str, str], Gateway],
-        listeners: Mapping[tuple[str, str], set[str]],
-        policy_merge: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.store = store
-        self.gateways = gateways
-        self.listeners = listeners
-        self.deep = deep_merge_fields(policy_merge)
-        self.states: list[PolicyState] = []
-        self.by_target: dict[Target, list[Attachment]] = defaultdict(list)
-        self.clusters: dict[str, dict[str, ir.Cluster]] = defaultdict(dict)
-        self._memo: dict[tuple[Any, ...], _Resolved] = {}
+
+class _Marking:
+    """One attachment's mark, while a route rule is resolved (ledger.Mark once done)."""
+
+    __slots__ = ("applied", "lost", "merged_into", "merged_with")
+
+    def __init__(self) -> None:
+        self.applied: set[str] = set()
+        self.merged_into: dict[str, str] = {}
+        self.merged_with: dict[str, set[str]] = {}
+        self.lost: set[tuple[str, str]] = set()
+
+    def mark(self) -> Mark:
+        return Mark(applied=frozenset(self.applied), merged_into=tuple(sorted(self.merged_into.items())),
+                    merged_with=tuple(sorted((f, frozenset(p)) for f, p in self.merged_with.items())),
+                    lost=tuple(sorted(self.lost)))
+
+
+class PolicyIndex:
+    """The TrafficPolicies and where they attach, kept from pass to pass (translate/aggregate.py
+    holds one): `refresh` redoes only the policies a change reaches and says which targets
+    changed; `apply` is called for every route rule a Gateway serves."""
+
+    def __init__(self) -> None:
+        self.store = Store()
+        self.gateways: Mapping[tuple[str, str], Gateway] = {}
+        self.listeners: Mapping[tuple[str, str], set[str]] = {}
+        self.deep: frozenset[str] = frozenset()
+        self._states: dict[ObjectKey, PolicyState] = {}
+        self.by_key: dict[str, PolicyState] = {}  # by "namespace/name"
+        self.restated: set[str] = set()  # policies whose state changed since the status was written
+        self._readers: dict[Read, set[ObjectKey]] = {}  # read token -> policies that read it
+        self.by_target: dict[Target, list[Attachment]] = {}
+        self.ledger = Ledger()
+        self.status = StatusWriter()
         # (field, contributing policies) -> (route settings, clusters): merged once, not per route
         self._compiled: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], dict[str, ir.Cluster]]] = {}
-        self._by_contributors: dict[tuple[tuple[str, tuple[str, ...]], ...], _Resolved] = {}
-        self._described: Described = {}
-        # HTTPRoute key -> policy key -> Outcome on that route's rules
-        self._route_outcomes: dict[ObjectKey, dict[str, Outcome]] = defaultdict(dict)
+        self._by_contributors: dict[tuple[tuple[str, tuple[str, ...]], ...], Resolved] = {}
+        self._marks: dict[Mark, Mark] = {}  # one object per distinct mark (thousands of rules share a few)
         # Every usable extension gets a filter on every listener (see ir.HTTPListener.extensions).
         self.extensions: tuple[ir.ExtensionService, ...] = ()
         self._extension_clusters: dict[str, ir.Cluster] = {}
-        self._index_extensions()
-        policies = sorted(store.list(TrafficPolicy), key=lambda p: (p.created, p.namespace, p.name))
-        for policy in policies:
-            state = PolicyState(policy)
-            self._validate(state)
-            self._attach(state)
-            self.states.append(state)
-        for atts in self.by_target.values():
-            atts.sort(key=lambda a: a.state.order)
-        # Policy filters go into listeners once any TrafficPolicy exists (ir.HTTPListener).
-        self.active = bool(self.states)
+        self._extension_reads: frozenset[Read] | None = None  # None: not indexed yet
+        self.active = False  # policy filters go into listeners once any TrafficPolicy exists
+
+    def refresh(self, store: Store, gateways: Mapping[tuple[str, str], Gateway],
+                listeners: Mapping[tuple[str, str], set[str]], deep: frozenset[str],
+                changes: set[Read] | None) -> set[Target]:
+        """Bring the policies up to date with the store: `changes` are the read tokens
+        touched since the last refresh (None: redo everything). Returns the targets whose
+        policies or attachments changed: the route rules under them must be resolved again."""
+        self.store, self.gateways, self.listeners, self.deep = store, gateways, listeners, deep
+        touched = _reached_by(changes) if changes is not None else None
+        if self._extension_reads is None or touched is None or not self._extension_reads.isdisjoint(touched):
+            self._index_extensions()
+        if touched is None:
+            candidates = self._states.keys() | {p.key for p in store.list(TrafficPolicy)}
+        else:  # the policies that changed, and those that read something that changed
+            candidates = {ident for what, ident in changes or ()
+                          if isinstance(ident, ObjectKey) and ident.kind == TrafficPolicy.KIND}
+            for token in touched:
+                candidates |= self._readers.get(token, set())
+        changed: set[Target] = set()
+        content_changed = False
+        for key in candidates:
+            old = self._states.get(key)
+            policy = store.get_key(key)
+            if not isinstance(policy, TrafficPolicy):
+                if old is not None:
+                    self._forget(old)
+                    changed |= {t for t, _, _ in old.reached()}
+                    content_changed = True
+                continue
+            if old is None or old.policy is not policy or touched is None \
+                    or not old.validation_reads.isdisjoint(touched):
+                state = PolicyState(policy)
+                self._validate(state)
+                self._attach(state)
+                changed |= {t for t, _, _ in state.reached() | (old.reached() if old else set())}
+                content_changed = True
+            elif not old.attach_reads.isdisjoint(touched):
+                state = dataclasses.replace(old, attachments=[], notes=[])
+                self._attach(state)
+                changed |= {t for t, _, _ in state.reached() ^ old.reached()}
+            else:
+                continue
+            if old is not None:
+                self._forget(old)
+            self._remember(state)
+        if content_changed:
+            self._compiled.clear()
+            self._by_contributors.clear()
+        self.active = bool(self._states)
+        return changed
+
+    def _remember(self, state: PolicyState) -> None:
+        key = state.policy.key
+        self._states[key] = state
+        self.by_key[state.key] = state
+        self.restated.add(state.key)
+        for token in state.validation_reads | state.attach_reads:
+            self._readers.setdefault(token, set()).add(key)
+        for att in state.attachments:
+            if att.problem is None:  # each target's policies stay in priority order: oldest first
+                bisect.insort(self.by_target.setdefault(att.target, []), att, key=lambda a: a.state.order)
+
+    def _forget(self, state: PolicyState) -> None:
+        del self._states[state.policy.key]
+        del self.by_key[state.key]
+        self.restated.add(state.key)
+        for att in state.attachments:
+            if att.problem is None:
+                atts = self.by_target[att.target]
+                atts.remove(att)
+                if not atts:
+                    del self.by_target[att.target]
+        for token in state.validation_reads | state.attach_reads:
+            readers = self._readers.get(token)
+            if readers is not None:
+                readers.discard(state.policy.key)
+                if not readers:
+                    del self._readers[token]
 
     def _index_extensions(self) -> None:
+        with self.store.tracking() as reads:
+            self._index_extensions_reading()
+        self._extension_reads = frozenset(reads)
+
+    def _index_extensions_reading(self) -> None:
         found: list[ir.ExtensionService] = []
+        self._extension_clusters = {}
         for ext in sorted(self.store.list(GatewayExtension), key=lambda e: (e.namespace, e.name)):
             build = EXTENSION_SERVICES.get(extension_type(ext) or "")
             if build is None:
@@ -197,11 +273,21 @@ class PolicyIndex:
 
     def clusters_for(self, gateway_ref: str) -> dict[str, ir.Cluster]:
         """The clusters of every usable extension, and any others the Gateway's routes use."""
-        return {**self._extension_clusters, **self.clusters.get(gateway_ref, {})}
+        return {**self._extension_clusters, **self.ledger.clusters(gateway_ref)}
 
     # --- per policy: validity, references, targets -----------------------------------
 
     def _validate(self, state: PolicyState) -> None:
+        with self.store.tracking() as reads:
+            self._check(state)
+        state.validation_reads = frozenset(reads)
+
+    def _attach(self, state: PolicyState) -> None:
+        with self.store.tracking() as reads:
+            self._find_targets(state)
+        state.attach_reads = frozenset(reads)
+
+    def _check(self, state: PolicyState) -> None:
         spec = state.policy.spec
         for attr, name in UNSUPPORTED.items():
             if getattr(spec, attr) is not None:
@@ -223,7 +309,7 @@ class PolicyIndex:
         if not spec.target_refs and not spec.target_selectors:
             state.errors.append("spec: targetRefs or targetSelectors must be set")
 
-    def _attach(self, state: PolicyState) -> None:
+    def _find_targets(self, state: PolicyState) -> None:
         policy = state.policy
         ns = policy.namespace
         seen: dict[Target, Attachment] = {}
@@ -235,8 +321,6 @@ class PolicyIndex:
             att = Attachment(state, target, via, by_ref, problem)
             seen[target] = att
             state.attachments.append(att)
-            if problem is None:
-                self.by_target[target].append(att)
 
         for i, ref in enumerate(policy.spec.target_refs):
             path = f"spec.targetRefs[{i}]"
@@ -298,12 +382,15 @@ class PolicyIndex:
 
     # --- per route ----------------------------------------------------------------------
 
-    def apply(self, gateway: Gateway, listener: str, route: HTTPRoute | GRPCRoute, r: ir.Route) -> ir.Route:
-        """The route with its effective policy (or a 500 if an invalid policy targets it)."""
+    def apply(self, owner: Owner, gateway: Gateway, listener: str, route: HTTPRoute | GRPCRoute,
+              r: ir.Route) -> ir.Route:
+        """The route with its effective policy (or a 500 if an invalid policy targets it).
+        `owner` is what uses it (a virtual host): the ledger keeps the resolution while
+        its owners stay (Ledger.release)."""
         if not self.by_target:
             return r
         key = (gateway.namespace, gateway.name, listener, route.KIND, route.namespace, route.name, r.source.rule)
-        resolved = self._memo.get(key)
+        resolved = self.ledger.lookup(owner, key)
         if resolved is None:
             points = []
             if r.source.rule_name:
@@ -313,9 +400,8 @@ class PolicyIndex:
                 Target("Gateway", gateway.namespace, gateway.name, listener),
                 Target("Gateway", gateway.namespace, gateway.name),
             ]
-            resolved = self._resolve(points, route.key)
-            self._memo[key] = resolved
-        self.clusters[f"{gateway.namespace}/{gateway.name}"].update(resolved.clusters)
+            resolved, records = self._resolve(points)
+            self.ledger.add(owner, key, route.key, f"{gateway.namespace}/{gateway.name}", resolved, records)
         if resolved.failed_because is not None:
             if isinstance(r.action, ir.DirectResponse) and r.replaced_because:
                 return r  # already a 500 for a reason of its own
@@ -325,38 +411,30 @@ class PolicyIndex:
             return r
         return dataclasses.replace(r, policy=resolved.policy)
 
-    def _resolve(self, points: list[Target], route_key: ObjectKey) -> _Resolved:
-        levels = [(pt, self.by_target.get(pt, [])) for pt in points]
-        everything = [a for _, atts in levels for a in atts]
+    def _resolve(self, points: list[Target]) -> tuple[Resolved, tuple[Record, ...]]:
+        """A route rule's effective policy from the policies at its attachment points (most
+        specific first), and what that did to each of them."""
+        everything = [a for pt in points for a in self.by_target.get(pt, ())]
         if not everything:
-            return _Resolved(None, None, {})
-        route_out = self._route_outcomes[route_key]
-        for a in everything:
-            a.state.outcome(a.target).routes += 1
-            if a.state.key not in route_out:
-                route_out[a.state.key] = Outcome()
-            route_out[a.state.key].routes += 1
-
+            return _NOTHING, ()
         invalid = [a for a in everything if a.state.errors or a.state.closed_by]
         if invalid:
             names = sorted({a.state.key for a in invalid})
-            for a in everything:
-                out, rout = a.state.outcome(a.target), route_out[a.state.key]
-                for o in (out, rout):
-                    o.failed_closed += 1
-                    o.blocked_by.update(n for n in names if n != a.state.key)
+            records = tuple((a.state.key, a.target, self._intern(Mark(
+                failed_closed=True, blocked_by=frozenset(n for n in names if n != a.state.key)))) for a in everything)
             first = invalid[0].state
             if first.closed_by is not None:
-                return _Resolved(None, f"TrafficPolicy {first.key} cannot be applied: {first.closed_by.message}", {})
-            return _Resolved(None, f"TrafficPolicy {first.key} is invalid: {first.errors[0]}", {})
+                return Resolved(None, f"TrafficPolicy {first.key} cannot be applied: {first.closed_by.message}",
+                                {}), records
+            return Resolved(None, f"TrafficPolicy {first.key} is invalid: {first.errors[0]}", {}), records
 
         # Priority order: most specific point first, oldest first within a point.
         # `shadowed_by`: a newer targetRefs policy at a point where an older one also
         # attaches through targetRefs (only the oldest of those is applied).
         prio: list[tuple[Attachment, Attachment | None]] = []
-        for _pt, atts in levels:
+        for pt in points:
             first_ref: Attachment | None = None
-            for a in atts:
+            for a in self.by_target.get(pt, ()):
                 if a.state.unresolved is not None:
                     continue
                 shadowed_by = None
@@ -367,6 +445,7 @@ class PolicyIndex:
                         shadowed_by = first_ref
                 prio.append((a, shadowed_by))
 
+        marking = {id(a): _Marking() for a in everything}
         chosen: list[tuple[PolicyField, list[Attachment]]] = []
         for f in FIELDS:
             setters = [(a, s) for a, s in prio if f.name in a.state.values]
@@ -377,17 +456,21 @@ class PolicyIndex:
             contributors = eligible if deep else eligible[:1]
             winner = contributors[0] if contributors else None
             for a, shadowed_by in setters:
-                self._record(f.name, a, shadowed_by, winner, contributors, route_out[a.state.key])
+                _record(f.name, a, shadowed_by, winner, contributors, marking[id(a)])
             if contributors:
                 chosen.append((f, contributors))
+        records = tuple((a.state.key, a.target, self._intern(marking[id(a)].mark())) for a in everything)
         # Routes whose fields come from the same policies share one resolution.
         key = tuple((f.name, tuple(a.state.key for a in contributors)) for f, contributors in chosen)
         resolved = self._by_contributors.get(key)
         if resolved is None:
             resolved = self._by_contributors[key] = self._build(chosen)
-        return resolved
+        return resolved, records
 
-    def _build(self, chosen: list[tuple[PolicyField, list[Attachment]]]) -> _Resolved:
+    def _intern(self, mark: Mark) -> Mark:
+        return self._marks.setdefault(mark, mark)
+
+    def _build(self, chosen: list[tuple[PolicyField, list[Attachment]]]) -> Resolved:
         ctx = CompileContext(self.store)
         settings: dict[str, Any] = {}
         sources: dict[str, tuple[datetime, str, str]] = {}
@@ -397,13 +480,13 @@ class PolicyIndex:
             except (Invalid, Unresolved) as err:
                 # Values valid alone that cannot be served together (a merge): fail closed.
                 keys = ", ".join(a.state.key for a in contributors)
-                return _Resolved(None, f"{f.name} of TrafficPolicies {keys} cannot be combined: {err}", {})
+                return Resolved(None, f"{f.name} of TrafficPolicies {keys} cannot be combined: {err}", {})
             for a in contributors:
                 sources[a.state.key] = a.state.order
         if all(v is None or v == _NO_HEADERS for v in settings.values()):
-            return _Resolved(None, None, ctx.clusters)
+            return Resolved(None, None, ctx.clusters)
         policy = ir.RoutePolicy(**settings, sources=tuple(sorted(sources, key=lambda k: sources[k])))
-        return _Resolved(policy, None, ctx.clusters)
+        return Resolved(policy, None, ctx.clusters)
 
     def _compile_field(self, ctx: CompileContext, f: PolicyField, contributors: list[Attachment]) -> dict[str, Any]:
         key = (f.name, tuple(a.state.key for a in contributors))
@@ -418,193 +501,46 @@ class PolicyIndex:
         ctx.clusters.update(cached[1])
         return cached[0]
 
-    def _record(self, name: str, a: Attachment, shadowed_by: Attachment | None, winner: Attachment | None,
-                contributors: list[Attachment], route_out: Outcome) -> None:
-        outs = (a.state.outcome(a.target), route_out)
-        if winner is not None and a is winner:
-            for o in outs:
-                o.applied.add(name)
-                if len(contributors) > 1:
-                    o.merged_with.setdefault(name, set()).update(c.state.key for c in contributors[1:])
-            return
-        if winner is not None and any(c is a for c in contributors):
-            for o in outs:
-                o.merged_into[name] = winner.state.key
-            return
-        if shadowed_by is not None:
-            why = (f"only the oldest policy targeting {a.target} through targetRefs is applied: "
-                   f"{shadowed_by.state.key}")
-        elif winner is None:
-            why = "no policy's value could be applied"
-        elif winner.target == a.target:
-            why = f"overridden by older policy {winner.state.key}"
-        elif winner.target.level > a.target.level:
-            why = f"overridden by policy {winner.state.key} on the more specific {winner.target}"
-        else:
-            why = f"overridden by older policy {winner.state.key} on {winner.target}"
-        for o in outs:
-            o.lost.setdefault(name, {})[why] = None
-
     # --- status ---------------------------------------------------------------------------
 
     def write_status(self, status: dict[ObjectKey, dict[str, Any]]) -> None:
-        for state in self.states:
-            status[state.policy.key] = self._policy_status(state)
+        self.status.write(self.store, self.by_key, self.restated, self.ledger, status)
+        self.restated.clear()
         for ext in self.store.list(GatewayExtension):
             status[ext.key] = extension_status(self.store, ext)
-        self._affected_conditions(status)
-
-    def _applied(self, state: PolicyState, att: Attachment) -> tuple[bool, str, str]:
-        if state.errors:
-            out = state.outcomes.get(att.target)
-            tail = ("; the routes it targets answer 500 until it is fixed"
-                    if out and out.failed_closed else "")
-            return False, "Invalid", f"not applied: the policy is invalid{tail}"
-        if att.problem is not None:
-            return False, att.problem[0], att.problem[1]
-        if state.unresolved is not None:
-            return False, state.unresolved.reason, state.unresolved.message + _closed_tail(state, att)
-        out = state.outcomes.get(att.target)
-        if out is None or out.routes == 0:
-            return False, "NoRoutes", _no_routes(att.target)
-        return _describe(out, str(att.target), self._described)
-
-    def _policy_status(self, state: PolicyState) -> dict[str, Any]:
-        results = [TargetResult(*self._applied(state, att), str(att.target), att.target.ancestor_ref())
-                   for att in sorted(state.attachments,
-                                     key=lambda a: (a.target.kind, a.target.name, a.target.section or ""))]
-        return policy_status(state.errors, state.notes, results, state.policy.generation)
-
-    def _affected_conditions(self, status: dict[ObjectKey, dict[str, Any]]) -> None:
-        """GEP-713's <Kind>Affected condition on the routes and Gateways policies target."""
-        routes: dict[ObjectKey, dict[str, str]] = defaultdict(dict)
-        gateways: dict[ObjectKey, dict[str, str]] = defaultdict(dict)
-        for state in self.states:
-            for att in state.attachments:
-                key = ObjectKey(att.target.kind, att.target.namespace, att.target.name)
-                bucket = gateways if att.target.kind == "Gateway" else routes
-                ok, reason, message = self._applied(state, att)
-                if bucket is routes and key in self._route_outcomes and state.key in self._route_outcomes[key]:
-                    continue  # described from what happened on the route's own rules below
-                bucket[key][state.key] = _short(ok, reason, message)
-        states = {state.key: state for state in self.states}
-        for route_key, per_policy in self._route_outcomes.items():
-            for policy_key, out in per_policy.items():
-                state = states[policy_key]
-                if state.errors:
-                    routes[route_key][state.key] = (f"invalid, so the route rules it targets answer 500 until it "
-                                                    f"is fixed: {state.errors[0]}")
-                elif state.unresolved is not None:
-                    tail = "; the route rules it targets answer 500" if state.closed_by else ""
-                    routes[route_key][state.key] = f"not applied: {state.unresolved.message}{tail}"
-                else:
-                    ok, reason, message = _describe(out, f"{route_key.kind} {route_key.ref}", self._described)
-                    routes[route_key][state.key] = _short(ok, reason, message)
-        for key, entries in routes.items():
-            st = status.get(key)
-            if st is None:
-                continue
-            cond = _affected(entries, self._generation(key))
-            # A new status object: translation may reuse the old one across passes.
-            status[key] = {**st, "parents": [
-                {**parent, "conditions": [*parent["conditions"], dict(cond)]} for parent in st.get("parents", [])
-            ]}
-        for key, entries in gateways.items():
-            st = status.get(key)
-            if st is not None and "conditions" in st:
-                st["conditions"].append(_affected(entries, self._generation(key)))
-
-    def _generation(self, key: ObjectKey) -> int:
-        obj = self.store.get_key(key)
-        return obj.generation if obj is not None else 1
 
 
-def _closed_tail(state: PolicyState, att: Attachment) -> str:
-    out = state.outcomes.get(att.target)
-    return "; the routes it targets answer 500 until it is resolved" if state.closed_by and out and out.failed_closed else ""
+def _record(name: str, a: Attachment, shadowed_by: Attachment | None, winner: Attachment | None,
+            contributors: list[Attachment], marking: _Marking) -> None:
+    """What resolving one field of one route rule did to attachment `a`."""
+    if winner is not None and a is winner:
+        marking.applied.add(name)
+        if len(contributors) > 1:
+            marking.merged_with.setdefault(name, set()).update(c.state.key for c in contributors[1:])
+        return
+    if winner is not None and any(c is a for c in contributors):
+        marking.merged_into[name] = winner.state.key
+        return
+    if shadowed_by is not None:
+        why = (f"only the oldest policy targeting {a.target} through targetRefs is applied: "
+               f"{shadowed_by.state.key}")
+    elif winner is None:
+        why = "no policy's value could be applied"
+    elif winner.target == a.target:
+        why = f"overridden by older policy {winner.state.key}"
+    elif winner.target.level > a.target.level:
+        why = f"overridden by policy {winner.state.key} on the more specific {winner.target}"
+    else:
+        why = f"overridden by older policy {winner.state.key} on {winner.target}"
+    marking.lost.add((name, why))
 
 
-def _no_routes(target: Target) -> str:
-    if target.kind in ROUTE_KINDS:
-        what = "is not attached to any lychgate Gateway listener"
-        return f"{target} {what}, so there is nothing to apply the policy to"
-    return f"{target} has no attached routes yet, so there is nothing to apply the policy to"
-
-
-Described = dict[tuple[Any, ...], tuple[bool, str, str]]
-
-
-def _describe(out: Outcome, where: str, memo: Described) -> tuple[bool, str, str]:
-    """(applied?, reason, message) for one policy's outcome at one target (memoized: the
-    same outcome on thousands of routes is described once)."""
-    signature = (
-        out.failed_closed == out.routes, where if out.failed_closed else "", frozenset(out.applied),
-        tuple(sorted(out.merged_into.items())), tuple(sorted((f, tuple(sorted(p))) for f, p in out.merged_with.items())),
-        tuple(sorted((f, tuple(sorted(w))) for f, w in out.lost.items())),
-        (out.failed_closed, out.routes, tuple(sorted(out.blocked_by))) if out.failed_closed else None,
-    )
-    cached = memo.get(signature)
-    if cached is None:
-        cached = memo[signature] = _describe_uncached(out, where)
-    return cached
-
-
-def _describe_uncached(out: Outcome, where: str) -> tuple[bool, str, str]:
-    if out.failed_closed and out.failed_closed == out.routes:
-        blockers = ", ".join(sorted(out.blocked_by)) or "another policy"
-        return False, "Invalid", (f"not applied: TrafficPolicy {blockers} is invalid or cannot be applied, "
-                                  f"so the routes of {where} answer 500 until it is fixed")
-    applied = sorted(out.applied)
-    merged = sorted(out.merged_into)
-    lost = {f: _join(whys) for f, whys in out.lost.items() if f not in out.applied and f not in out.merged_into}
-    parts = []
-    if applied:
-        detail = []
-        for f in applied:
-            partners = out.merged_with.get(f)
-            detail.append(f"{f} (deep-merged with {', '.join(sorted(partners))})" if partners else f)
-        parts.append("applied: " + ", ".join(detail))
-    if merged:
-        parts.append("deep-merged into older or more specific policies: "
-                     + ", ".join(f"{f} (with {out.merged_into[f]})" for f in merged))
-    if lost:
-        by_why: dict[str, list[str]] = defaultdict(list)
-        for f, why in sorted(lost.items()):
-            by_why[why].append(f)
-        parts.append("; ".join(f"{', '.join(fs)} {why}" if why.startswith("overridden") else f"{', '.join(fs)}: {why}"
-                               for why, fs in by_why.items()))
-    partial = {f: _join(whys) for f, whys in out.lost.items() if f in out.applied}
-    if partial:
-        parts.append("on some routes " + "; ".join(f"{f} {why}" for f, why in sorted(partial.items())))
-    if out.failed_closed:
-        parts.append(f"{out.failed_closed} of {out.routes} route rules answer 500 because "
-                     f"TrafficPolicy {', '.join(sorted(out.blocked_by))} is invalid or cannot be applied")
-    message = "; ".join(parts) or "applied"
-    if not applied and not merged:
-        reason = "Overridden" if lost else "Applied"
-        return (not lost), reason, message if lost else "applied"
-    if lost:
-        return True, "PartiallyApplied", message
-    if merged:
-        return True, "Merged", message
-    return True, "Applied", message
-
-
-def _join(whys: dict[str, None]) -> str:
-    """Several reasons a field lost, in a stable order and without repeating 'overridden by'."""
-    ordered = sorted(whys)
-    prefix = "overridden by "
-    if len(ordered) > 1 and all(w.startswith(prefix) for w in ordered):
-        return prefix + ", ".join(w.removeprefix(prefix) for w in ordered)
-    return "; ".join(ordered)
-
-
-def _short(ok: bool, reason: str, message: str) -> str:
-    return message if message.startswith(("applied", "not applied", "invalid")) or ok else f"not applied ({reason}): {message}"
-
-
-def _affected(entries: dict[str, str], generation: int) -> dict[str, Any]:
-    text = "; ".join(f"TrafficPolicy {key}: {what}" for key, what in sorted(entries.items()))
-    any_applied = any(v.startswith(("applied", "deep-merged")) for v in entries.values())
-    reason = "Applied" if any_applied else "NotApplied"
-    return condition(AFFECTED, True, reason, text, generation)
+def _reached_by(changes: set[Read]) -> set[Read]:
+    """Every read token a change answers: a changed object also changes the lists it is in."""
+    out = set(changes)
+    for what, ident in changes:
+        if what == "key":
+            assert isinstance(ident, ObjectKey)
+            out.add(("list", (ident.kind, ident.namespace)))
+            out.add(("list", (ident.kind, None)))
+    return out

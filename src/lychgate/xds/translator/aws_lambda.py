@@ -31,9 +31,12 @@ def config(fn: ir.AwsLambda) -> aws_lambda_pb2.Config:
     return out
 
 
+def _invokes_here(vh: ir.VirtualHost) -> bool:
+    return any(isinstance(r.action, ir.Forward) and r.action.aws_lambda is not None for r in vh.routes)
+
+
 def _invokes(listener: ir.HTTPListener) -> bool:
-    return any(isinstance(r.action, ir.Forward) and r.action.aws_lambda is not None
-               for vh in listener.virtual_hosts for r in vh.routes)
+    return any(vh.summary(_invokes_here) for vh in listener.virtual_hosts)
 
 
 class AwsLambda(Feature):

@@ -66,10 +66,14 @@ def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb
         out.typed_extension_protocol_options[HTTP_OPTIONS].CopyFrom(pack(options))
 
 
-def _uses_forward_proxy(listener: ir.HTTPListener) -> bool:
+def _forwards_by_proxy(vh: ir.VirtualHost) -> bool:
     return any(isinstance(r.action, ir.Forward) and any(
         b.cluster is not None and b.cluster.startswith("backend/") and b.cluster.endswith(FORWARD_PROXY_SUFFIX)
-        for b in r.action.backends) for vh in listener.virtual_hosts for r in vh.routes)
+        for b in r.action.backends) for r in vh.routes)
+
+
+def _uses_forward_proxy(listener: ir.HTTPListener) -> bool:
+    return any(vh.summary(_forwards_by_proxy) for vh in listener.virtual_hosts)
 
 
 class ForwardProxy(Feature):

@@ -1,0 +1,138 @@
+"""Where each TrafficPolicy reached and what it did there, kept from pass to pass.
+
+A *resolution* is one route rule under one Gateway listener, with the effective
+policy the rule gets (PolicyIndex._resolve) and a *mark* per policy attachment
+that reached it: applied, merged, overridden, failed closed. Virtual hosts (and
+waypoint services) use resolutions; a resolution lives while one of its users
+lives, and its marks are counted into tallies per (policy, target) and per
+(route, policy), from which policy status is written (policies/outcomes.py).
+
+So a pass that rebuilds one virtual host recounts only that host's route rules,
+and policy status never needs a walk over every route (translate/aggregate.py
+says which virtual hosts a change reaches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from lychgate import ir
+from lychgate.api.base import ObjectKey
+
+if TYPE_CHECKING:
+    from lychgate.translate.policies.attachment import Resolved, Target
+
+# (gateway namespace, gateway name, listener, route kind, route namespace, route name, rule index)
+ResolutionKey = tuple[str, str, str, str, str, str, int]
+# A virtual host ((gateway, route table, host), translate/aggregate.py) or ("mesh", gateway).
+Owner = Hashable
+Tally = dict["Mark", int]
+K = TypeVar("K")
+
+
+@dataclass(frozen=True)
+class Mark:
+    """What resolving one route rule did to one policy attachment."""
+
+    failed_closed: bool = False
+    blocked_by: frozenset[str] = frozenset()  # other invalid policies that made the rule answer 500
+    applied: frozenset[str] = frozenset()  # fields this policy's value set
+    merged_into: tuple[tuple[str, str], ...] = ()  # (field, winner policy)
+    merged_with: tuple[tuple[str, frozenset[str]], ...] = ()  # (field, policies merged into this value)
+    lost: tuple[tuple[str, str], ...] = ()  # (field, why it did not apply)
+
+
+Record = tuple[str, "Target", Mark]  # policy key, the attachment's target, what happened
+
+
+class _Use:
+    __slots__ = ("gateway", "records", "resolved", "route", "users")
+
+    def __init__(self, resolved: Resolved, records: tuple[Record, ...], route: ObjectKey, gateway: str,
+                 owner: Owner) -> None:
+        self.resolved = resolved
+        self.records = records
+        self.route = route
+        self.gateway = gateway
+        self.users = {owner}
+
+
+class Ledger:
+    """Resolutions in use, and the tallies of their marks."""
+
+    def __init__(self) -> None:
+        self._uses: dict[ResolutionKey, _Use] = {}
+        self._owners: dict[Owner, list[ResolutionKey]] = {}
+        self.by_target: dict[tuple[str, Target], Tally] = {}
+        self.by_route: dict[ObjectKey, dict[str, Tally]] = {}
+        # gateway ref -> cluster name -> (cluster, resolutions using it): extension and
+        # backend clusters the Gateway's policies need
+        self._clusters: dict[str, dict[str, list[object]]] = {}
+        # What the tallies changed for since the status was last written.
+        self.touched_policies: set[str] = set()
+        self.touched_routes: set[ObjectKey] = set()
+
+    def lookup(self, owner: Owner, key: ResolutionKey) -> Resolved | None:
+        """The resolution in use under `key`, now also used by `owner`."""
+        use = self._uses.get(key)
+        if use is None:
+            return None
+        if owner not in use.users:
+            use.users.add(owner)
+            self._owners.setdefault(owner, []).append(key)
+        return use.resolved
+
+    def add(self, owner: Owner, key: ResolutionKey, route: ObjectKey, gateway: str, resolved: Resolved,
+            records: tuple[Record, ...]) -> None:
+        use = self._uses[key] = _Use(resolved, records, route, gateway, owner)
+        self._owners.setdefault(owner, []).append(key)
+        self._count(use, 1)
+
+    def release(self, owners: Iterable[Owner]) -> None:
+        """These owners are rebuilt or gone: the resolutions only they used are dropped."""
+        for owner in owners:
+            for key in self._owners.pop(owner, ()):
+                use = self._uses[key]
+                use.users.discard(owner)
+                if not use.users:
+                    del self._uses[key]
+                    self._count(use, -1)
+
+    def release_where(self, keep: object) -> None:
+        """Release every owner for which `keep(owner)` is false (rare: a route table dropped)."""
+        self.release([o for o in self._owners if not keep(o)])  # type: ignore[operator]
+
+    def clusters(self, gateway: str) -> dict[str, ir.Cluster]:
+        return {name: entry[0] for name, entry in self._clusters.get(gateway, {}).items()}  # type: ignore[misc]
+
+    def _count(self, use: _Use, sign: int) -> None:
+        for policy, target, mark in use.records:
+            _bump(self.by_target, (policy, target), mark, sign)
+            _bump(self.by_route.setdefault(use.route, {}), policy, mark, sign)
+            if not self.by_route[use.route]:
+                del self.by_route[use.route]
+            self.touched_policies.add(policy)
+        if use.records:
+            self.touched_routes.add(use.route)
+        if use.resolved.clusters:
+            mine = self._clusters.setdefault(use.gateway, {})
+            for name, cluster in use.resolved.clusters.items():
+                entry = mine.setdefault(name, [cluster, 0])
+                if sign > 0:
+                    entry[0] = cluster  # the newest value of a name (all its users agree)
+                entry[1] += sign  # type: ignore[operator]
+                if entry[1] == 0:
+                    del mine[name]
+
+
+def _bump(tallies: dict[K, Tally], key: K, mark: Mark, sign: int) -> None:
+    tally = tallies.setdefault(key, {})
+    n = tally.get(mark, 0) + sign
+    if n:
+        tally[mark] = n
+    else:
+        del tally[mark]
+        if not tally:
+            del tallies[key]
