@@ -211,7 +211,7 @@ def run_shape(shape: Shape, n: int, old_port: int, new_port: int,
                     fresh += 1
                 log(f"shapes, {shape.kind} at {shape.routes:,} routes ({mode}): " + "; ".join(
                     f"{what} mean {summary([x for x in v[mode] if x is not None]).get('mean', 0):.0f} ms"
-                    for what, v in results.items() if mode in v))
+                    for what, v in results.items() if mode in v and what.startswith(shape.label + ":")))
         finally:
             prober.stop()
             probe.close()
