@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m tests.bench [--quick] [--only NAME[,NAME...]] [--no-write]`.
+"""Run the benchmarks: `python -m tests.bench [--quick] [--only NAME[,NAME...]] [--no-write] [--scale F]`.
 
 Prints the figures and the verdict per target, then writes docs/benchmarks.md,
 the plots under docs/benchmarks/ and docs/benchmarks/results.json.
@@ -27,12 +27,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short run: fewer samples, shorter load and churn")
     parser.add_argument("--only", default="", help=f"comma-separated subset of: {', '.join(BENCHMARKS)}")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="route counts of translation, shapes, shapes_10k and proxies times this (e.g. 0.1 to "
+                        "check a benchmark itself quickly; implies --no-write: targets name the sizes measured)")
     opts = parser.parse_args(argv)
     names = [n.strip() for n in opts.only.split(",") if n.strip()] or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
 
+    if opts.scale != 1.0:
+        opts.no_write = True  # a scaled run checks the benchmark, not lychgate: docs/ keep the real figures
     command = "python -m tests.bench" + ("" if argv is None and len(sys.argv) <= 1 else " " + shlex.join(
         argv if argv is not None else sys.argv[1:]))
     if opts.no_write:

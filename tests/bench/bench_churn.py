@@ -29,6 +29,7 @@ from tests.bench.common import (
     artifact,
     check,
     doc_link,
+    flat_limit,
     free_port_on,
     gateway_yaml,
     log,
@@ -38,6 +39,7 @@ from tests.bench.common import (
     route_yaml,
     safe_plots,
     service_yaml,
+    thirds,
     wait_for,
     write_atomic,
 )
@@ -117,9 +119,7 @@ def _analyse(sampler: Sampler, duration: float, creates: int, deletes: int, catc
              prober: BackgroundProber, lg: LychgateProc) -> dict[str, Any]:
     lg_s = [s for s in sampler.samples["lychgate"] if s.t <= duration]
     rss = [(s.t, s.rss / MiB) for s in lg_s]
-    third = max(1, len(rss) // 3)
-    first = statistics.median(v for _, v in rss[:third]) if rss else float("nan")
-    last = statistics.median(v for _, v in rss[-third:]) if rss else float("nan")
+    first, last = thirds([v for _, v in rss])
     cpu = [s.cpu for s in lg_s]
     out = {
         "duration_s": duration, "creates": creates, "deletes": deletes, "catch_up_s": catch_up,
@@ -139,11 +139,10 @@ def _analyse(sampler: Sampler, duration: float, creates: int, deletes: int, catc
 
 
 def _report(r: dict[str, Any]) -> dict[str, Any]:
-    flat_limit = max(10.0, 0.05 * r["rss_first_third_mib"])
     checks = [
         check("controller RSS at 5,000 routes under churn: peak", r["rss_peak_mib"], 300, "MiB"),
         check("controller RSS flat: median of the last third minus median of the first third", r["rss_growth_mib"],
-              flat_limit, "MiB", note=f"slope over the second half {r['rss_slope_mib_per_min']:+.1f} MiB/min"),
+              flat_limit(r["rss_first_third_mib"]), "MiB", note=f"slope over the second half {r['rss_slope_mib_per_min']:+.1f} MiB/min"),
         check("non-200 answers for stable routes during churn", r["background"]["failures"], 0, "answers", "==",
               note=f"of {r['background']['requests']} requests"),
     ]

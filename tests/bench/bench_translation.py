@@ -12,6 +12,10 @@ Figures per case:
   (median of 3, each from scratch);
 - one route changed: the route's file rewritten and reloaded (what the file
   watcher does), then `sync_once()`; median / p95 / max over several routes;
+- the policy shape (`policies:N`, issue 17; `policy_shape.py`): N/10 hostnames x
+  10 path routes, a Gateway-wide TrafficPolicy and one on every 10th route; its
+  one-route passes are, in turn, a new path route on an existing hostname, a new
+  TrafficPolicy on a route that had none, and an edit of a route's TrafficPolicy;
 - snapshot size (packed bytes, all Gateways) and resource counts;
 - RSS after loading, after the full pass, and the peak (VmHWM) of the process.
 """
@@ -33,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.bench import policy_shape as ps
 from tests.bench.common import (
     ADDR_TRANSLATION,
     REPO,
@@ -43,6 +48,7 @@ from tests.bench.common import (
     doc_link,
     gateway_yaml,
     log,
+    path_route_yaml,
     read_status_kb,
     route_name,
     route_yaml,
@@ -52,7 +58,8 @@ from tests.bench.common import (
 )
 from tests.harness import NoProxies
 
-FULL_CASES = ["routes:100", "routes:1000", "routes:5000", "routes:10000", "gateways:100x100"]
+FULL_CASES = ["routes:100", "routes:1000", "routes:5000", "routes:10000", "gateways:100x100", "policies:10000"]
+POLICY_CHANGES = ("new path route", "new policy", "policy edit")
 
 
 # --- the child ------------------------------------------------------------------------
@@ -61,7 +68,7 @@ FULL_CASES = ["routes:100", "routes:1000", "routes:5000", "routes:10000", "gatew
 def _layout(case: str) -> list[tuple[str, int]]:
     """[(gateway name, routes on it)] for a case name."""
     kind, _, size = case.partition(":")
-    if kind == "routes":
+    if kind in ("routes", "policies"):
         return [("gw", int(size))]
     if kind == "gateways":
         g, _, r = size.partition("x")
@@ -69,10 +76,17 @@ def _layout(case: str) -> list[tuple[str, int]]:
     raise SystemExit(f"unknown case {case!r}")
 
 
-def _write_manifests(directory: Path, layout: list[tuple[str, int]]) -> dict[str, Path]:
-    """One file per route, as a user of local mode would keep them. Returns route name -> file."""
+def _write_manifests(directory: Path, layout: list[tuple[str, int]], policies: bool) -> dict[str, Path]:
+    """One file per route (the policy shape: per hostname), as a user of local mode
+    would keep them. Returns route name -> file (plain shape only)."""
     (directory / "backends.yaml").write_text(
         "---\n".join(service_yaml(f"svc-{j}", 9) for j in range(SERVICE_POOL)))
+    if policies:
+        (gw, count), = layout
+        (directory / "gateways.yaml").write_text(gateway_yaml(gw, ADDR_TRANSLATION.format(1), 8080))
+        for name, text in ps.files(gw, count // ps.PATHS, policies=True):
+            (directory / name).write_text(text)
+        return {}
     gateways = []
     files: dict[str, Path] = {}
     for k, (gw, count) in enumerate(layout):
@@ -131,12 +145,13 @@ async def _child(case: str, updates: int, profile: Path | None) -> dict[str, Any
     from lychgate.xds.translator import build
 
     layout = _layout(case)
+    policies = case.startswith("policies:")
     total_routes = sum(n for _, n in layout)
     out: dict[str, Any] = {"case": case, "gateways": len(layout), "routes": total_routes}
     with tempfile.TemporaryDirectory(prefix="lychgate-bench-translation-") as tmp:
         directory = Path(tmp) / "manifests"
         directory.mkdir()
-        files = _write_manifests(directory, layout)
+        files = _write_manifests(directory, layout, policies)
         out["rss_start_mib"] = read_status_kb(_self_pid(), "VmRSS") / MiB
 
         cp = ControlPlane(Settings(state_dir=Path(tmp) / "state"), NoProxies())  # type: ignore[arg-type]
@@ -185,29 +200,20 @@ async def _child(case: str, updates: int, profile: Path | None) -> dict[str, Any
             translation = built = None
 
         # One route changed, N times (different routes spread over the store).
-        names = sorted(files)
-        picks = [names[(k * 7919) % len(names)] for k in range(updates)]
-        reload_s, pass_s, total_s, gc_s, unchanged = [], [], [], [], 0
-        for k, name in enumerate(picks, start=1):
-            path = files[name]
-            gateway = _gateway_of(name, layout)
-            ref = f"default/{gateway}"
-            before = cp.cache.get(ref).version(types.ROUTE) if cp.cache.get(ref) else ""
-            text = route_yaml(name, gateway, f"svc-{int(name.rsplit('-', 1)[1]) % SERVICE_POOL}", variant=k)
-            path.write_text(text)
-            t0 = time.perf_counter()
-            source.reload(path)
-            t1 = time.perf_counter()
-            g0 = gc_clock.total()
-            report = await cp.sync_once()
-            t2 = time.perf_counter()
-            gc_s.append(gc_clock.total() - g0)
-            reload_s.append(t1 - t0)
-            pass_s.append(report.seconds)
-            total_s.append(t2 - t0)
-            after = cp.cache.get(ref).version(types.ROUTE) if cp.cache.get(ref) else ""
-            if after == before:
-                unchanged += 1
+        changes = (_policy_changes(directory, layout[0][0], total_routes // ps.PATHS, updates) if policies
+                   else _plain_changes(files, layout, updates))
+        by_kind: dict[str, list[tuple[float, float, float, float]]] = {}
+        unchanged = 0
+        for kind, path, gateway, text in changes:
+            timing, changed = await _one_change(cp, source, gc_clock, path, f"default/{gateway}", text)
+            by_kind.setdefault(kind, []).append(timing)
+            unchanged += not changed
+        every = [t for timings in by_kind.values() for t in timings]
+        reload_s, pass_s, total_s, gc_s = ([t[i] for t in every] for i in range(4))
+        if policies:
+            out["update_by_kind"] = {kind: {"pass": summary([t[1] for t in timings]),
+                                            "reload": summary([t[0] for t in timings])}
+                                     for kind, timings in by_kind.items()}
         out["update_reload"] = summary(reload_s)
         out["update_pass"] = summary(pass_s)
         out["update_total"] = summary(total_s)
@@ -216,7 +222,7 @@ async def _child(case: str, updates: int, profile: Path | None) -> dict[str, Any
         out["rss_end_mib"] = read_status_kb(_self_pid(), "VmRSS") / MiB
         out["peak_rss_mib"] = read_status_kb(_self_pid(), "VmHWM") / MiB
 
-        if profile is not None:
+        if profile is not None and not policies:
             profile.parent.mkdir(parents=True, exist_ok=True)
             profile.write_text(f"cProfile, case {case}; lychgate commit as in results.json\n\n")
             if translation is not None:
@@ -224,6 +230,55 @@ async def _child(case: str, updates: int, profile: Path | None) -> dict[str, Any
             await _profile_pass(cp, source, files, layout, profile)
             out["profile"] = str(profile)
     return out
+
+
+Change = tuple[str, Path, str, str]  # (kind of change, file, Gateway, the file's new text)
+
+
+def _plain_changes(files: dict[str, Path], layout: list[tuple[str, int]], updates: int) -> list[Change]:
+    """`updates` route files rewritten (the second match), routes spread over the store."""
+    names = sorted(files)
+    out = []
+    for k in range(1, updates + 1):
+        name = names[((k - 1) * 7919) % len(names)]
+        gateway = _gateway_of(name, layout)
+        text = route_yaml(name, gateway, f"svc-{int(name.rsplit('-', 1)[1]) % SERVICE_POOL}", variant=k)
+        out.append(("route edit", files[name], gateway, text))
+    return out
+
+
+def _policy_changes(directory: Path, gateway: str, hosts: int, updates: int) -> list[Change]:
+    """`updates` rounds of the policy shape's three changes, on hostnames spread over the store."""
+    out = []
+    for k in range(updates):
+        h, p = (k * 37 + 11) % hosts, 1 + k % (ps.PATHS - 1)
+        file, name = ps.route_policy(h)
+        out += [
+            ("new path route", directory / f"shaped-new-{k}.yaml",
+             gateway, path_route_yaml(f"s-new-{k}", gateway, ps.host(h), f"/n{k}", f"svc-{k % SERVICE_POOL}")),
+            ("new policy", directory / f"policy-new-{k}.yaml",
+             gateway, ps.header_policy_yaml(f"p-new-{k}", ps.route(h, p), f"new-{k}")),
+            ("policy edit", directory / file, gateway, ps.header_policy_yaml(name, ps.route(h, 0), f"edit-{k}")),
+        ]
+    return out
+
+
+async def _one_change(cp: Any, source: Any, gc_clock: GcClock, path: Path, ref: str,
+                      text: str) -> tuple[tuple[float, float, float, float], bool]:
+    """Write one file, reload it (the file watcher's work) and run a pass:
+    ((reload, pass, both, GC in the pass) seconds, whether the Gateway's routes changed)."""
+    from lychgate.xds import types
+
+    before = cp.cache.get(ref).version(types.ROUTE) if cp.cache.get(ref) else ""
+    path.write_text(text)
+    t0 = time.perf_counter()
+    source.reload(path)
+    t1 = time.perf_counter()
+    g0 = gc_clock.total()
+    report = await cp.sync_once()
+    t2 = time.perf_counter()
+    after = cp.cache.get(ref).version(types.ROUTE) if cp.cache.get(ref) else ""
+    return (t1 - t0, report.seconds, t2 - t0, gc_clock.total() - g0), after != before
 
 
 def _self_pid() -> int:
@@ -319,16 +374,28 @@ def run_case(case: str, updates: int, profile: Path | None = None, timeout: floa
     return dict(json.loads(line.removeprefix("RESULT ")))
 
 
+def scaled_case(case: str, scale: float) -> str:
+    """A case at --scale: fewer routes (gateways:GxR: fewer Gateways of R routes)."""
+    if scale == 1.0:
+        return case
+    kind, _, size = case.partition(":")
+    if kind == "gateways":
+        g, _, r = size.partition("x")
+        return f"gateways:{max(2, int(int(g) * scale))}x{r}"
+    return f"{kind}:{max(10 * ps.PATHS if kind == 'policies' else 10, int(int(size) * scale))}"
+
+
 def run(opts: argparse.Namespace) -> dict[str, Any]:
     updates = 5 if opts.quick else 20
     cases: list[dict[str, Any]] = []
-    for case in FULL_CASES:
+    for case in (scaled_case(c, getattr(opts, "scale", 1.0)) for c in FULL_CASES):
         profile = artifact("profile-translation-10000.txt") if case == "routes:10000" else None
         log(f"translation {case} ...")
         r = run_case(case, updates, profile)
         log(f"  load {r['load_s']:.2f}s  full pass {r['full_pass_s'] * 1000:.0f} ms  "
             f"one-route pass p50 {r['update_pass']['p50'] * 1000:.1f} ms  "
-            f"snapshot {r['snapshot_bytes'] / MiB:.2f} MiB  peak RSS {r['peak_rss_mib']:.0f} MiB")
+            f"snapshot {r['snapshot_bytes'] / MiB:.2f} MiB  peak RSS {r['peak_rss_mib']:.0f} MiB  "
+            f"{r['update_unchanged_versions']} updates without effect")
         cases.append(r)
     return report(cases, updates)
 
@@ -337,10 +404,15 @@ def report(cases: list[dict[str, Any]], updates: int) -> dict[str, Any]:
     def ms(v: float | None) -> str:
         return "—" if v is None else f"{v * 1000:.1f}"
 
+    def label(case: str) -> str:
+        kind, _, size = case.partition(":")
+        return {"routes": f"{size} routes", "gateways": f"{size} gw x routes",
+                "policies": f"{size} routes with policies"}[kind]
+
     rows = []
     for r in cases:
         rows.append([
-            r["case"].replace("routes:", "").replace("gateways:", "") + (" gw x routes" if "gateways" in r["case"] else " routes"),
+            label(r["case"]),
             f"{r['load_s']:.2f}",
             ms(r["full_pass_s"]), ms(r.get("full_pass_gc_s")), ms(r.get("translate_s")), ms(r.get("build_s")),
             ms(r.get("snapshot_s")), ms(r["noop_pass_s"]),
@@ -349,19 +421,26 @@ def report(cases: list[dict[str, Any]], updates: int) -> dict[str, Any]:
             f"{r['snapshot_bytes'] / MiB:.2f}",
             f"{r['peak_rss_mib']:.0f}",
         ])
-    by_case = {r["case"]: r for r in cases}
-    big = by_case.get("routes:10000")
+    plain = [r for r in cases if r["case"].startswith("routes:")]
+    big = max(plain, key=lambda r: r["routes"]) if plain else None
     checks = []
     if big:
-        checks.append(check("full translation, 10,000 routes (first sync_once pass)", big["full_pass_s"], 2.0, "s",
+        n = f"{big['routes']:,}"
+        checks.append(check(f"full translation, {n} routes (first sync_once pass)", big["full_pass_s"], 2.0, "s",
                             note=f"GC {big.get('full_pass_gc_s', float('nan')):.2f} s of it; library stages "
                             f"translate {big.get('translate_s', float('nan')):.2f} s + build {big.get('build_s', float('nan')):.2f} s "
                             f"+ snapshot {big.get('snapshot_s', float('nan')):.3f} s"))
-        checks.append(check("one route changed at 10,000 routes: sync_once pass, p50", big["update_pass"]["p50"] * 1000,
+        checks.append(check(f"one route changed at {n} routes: sync_once pass, p50", big["update_pass"]["p50"] * 1000,
                             20.0, "ms", note=f"p99 {big['update_pass']['p99'] * 1000:.1f} ms over {updates} updates; "
                             f"+ {big['update_reload']['p50'] * 1000:.1f} ms to parse the file"))
         checks.append(check("each one-route update changes the route version", big["update_unchanged_versions"], 0,
                             "updates without effect", "=="))
+    shaped = next((r for r in cases if r["case"].startswith("policies:")), None)
+    tables = []
+    if shaped:
+        policy_checks, table = _policy_report(shaped, updates)
+        checks += policy_checks
+        tables.append(table)
     plots = safe_plots(_plots, cases)
     return {
         "name": "translation",
@@ -373,7 +452,11 @@ def report(cases: list[dict[str, Any]], updates: int) -> dict[str, Any]:
             "stub deployer runs `sync_once()`. *full pass*: the first `sync_once()`; *translate / build / "
             "snapshot*: the library stages from scratch (median of 3); *no-op pass*: `sync_once()` with "
             f"nothing changed; *one route*: {updates} times, one route file rewritten, `FileSource.reload` "
-            "(parse) then `sync_once()`. *GC*: time in the cyclic garbage collector during the pass (gc.callbacks). "
+            "(parse) then `sync_once()`. *with policies* (issue 17's shape): N/10 hostnames x 10 PathPrefix "
+            "routes, a Gateway-wide TrafficPolicy (request timeout) and a TrafficPolicy (a request header) on the "
+            f"`/` route of every hostname (every 10th route); its one-route passes are {updates} rounds of: a new "
+            "path route on an existing hostname (a new file), a new TrafficPolicy on a route that had none (a new "
+            "file), an edit of a route's TrafficPolicy (its file rewritten). *GC*: time in the cyclic garbage collector during the pass (gc.callbacks). "
             "Snapshot size: packed resource bytes of all Gateways. "
             "Peak RSS: VmHWM of the process (store + translation + snapshots)."
         ),
@@ -382,11 +465,38 @@ def report(cases: list[dict[str, Any]], updates: int) -> dict[str, Any]:
                         "snapshot (ms)", "no-op pass (ms)", "one route: pass p50 (ms)", "one route: pass p99 (ms)",
                         "one route: GC p50 (ms)", "one route: parse p50 (ms)", "snapshot (MiB)", "peak RSS (MiB)"],
             "rows": rows,
-        }],
+        }, *tables],
         "checks": checks,
         "plots": plots,
         "raw": cases,
     }
+
+
+def _policy_report(r: dict[str, Any], updates: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The checks and the per-change table of the policy shape's case."""
+    n = f"{r['routes']:,}"
+    full = check(f"full translation, {n} routes with policies: first sync_once pass", r["full_pass_s"], 1.5, "s",
+                 note=f"GC {r.get('full_pass_gc_s', float('nan')):.2f} s of it; library stages "
+                 f"translate {r.get('translate_s', float('nan')):.2f} s + build {r.get('build_s', float('nan')):.2f} s "
+                 f"+ snapshot {r.get('snapshot_s', float('nan')):.3f} s")
+    checks = [full]
+    rows = []
+    for kind in POLICY_CHANGES:
+        s = r["update_by_kind"].get(kind, {})
+        p50 = s.get("pass", {}).get("p50")
+        checks.append(check(f"one-route pass at {n} routes with policies, {kind}: p50",
+                            None if p50 is None else p50 * 1000, 10.0, "ms",
+                            note=f"sync_once pass; p99 {s.get('pass', {}).get('p99', float('nan')) * 1000:.1f} ms over "
+                            f"{updates} changes; + {s.get('reload', {}).get('p50', float('nan')) * 1000:.1f} ms to "
+                            "parse the file"))
+        rows.append([kind] + [f"{s.get('pass', {}).get(k, float('nan')) * 1000:.1f}" for k in ("p50", "p99", "max")]
+                    + [f"{s.get('reload', {}).get('p50', float('nan')) * 1000:.1f}"])
+    checks.append(check(f"each one-route change at {n} routes with policies changes the route version",
+                        r["update_unchanged_versions"], 0, "changes without effect", "=="))
+    table = {"title": f"One-route passes at {n} routes with policies, by change",
+             "columns": ["change", "sync_once pass p50 (ms)", "p99 (ms)", "max (ms)", "parse p50 (ms)"],
+             "rows": rows}
+    return checks, table
 
 
 def _plots(cases: list[dict[str, Any]]) -> list[str]:

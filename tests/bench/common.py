@@ -93,6 +93,19 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
+def thirds(values: list[float]) -> tuple[float, float]:
+    """Medians of the first and the last third of a series (does memory stay flat?)."""
+    if not values:
+        return float("nan"), float("nan")
+    third = max(1, len(values) // 3)
+    return statistics.median(values[:third]), statistics.median(values[-third:])
+
+
+def flat_limit(first_third: float) -> float:
+    """How much a memory series (MiB) may grow and still count as flat: 10 MiB or 5 %."""
+    return max(10.0, 0.05 * first_third)
+
+
 def check(target: str, measured: float | None, limit: float, unit: str, op: str = "<=",
           note: str = "") -> dict[str, Any]:
     """One target and whether the measured figure meets it."""
