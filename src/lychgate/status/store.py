@@ -8,7 +8,6 @@ written to when nothing changed).
 
 from __future__ import annotations
 
-import copy
 import itertools
 import operator
 from collections.abc import Iterable
@@ -30,6 +29,16 @@ def _condition_lists(status: dict[str, Any]) -> Iterable[tuple[str, list[dict[st
         for item in status.get(group) or []:
             if isinstance(item.get("conditions"), list):
                 yield f"{group}/{item.get(ident)}", item["conditions"]
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a status (JSON-shaped: dicts, lists, scalars), several times as fast as
+    copy.deepcopy, which a first pass at 10,000 routes spent 0.6 s in."""
+    if type(value) is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy(v) for v in value]
+    return value
 
 
 class StatusStore:
@@ -72,7 +81,7 @@ class StatusStore:
                 continue
             old = self._status.get(key, {})
             old_conds = {(path, c["type"]): c for path, conds in _condition_lists(old) for c in conds}
-            new = copy.deepcopy(status)
+            new = _copy(status)
             for path, conds in _condition_lists(new):
                 for c in conds:
                     prev = old_conds.get((path, c["type"]))

@@ -139,7 +139,12 @@ class Store:
         return sorted(k for k, v in self._by_kind.items() if v)
 
     def count(self, kind: str) -> int:
-        return len(self._by_kind.get(kind, ()))
+        n = len(self._by_kind.get(kind, ()))
+        if n == 0 and self._reads is not None:
+            # "There are none" is what the reader learned (a shortcut before a list):
+            # the first object of the kind changes it.
+            self._reads.add(("list", (kind, None)))
+        return n
 
     def all(self) -> Iterator[Resource]:
         for bucket in self._by_kind.values():

@@ -32,11 +32,14 @@ VHostKey = tuple[GatewayKey, str, str]
 Entry = tuple[AnyRoute, ir.Route, str]  # route, one of its IR routes, the listener it came through
 
 # Kinds whose changes reach only the routes that read them; any other change
-# (a Gateway, a class, a namespace's labels, a BackendTLSPolicy) means a full pass.
+# (a Gateway, a class, a namespace's labels, a Secret, GatewayParameters) means a full pass.
 ROUTE_LEVEL_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "Service", "EndpointSlice", "ReferenceGrant",
                                "InferencePool", "Pod", "ConfigMap",
-                               # Layer-4 routes are redone on every pass and reach no HTTP route.
-                               "TLSRoute", "TCPRoute", "UDPRoute"})
+                               # What a route's backends and filters read (their absence too: Store.count).
+                               "Backend", "BackendConfigPolicy", "BackendTLSPolicy", "DirectResponse",
+                               # Redone on every pass, and reaching no HTTP route: layer-4 routes,
+                               # listener policies (applied to each pass's listeners).
+                               "TLSRoute", "TCPRoute", "UDPRoute", "ListenerPolicy", "HTTPListenerPolicy"})
 # Kinds whose changes reach routes through the policy targets (PolicyIndex.refresh).
 POLICY_KINDS = frozenset({"TrafficPolicy", "GatewayExtension"})
 # Kinds the aggregate holds (the layer-4 routes are few and redone every pass).

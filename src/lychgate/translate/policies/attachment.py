@@ -166,6 +166,9 @@ class PolicyIndex:
         # (field, contributing policies) -> (route settings, clusters): merged once, not per route
         self._compiled: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], dict[str, ir.Cluster]]] = {}
         self._by_contributors: dict[tuple[tuple[str, tuple[str, ...]], ...], Resolved] = {}
+        # the attachments at a rule's points (by identity) -> its resolution; emptied whenever
+        # a policy changes (new attachment objects: an id of a dropped one may come back)
+        self._by_attachments: dict[tuple[tuple[int, ...], ...], tuple[Resolved, tuple[Record, ...]]] = {}
         self._marks: dict[Mark, Mark] = {}  # one object per distinct mark (thousands of rules share a few)
         # Every usable extension gets a filter on every listener (see ir.HTTPListener.extensions).
         self.extensions: tuple[ir.ExtensionService, ...] = ()
@@ -220,6 +223,9 @@ class PolicyIndex:
         if content_changed:
             self._compiled.clear()
             self._by_contributors.clear()
+            self._marks.clear()
+        if self.restated:
+            self._by_attachments.clear()
         self.active = bool(self._states)
         return changed
 
@@ -413,8 +419,17 @@ class PolicyIndex:
 
     def _resolve(self, points: list[Target]) -> tuple[Resolved, tuple[Record, ...]]:
         """A route rule's effective policy from the policies at its attachment points (most
-        specific first), and what that did to each of them."""
-        everything = [a for pt in points for a in self.by_target.get(pt, ())]
+        specific first), and what that did to each of them. It depends on those policies
+        only: the rules under the same ones (most rules of a Gateway) share one answer."""
+        lists = [self.by_target.get(pt, ()) for pt in points]
+        key = tuple(tuple(map(id, atts)) for atts in lists)
+        found = self._by_attachments.get(key)
+        if found is None:
+            found = self._by_attachments[key] = self._resolve_uncached(points, [a for atts in lists for a in atts])
+        return found
+
+    def _resolve_uncached(self, points: list[Target], everything: list[Attachment]
+                          ) -> tuple[Resolved, tuple[Record, ...]]:
         if not everything:
             return _NOTHING, ()
         invalid = [a for a in everything if a.state.errors or a.state.closed_by]
