@@ -295,6 +295,10 @@ class ControlPlane:
                 self._keep_retired_clusters(ref, resources)
                 self._record_snapshot(ref, self.cache.set(ref, resources))
                 self._served_from[ref] = self.translation.gateways[ref]
+            if built:
+                # Let the xDS streams send the new snapshots now: status below is for people,
+                # and waits (a millisecond or two at thousands of routes).
+                await asyncio.sleep(0)
             self.doctor.record(set(self.translation.gateways))
             for ref in set(self.cache.nodes()) - self.translation.gateways.keys():
                 self.cache.remove(ref)

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from watchfiles import awatch
 
 from lychgate.api.base import ObjectKey, Resource, now
 from lychgate.api.core import Pod
 from lychgate.api.registry import ManifestError, describe, parse
 from lychgate.log import component_logger
+from lychgate.sources import watcher
 from lychgate.store import Store
 
 log = component_logger("sources")
@@ -31,7 +31,7 @@ log = component_logger("sources")
 # libyaml is several times faster on large trees; pure Python if PyYAML lacks it.
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-SUFFIXES = (".yaml", ".yml")
+SUFFIXES = watcher.SUFFIXES
 
 # Kinds a cluster would run but local mode has no use for: skipped with a note
 # instead of an error, so conformance and kubectl manifests load as they are.
@@ -216,19 +216,14 @@ class FileSource:
     # --- watching -------------------------------------------------------------
 
     async def watch(self, stop: asyncio.Event) -> None:
-        """Apply file changes as they happen until stop is set."""
+        """Apply file changes as they happen until stop is set (sources/watcher.py)."""
         log.info("watching %s for changes", self.directory)
-        # step: how long the watcher waits for quiet before it hands changes over.
-        # 2 ms puts a saved file in the control loop ~4.5 ms later (10 ms at 5 ms);
-        # idle, the watcher then costs 2.6 % of a core (1.8 % at 5 ms), as measured.
-        async for changes in awatch(
-            self.directory, stop_event=stop, debounce=200, step=2, recursive=True,
-            watch_filter=lambda _change, p: p.endswith(SUFFIXES),
-        ):
+        async for batch in watcher.changes(self.directory, stop):
             # Files that are gone first: an editor's rename-over may report the
             # old name's deletion in the same batch as the new name's creation,
             # and the objects must leave their old owner before the new one claims them.
-            paths = sorted({canonical(Path(p)) for _, p in changes}, key=lambda p: (p.exists(), p))
+            changed = {*self.files(), *self._owned} if batch is None else {canonical(p) for p in batch}
+            paths = sorted(changed, key=lambda p: (p.exists(), p))
             log.debug("sync: %d changed files", len(paths))
             for path in paths:
                 self.reload(path)
