@@ -118,6 +118,8 @@ class Aggregate:
             readers = self.readers.get(token)
             if readers is not None:
                 readers.discard(key)
+                if not readers:  # routes come and go under new names: keep no empty entries
+                    del self.readers[token]
         self.statuses.pop(key, None)
         if old is None:
             return

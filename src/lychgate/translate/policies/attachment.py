@@ -200,8 +200,8 @@ class PolicyIndex:
             policy = store.get_key(key)
             if not isinstance(policy, TrafficPolicy):
                 if old is not None:
-                    self._forget(old)
                     changed |= {t for t, _, _ in old.reached()}
+                    self._forget(old)
                     content_changed = True
                 continue
             if old is None or old.policy is not policy or touched is None \
@@ -250,6 +250,9 @@ class PolicyIndex:
                 atts.remove(att)
                 if not atts:
                     del self.by_target[att.target]
+        # A state and its attachments point at each other: freed at once without the cyclic
+        # collector, which never sees what the first pass froze (controlplane: gc.freeze).
+        state.attachments = []
         for token in state.validation_reads | state.attach_reads:
             readers = self._readers.get(token)
             if readers is not None:

@@ -27,7 +27,9 @@ TRAFFIC_POLICY = "TrafficPolicy"
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute")
 Applied = tuple[bool, str, str]  # ok, reason, message
 Described = dict[tuple[Any, ...], Applied]
-_DESCRIBED_MAX = 50_000  # memo entries; the memo starts over beyond (counts make signatures many)
+# Memo entries; the memo starts over beyond. Signatures carry route counts, so churn makes
+# new ones: kept small, the memo cannot grow the controller (a few hundred KiB).
+_DESCRIBED_MAX = 2_000
 
 
 class Outcome:
