@@ -49,6 +49,7 @@ log = component_logger("controlplane")
 # this only gathers events already on their way (one source event often brings more).
 DEBOUNCE_SECONDS = 0.001
 RETRY_NACKED_SECONDS = 5.0
+PUSH_TURNS = 4  # event-loop turns a pass leaves the xDS streams before it writes status
 
 _LISTENER_ERROR = re.compile(r"listener\(s\) ([^:]+): (.*)", re.S)
 
@@ -297,8 +298,10 @@ class ControlPlane:
                 self._served_from[ref] = self.translation.gateways[ref]
             if built:
                 # Let the xDS streams send the new snapshots now: status below is for people,
-                # and waits (a millisecond or two at thousands of routes).
-                await asyncio.sleep(0)
+                # and waits (a millisecond or two at thousands of routes). A stream hands
+                # gRPC one response per turn of the loop (clusters, then routes, endpoints).
+                for _ in range(PUSH_TURNS):
+                    await asyncio.sleep(0)
             self.doctor.record(set(self.translation.gateways))
             for ref in set(self.cache.nodes()) - self.translation.gateways.keys():
                 self.cache.remove(ref)
