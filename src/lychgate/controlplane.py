@@ -46,8 +46,10 @@ from lychgate.xds.validate import Blocked, Preflight
 log = component_logger("controlplane")
 
 # Edits of one burst that arrive while a pass runs are taken by the next pass anyway;
-# this only gathers events already on their way (one source event often brings more).
-DEBOUNCE_SECONDS = 0.001
+# one turn of the loop gathers events already on their way (one source event often
+# brings more; the file watcher gathers its own, sources/watcher.py). Waiting longer
+# only delays every change.
+DEBOUNCE_SECONDS = 0.0
 RETRY_NACKED_SECONDS = 5.0
 PUSH_TURNS = 4  # event-loop turns a pass leaves the xDS streams before it writes status
 
