@@ -191,11 +191,13 @@ def _key_bits(resources: Resources) -> int:
 def test_a_table_gets_as_few_scopes_as_keep_them_small(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each bit of the key costs every request; a scope of many routes costs
     Envoy a slow rebuild: a table gets a bit each time it doubles past
-    SCOPE_ROUTES routes a scope, and gives one back only after a fourfold drop."""
-    assert [scoped.scope_bits(n) for n in (1, 1000, 1001, 2000, 2001, 8000, 16001, 10**6)] == [1, 1, 2, 2, 3, 4, 6, 6]
-    assert scoped.scope_bits(1999, current=3) == 3  # just below 2,001: keeps its 3 bits
-    assert scoped.scope_bits(1001, current=3) == 3
-    assert scoped.scope_bits(1000, current=3) == 2  # a fourfold drop from the 4,000 that 3 bits hold
+    SCOPE_ROUTES routes a scope, and gives one back only at half the size."""
+    r = scoped.SCOPE_ROUTES
+    assert [scoped.scope_bits(n) for n in (1, 2 * r, 2 * r + 1, 4 * r, 4 * r + 1, 16 * r, 32 * r + 1, 10**9)] \
+        == [1, 1, 2, 2, 3, 4, 6, 6]
+    assert scoped.scope_bits(4 * r, current=3) == 3  # just below what 3 bits were chosen for
+    assert scoped.scope_bits(2 * r + 1, current=3) == 3
+    assert scoped.scope_bits(2 * r, current=3) == 2  # half the 4 r past which the third bit came
     monkeypatch.setattr(scoped, "SCOPE_ROUTES", 10)  # through build: 10 routes a scope
     cache = WireCache()
     hosts = [vhost(f"h{i:03d}.example.com") for i in range(400)]

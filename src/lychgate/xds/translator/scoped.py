@@ -20,15 +20,20 @@ random ones for an even spread over families of real-looking host names
 (numbered services, words, tenants, two varying labels): with all 6 bits the
 fullest scope holds 1.2-2.1 times the mean, with fewer bits less.
 
-Every bit costs each request of the table: Envoy reads `request.host` once per
-term (measured with valgrind, Envoy's own instructions per request over a
-whole table's 169k: the scoped lookup and key header 8k, CEL itself 2k, each
-bit 3.5k, the regex a small part of it). A table therefore gets as few bits as
-keep its scopes at about SCOPE_ROUTES routes (`scope_bits`: 2 bits at 2,000
-routes, 6 from 16,000): a change rebuilds one scope in Envoy, some 15 µs a
-route, so a scope of 500 routes costs Envoy's main thread ~8 ms. The bits grow
-when the table doubles past that and shrink only once it has shrunk fourfold:
-a new count changes the listener, whose connections drain.
+Every bit costs each request of the table, as Envoy resolves `request.host`
+once per term. Envoy's own instructions per request (valgrind; 169k with a
+whole table): the scoped lookup and the key header +8k, CEL +2.4k, each bit
++3.5k (the regex a small part of it), so 1 bit +14k, 2 bits +18k, 6 bits +32k.
+Every scope a request could not find needs a fallback Envoy does not have
+(scoped RDS answers 404), so the key must be a closed hash, and CEL is the one
+Envoy computes without a filter. A table therefore gets as few bits as keep its
+scopes at about SCOPE_ROUTES routes on average (`scope_bits`: 1 bit up to
+2,000 routes, 6 from 32,000). A bigger scope costs propagation little: a new
+route among 6,000 (3,000 two-match HTTPRoutes) reached Envoy in 20 ms with
+64 scopes, 23 with 16, 26 with 8 and 30 with 4, against 67 ms for the whole
+table (Envoy rebuilds a scope of 1,500 routes in ~3.5 ms). A bit added past
+some size is given back only at half that size: a new count changes the
+listener, whose connections drain.
 The regexes ignore ASCII case and a port, as Envoy's host matching does
 (`ignore_port_in_host_matching`); a Host that no exact host can match (other
 characters, IP literals) lands in scope 0 and finds the wildcard hosts and the
@@ -66,7 +71,7 @@ from lychgate.xds.translator.wire import RawMessage, unchanged_ends
 
 MAX_BITS = 6  # len(_SETS): at most 64 scopes
 SCOPES = 1 << MAX_BITS
-SCOPE_ROUTES = 500  # routes a scope may hold on average before its table gets another bit
+SCOPE_ROUTES = 1000  # routes a scope may hold on average before its table gets another bit
 SCOPE_HEADER = "x-lychgate-scope"
 MIN_HOSTS = 16  # fewer exact hosts leave most scopes empty: such tables stay whole
 
@@ -110,13 +115,13 @@ def scope_key_expression(bits: int) -> str:
 
 def scope_bits(routes: int, current: int = 0) -> int:
     """The bits of a table of `routes` routes: as few as keep a scope at
-    SCOPE_ROUTES routes on average, at least 1. Once split (`current`), a table
-    keeps its bits until it doubles past that or shrinks fourfold, so a table
-    near a boundary does not switch back and forth."""
+    SCOPE_ROUTES routes on average, at least 1. A table of `current` bits gives
+    one back only at half the size that added it, so a table near a boundary
+    does not switch back and forth."""
     want = 1
     while want < MAX_BITS and routes > SCOPE_ROUTES << want:
         want += 1
-    if want < current:  # one bit more than needed: shrinking takes a fourfold drop
+    if want < current:  # one bit more than needed is kept
         return min(current, want + 1)
     return want
 
