@@ -4,8 +4,9 @@ Envoy rebuilds a RouteConfiguration whole on every change: at 3,000 hosts a
 new route costs its main thread 50-100 ms before traffic follows (RDS and VHDS
 alike rebuild every virtual host). A table with many hosts is therefore served
 through scoped RDS: 2 to 64 RouteConfigurations (scopes), each holding the
-hosts whose name hashes into it, and a scope key that says which one a request uses. A
-change to one host then re-sends and rebuilds one scope's RouteConfiguration.
+hosts whose name hashes into it, and a scope key that says which one a request
+uses. A change to one host then re-sends and rebuilds one scope's
+RouteConfiguration.
 
 The scope key is a hash of the request's host, computed by Envoy itself before
 it looks the route up: an early header mutation of the connection manager sets
@@ -24,9 +25,10 @@ Every bit costs each request of the table, as Envoy resolves `request.host`
 once per term. Envoy's own instructions per request (valgrind; 169k with a
 whole table): the scoped lookup and the key header +8k, CEL +2.4k, each bit
 +3.5k (the regex a small part of it), so 1 bit +14k, 2 bits +18k, 6 bits +32k.
-Every scope a request could not find needs a fallback Envoy does not have
-(scoped RDS answers 404), so the key must be a closed hash, and CEL is the one
-Envoy computes without a filter. A table therefore gets as few bits as keep its
+A key Envoy could read without CEL (the Host as it is) would need a fallback
+scope for the Hosts no scope is named after (upper case, wildcard-only,
+catch-all), which scoped RDS does not have (it answers 404): the key must be a
+closed hash, and CEL is the only one Envoy computes before the route lookup. A table therefore gets as few bits as keep its
 scopes at about SCOPE_ROUTES routes on average (`scope_bits`: 1 bit up to
 2,000 routes, 6 from 32,000). A bigger scope costs propagation little: a new
 route among 6,000 (3,000 two-match HTTPRoutes) reached Envoy in 20 ms with
@@ -228,6 +230,8 @@ class ScopedTable:
         bits = scope_bits(self.exact_routes, self.bits if self.active else 0)
         self.active = (0 < floor <= self.exact_routes and hosts >= MIN_HOSTS
                        and self.shared_routes << bits <= self.exact_routes)
+        if not self.active or bits != self.bits:
+            self.built = {}  # every scope changes
         self.bits = bits if self.active else 0
         return self.active
 
