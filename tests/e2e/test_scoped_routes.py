@@ -7,8 +7,9 @@ mutation with a CEL expression) as the translator hashed the route hostnames,
 and every request must still reach what the whole table would route it to:
 exact hosts in any case and with a port, wildcard hosts, the catch-all, hosts
 added and removed while running, WebSocket upgrades only where the backend
-speaks WebSocket. A static Envoy with the same scope key answers its scope
-number for any Host, to hold Envoy's hash and the translator's together.
+speaks WebSocket, and all of it again once the table has grown a bit of key
+(more scopes). A static Envoy with the same scope key answers its scope number
+for any Host, to hold Envoy's hash and the translator's together.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import json
 import random
 import subprocess
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,13 +34,14 @@ from google.protobuf import json_format
 from lychgate.deploy.local import envoy_binary
 from lychgate.xds.translator import scoped
 from lychgate.xds.translator.listener import ads_source
-from lychgate.xds.translator.scoped import SCOPES
+from lychgate.xds.translator.scoped import SCOPE_ROUTES
 from tests.e2e.test_http_features import Stack
 from tests.harness import EchoBackends, Lychgate, free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 
 HOSTS = [f"h{i}.scoped.example" for i in range(70)]
+BITS = 1  # 140 routes: the fewest scopes, 2
 
 
 def route(name: str, host: str, backend: str) -> str:
@@ -68,7 +71,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPa
         for i, host in enumerate(HOSTS):
             lg.write(f"route-{i}.yaml", route(f"r{i}", host, ("v1", "v2", "v3")[i % 3]))
         # Two wildcard routes in every scope may not outweigh the exact routes (2 per host).
-        assert 2 * len(HOSTS) >= SCOPES * 2, "the wildcard routes would keep the table whole"
+        assert 2 * len(HOSTS) >= (1 << BITS) * 2, "the wildcard routes would keep the table whole"
+        assert 2 * len(HOSTS) <= SCOPE_ROUTES << BITS
         lg.write("wild.yaml", route("wild", "*.wild.example", "v2"))
         lg.write("any.yaml", route("any", "", "v1"))
         yield Stack(lg, loop)
@@ -81,15 +85,20 @@ def pod(stack: Stack, host: str, path: str = "/") -> str | int:
     return stack.lg.pod(stack.addr, path, host=host)
 
 
+def scope_names(stack: Stack) -> set[str]:
+    """The scopes Envoy holds for the table of port 8080."""
+    admin = stack.lg.proxies()["default/gw"]["admin"]
+    dump = httpx.get(f"http://{admin}/config_dump").json()
+    [scopes] = [c for c in dump["configs"] if c["@type"].endswith("ScopedRoutesConfigDump")]
+    return {c["name"] for d in scopes["dynamic_scoped_route_configs"] for c in d["scoped_route_configs"]
+            if c["name"].startswith("http-8080/")}
+
+
 def test_every_request_reaches_what_the_whole_table_routes_it_to(stack: Stack) -> None:
     lg = stack.lg
     lg.wait_pod(stack.addr, "v2", host=HOSTS[1])
     # Envoy holds scopes, not one table.
-    admin = lg.proxies()["default/gw"]["admin"]
-    dump = httpx.get(f"http://{admin}/config_dump").json()
-    [scopes] = [c for c in dump["configs"] if c["@type"].endswith("ScopedRoutesConfigDump")]
-    names = {c["name"] for d in scopes["dynamic_scoped_route_configs"] for c in d["scoped_route_configs"]}
-    assert {f"http-8080/{i}" for i in range(SCOPES)} <= names
+    assert scope_names(stack) == {f"http-8080/{i}" for i in range(1 << BITS)}
     for i, host in enumerate(HOSTS):
         assert pod(stack, host) == ("v1", "v2", "v3")[i % 3], host
     assert pod(stack, HOSTS[4].upper()) == "v2"  # Host is case-insensitive
@@ -103,6 +112,26 @@ def test_every_request_reaches_what_the_whole_table_routes_it_to(stack: Stack) -
     report = json.loads(lg.cli("debug", "-o", "json").stdout)
     [config] = [f for f in report["findings"] if f["step"] == "config"]
     assert config["ok"], config
+
+
+def test_a_table_that_doubles_gets_more_scopes_and_routes_as_before(stack: Stack) -> None:
+    """Past SCOPE_ROUTES routes a scope the key gets a bit: the listener changes
+    and Envoy holds twice the scopes; every request still goes where the whole
+    table would send it."""
+    lg = stack.lg
+    lg.wait_pod(stack.addr, "v2", host=HOSTS[1])
+    # 2 routes a host: past SCOPE_ROUTES routes in each of the 2 scopes
+    grown = [f"g{i}.scoped.example" for i in range(SCOPE_ROUTES - len(HOSTS) + 10)]
+    lg.write("grown.yaml", "---".join(textwrap.dedent(route(f"g{i}", host, "v3")) for i, host in enumerate(grown)))
+    lg.wait_pod(stack.addr, "v3", host=grown[-1], timeout=30)
+    wait_for(lambda: scope_names(stack) == {f"http-8080/{i}" for i in range(2 << BITS)}, 20, "twice the scopes")
+    for i, host in enumerate(HOSTS):
+        assert pod(stack, host) == ("v1", "v2", "v3")[i % 3], host
+    assert all(pod(stack, host) == "v3" for host in grown[::25])
+    assert pod(stack, HOSTS[4].upper()) == "v2"
+    assert pod(stack, f"{grown[7].upper()}:8080") == "v3"
+    assert pod(stack, "a.wild.example") == "v2"
+    assert pod(stack, "unknown.example") == "v1"
 
 
 def test_hosts_come_and_go_while_running(stack: Stack) -> None:
@@ -140,7 +169,7 @@ def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: 
     lg = stack.lg
     # Two hosts in one scope: the policy on the first must not reach the second.
     i, j = next((i, j) for i in range(len(HOSTS)) for j in range(i + 1, len(HOSTS))
-                if scoped.bucket(HOSTS[i]) == scoped.bucket(HOSTS[j]))
+                if scoped.bucket(HOSTS[i], BITS) == scoped.bucket(HOSTS[j], BITS))
     limited, neighbour = HOSTS[i], HOSTS[j]
     lg.write("limit.yaml", f"""
         apiVersion: gateway.lychgate.dev/v1alpha1
@@ -159,16 +188,16 @@ def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: 
     dump = httpx.get(f"http://{admin}/config_dump").json()
     assert any(c["@type"].endswith("ScopedRoutesConfigDump") and c.get("dynamic_scoped_route_configs")
                for c in dump["configs"])
-    other = next(h for h in HOSTS if scoped.bucket(h) != scoped.bucket(limited))
+    other = next(h for h in HOSTS if scoped.bucket(h, BITS) != scoped.bucket(limited, BITS))
     for host in (neighbour, other, "unknown.example"):
         assert all(pod(stack, host) != 429 for _ in range(4)), host
 
 
-def _scope_numbers_manager() -> hcm_pb.HttpConnectionManager:
-    """lychgate's scope key on a connection manager whose scope i answers "i"."""
+def _scope_numbers_manager(bits: int) -> hcm_pb.HttpConnectionManager:
+    """lychgate's scope key of `bits` bits on a connection manager whose scope i answers "i"."""
     table = scoped.scoped_routes("key", ads_source())
     table.ClearField("scoped_rds")
-    for i in range(SCOPES):
+    for i in range(1 << bits):
         scope = table.scoped_route_configurations_list.scoped_route_configurations.add(
             name=scoped.scope_name("key", i))
         scope.key.fragments.add(string_key=scoped.scope_name("key", i))
@@ -178,14 +207,15 @@ def _scope_numbers_manager() -> hcm_pb.HttpConnectionManager:
         answer.direct_response.status = 200
         answer.direct_response.body.inline_string = str(i)
     hcm = hcm_pb.HttpConnectionManager(stat_prefix="key", scoped_routes=table)
-    hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation("key"))
+    hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation("key", bits))
     hcm.http_filters.add(name="envoy.filters.http.router").typed_config.Pack(router_pb2.Router())
     return hcm
 
 
-def test_envoy_hashes_a_host_into_the_scope_the_translator_puts_it_in(tmp_path: Path) -> None:
+@pytest.mark.parametrize("bits", [2, scoped.MAX_BITS])
+def test_envoy_hashes_a_host_into_the_scope_the_translator_puts_it_in(tmp_path: Path, bits: int) -> None:
     port = free_port()
-    manager = json_format.MessageToDict(_scope_numbers_manager())
+    manager = json_format.MessageToDict(_scope_numbers_manager(bits))
     manager["@type"] = "type.googleapis.com/" + hcm_pb.HttpConnectionManager.DESCRIPTOR.full_name
     bootstrap = {"static_resources": {"listeners": [{
         "name": "key", "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
@@ -204,7 +234,7 @@ def test_envoy_hashes_a_host_into_the_scope_the_translator_puts_it_in(tmp_path: 
             for host in hosts:
                 for sent in (host, host.upper(), f"{host}:8080"):
                     answer = client.get("/", headers={"host": sent})
-                    assert answer.text == str(scoped.bucket(host)), sent
+                    assert answer.text == str(scoped.bucket(host, bits)), sent
             # A Host no exact host can match goes to scope 0, where the wildcard
             # hosts and the catch-all are too.
             for other in ("a_b.example", "[::1]:8080"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import random
 
+import pytest
 import re2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
@@ -21,7 +22,7 @@ from envoy.extensions.http.early_header_mutation.header_mutation.v3 import (
 
 from lychgate import ir
 from lychgate.xds import types
-from lychgate.xds.translator import build, scoped
+from lychgate.xds.translator import Resources, build, scoped
 from lychgate.xds.translator.wire import WireCache
 
 CLUSTER = "kube/default/svc/80"
@@ -78,13 +79,31 @@ def test_each_host_sits_in_the_scope_of_its_hash_and_wildcards_in_all() -> None:
     wild = [vhost("*.example.com"), vhost("*")]
     table = scoped.ScopedTable()
     table.update(sorted([*hosts, *wild], key=lambda v: v.name))
-    for vh in hosts:
-        i = scoped.bucket(vh.domains[0])
-        assert vh in table.scope(i)
-    for i in range(scoped.SCOPES):
-        assert table.scope(i)[-2:] == sorted(wild, key=lambda v: v.name)
+    for bits in range(1, scoped.MAX_BITS + 1):
+        table.bits = bits
+        scopes = [table.scope(i) for i in range(1 << bits)]
+        for vh in hosts:
+            assert [i for i, scope in enumerate(scopes) if vh in scope] == [scoped.bucket(vh.domains[0], bits)]
+        for scope in scopes:
+            exact = scope[:-2]
+            assert exact == sorted(exact, key=lambda v: v.name)  # by name, as a fresh table lists them
+            assert scope[-2:] == sorted(wild, key=lambda v: v.name)
     # The hash ignores ASCII case, as Envoy's host matching does.
     assert scoped.bucket("H1.Example.COM") == scoped.bucket("h1.example.com")
+
+
+def test_a_host_of_several_domains_sits_once_in_each_scope_of_one() -> None:
+    """Two domains in different buckets that one scope merges: listed once."""
+    a, b = next((f"a{i}.example.com", f"b{i}.example.com") for i in range(1000)
+                if scoped.bucket(f"a{i}.example.com") != scoped.bucket(f"b{i}.example.com")
+                and scoped.bucket(f"a{i}.example.com", 1) == scoped.bucket(f"b{i}.example.com", 1))
+    both = ir.VirtualHost(name="80/both", domains=(a, b), routes=vhost(a).routes)
+    table = scoped.ScopedTable()
+    table.update([both, *(vhost(f"h{i}.example.com") for i in range(20))])
+    table.bits = 1
+    assert table.scope(scoped.bucket(a, 1)).count(both) == 1
+    table.bits = scoped.MAX_BITS
+    assert both in table.scope(scoped.bucket(a)) and both in table.scope(scoped.bucket(b))
 
 
 def _regex_bucket(host: str) -> int:
@@ -105,6 +124,11 @@ def test_the_python_hash_is_the_one_envoy_computes() -> None:
     # A Host no exact host can match goes to scope 0 (wildcards and catch-all are everywhere).
     for other in ("", "a_b.example", "[::1]:8080", "*.example.com"):
         assert _regex_bucket(other) == 0
+    # A key of fewer bits is the first terms of the same hash: the low bits.
+    for bits in range(1, scoped.MAX_BITS + 1):
+        expression = scoped.scope_key_expression(bits)
+        assert expression.count(".matches(") == bits
+        assert all(scoped.parity_regex(chars) in expression for chars in scoped._SETS[:bits])
     # Envoy's CEL refuses regexes whose RE2 program is over 100.
     sizes = [re2.compile(scoped.parity_regex(chars)).programsize for chars in scoped._SETS]
     assert max(sizes) <= 100, sizes
@@ -125,12 +149,14 @@ def test_hosts_spread_evenly_over_the_scopes() -> None:
         "two labels": [f"app{i}.team{j}.example.net" for i in range(100) for j in range(30)],
     }
     for family, hosts in families.items():
-        fullest = max(collections.Counter(scoped.bucket(h) for h in hosts).values())
-        assert fullest <= 2.2 * len(hosts) / scoped.SCOPES, family
-        assert len({scoped.bucket(h) for h in hosts}) == scoped.SCOPES, family  # every scope is used
+        for bits in range(1, scoped.MAX_BITS + 1):
+            fullest = max(collections.Counter(scoped.bucket(h, bits) for h in hosts).values())
+            assert fullest <= 2.2 * len(hosts) / (1 << bits), (family, bits)
+            assert len({scoped.bucket(h, bits) for h in hosts}) == 1 << bits, family  # every scope is used
 
 
-def test_build_splits_a_big_table_into_scopes() -> None:
+def test_build_splits_a_big_table_into_scopes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scoped, "SCOPE_ROUTES", 1)  # 100 routes: all 6 bits
     vhosts = [vhost(f"h{i:03d}.example.com") for i in range(100)]
     resources = build(gateway(vhosts), WireCache(), scope_threshold=50)
     routes = resources.by_type[types.ROUTE]
@@ -148,9 +174,49 @@ def test_build_splits_a_big_table_into_scopes() -> None:
     mutation = early_pb.HeaderMutation()
     early.typed_config.Unpack(mutation)
     assert mutation.mutations[0].append.header.key == scoped.SCOPE_HEADER
-    assert mutation.mutations[0].append.header.value.startswith("http-80/%CEL(")
+    assert mutation.mutations[0].append.header.value == f"http-80/%CEL({scoped.scope_key_expression(6)})%"
     assert "lua" not in str(hcm.http_filters)
     assert hcm.http_filters[-1].name == "envoy.filters.http.router"
+
+
+def _key_bits(resources: Resources) -> int:
+    """The terms of the listener's scope key expression."""
+    hcm = hcm_pb.HttpConnectionManager()
+    resources.message(types.LISTENER, "http-80").filter_chains[0].filters[0].typed_config.Unpack(hcm)
+    mutation = early_pb.HeaderMutation()
+    hcm.early_header_mutation_extensions[-1].typed_config.Unpack(mutation)
+    return mutation.mutations[0].append.header.value.count(".matches(")
+
+
+def test_a_table_gets_as_few_scopes_as_keep_them_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each bit of the key costs every request; a scope of many routes costs
+    Envoy a slow rebuild: a table gets a bit each time it doubles past
+    SCOPE_ROUTES routes a scope, and gives one back only at half the size."""
+    r = scoped.SCOPE_ROUTES
+    assert [scoped.scope_bits(n) for n in (1, 2 * r, 2 * r + 1, 4 * r, 4 * r + 1, 16 * r, 32 * r + 1, 10**9)] \
+        == [1, 1, 2, 2, 3, 4, 6, 6]
+    assert scoped.scope_bits(4 * r, current=3) == 3  # just below what 3 bits were chosen for
+    assert scoped.scope_bits(2 * r + 1, current=3) == 3
+    assert scoped.scope_bits(2 * r, current=3) == 2  # half the 4 r past which the third bit came
+    monkeypatch.setattr(scoped, "SCOPE_ROUTES", 10)  # through build: 10 routes a scope
+    cache = WireCache()
+    hosts = [vhost(f"h{i:03d}.example.com") for i in range(400)]
+
+    def split(n: int) -> tuple[int, list[list[str]]]:
+        resources = build(gateway(hosts[:n]), cache, scope_threshold=50)
+        bits = _key_bits(resources)
+        tables = [[vh.name for vh in resources.message(types.ROUTE, scoped.scope_name("http-80", i)).virtual_hosts]
+                  for i in range(1 << bits)]
+        assert sorted(resources.by_type[types.ROUTE]) == sorted(scoped.scope_name("http-80", i) for i in range(1 << bits))
+        assert len(resources.by_type[types.SCOPED_ROUTE]) == 1 << bits
+        return bits, tables
+
+    for n, bits in ((50, 3), (81, 4), (160, 4), (161, 5), (81, 5), (80, 4), (400, 6), (161, 6), (160, 5), (79, 4)):
+        got, tables = split(n)
+        assert got == bits, n
+        # Each scope holds exactly the hosts of its hash's low bits, as a fresh table would.
+        assert tables == [[vh.name for vh in hosts[:n] if scoped.bucket(vh.domains[0], bits) == i]
+                          for i in range(1 << bits)], n
 
 
 def test_tables_that_stay_whole() -> None:
@@ -161,9 +227,9 @@ def test_tables_that_stay_whole() -> None:
 
     assert whole(gateway(many[:49]))  # below the threshold
     assert whole(gateway(many), threshold=0)  # turned off (strict validation)
-    # A catch-all with more routes than a scope's share would be copied SCOPES-fold.
-    assert whole(gateway([*many, vhost("*", routes=5)]))
-    assert not whole(gateway([*many, vhost("*", routes=1)]))
+    # A catch-all with more routes than a scope's share would be copied into every scope.
+    assert whole(gateway([*many, vhost("*", routes=51)]))  # 100 routes: 2 scopes
+    assert not whole(gateway([*many, vhost("*", routes=50)]))
     # Filters that routes turn on are chosen after the scope is known: such tables split too.
     assert not whole(gateway(many, policy_filters=True))
 
@@ -175,7 +241,7 @@ def test_a_changed_host_rebuilds_only_its_scope() -> None:
     vhosts[42] = vhost("h042.example.com", routes=2)
     after = build(gateway(vhosts), cache, scope_threshold=50).by_type[types.ROUTE]
     changed = {name for name in after if after[name] is not before[name]}
-    assert changed == {scoped.scope_name("http-80", scoped.bucket("h042.example.com"))}
+    assert changed == {scoped.scope_name("http-80", scoped.bucket("h042.example.com", 1))}
 
 
 def test_a_split_table_stays_split_a_little_below_the_threshold() -> None:

@@ -70,33 +70,34 @@ def _cached(cache: WireCache, obj: object, kind: str, cls: Any, make: Any) -> Ra
 
 
 def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tuple[str, str, str],
-                threshold: int) -> bool:
-    """Add a scoped route table's scopes and their RouteConfigurations; False
-    when the table stays one RouteConfiguration. Envoy finds a request's scope
-    before it looks the route up, so the route's own filters (policies,
-    endpoint pickers) and upgrades apply in a split table as in a whole one."""
+                threshold: int) -> int:
+    """Add a scoped route table's scopes and their RouteConfigurations, and
+    return the bits of its scope key; 0 when the table stays one
+    RouteConfiguration. Envoy finds a request's scope before it looks the route
+    up, so the route's own filters (policies, endpoint pickers) and upgrades
+    apply in a split table as in a whole one."""
     table = cache.tables.get(key)
     floor = threshold if table is None or not table.active else scoped.keep_below(threshold)
     if (threshold <= 0 or len(http.virtual_hosts) < scoped.MIN_HOSTS
             or sum(len(vh.routes) for vh in http.virtual_hosts) < floor):
         cache.tables.pop(key, None)
-        return False
+        return 0
     if table is None:
         table = cache.tables[key] = scoped.ScopedTable()
     table.update(http.virtual_hosts)
     cache.keep(len(http.virtual_hosts))
     if not table.scoped(threshold):
-        return False
-    for i in range(scoped.SCOPES):
+        return 0
+    for i in range(1 << table.bits):
         name = scoped.scope_name(http.name, i)
-        version, message = table.built.get(i, (-1, None))
-        if version != table.versions[i]:
+        version, message = table.built.get(i, ((-1, -1), None))
+        if version != table.version(i):
             message = route_table(name, table.scope(i), cache, (*key, i), remove_headers=(scoped.SCOPE_HEADER,))
-            table.built[i] = (table.versions[i], message)
+            table.built[i] = (table.version(i), message)
         out.add(types.ROUTE, name, message)
-    for name, scope in scoped.scope_resources(http.name):
+    for name, scope in scoped.scope_resources(http.name, table.bits):
         out.add(types.SCOPED_ROUTE, name, scope)
-    return True
+    return table.bits
 
 
 def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
@@ -106,11 +107,12 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
     `scope_threshold` routes are split into scopes (scoped.py; 0: never)."""
     cache = cache or WireCache()
     out = Resources(by_type={t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER, types.ROUTE)})
-    scoped_tables = set()
+    scoped_tables: dict[str, int] = {}  # table -> bits of its scope key
     for http in gateway.listeners:
         key = (gateway.namespace, gateway.name, http.name)
-        if _add_scopes(out, http, cache, key, scope_threshold):
-            scoped_tables.add(http.name)
+        bits = _add_scopes(out, http, cache, key, scope_threshold)
+        if bits:
+            scoped_tables[http.name] = bits
         else:
             out.add(types.ROUTE, http.name, route_configuration(http, cache, key))
     for listener in envoy_listeners(gateway, scoped_tables):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Mapping
 
 from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2
 from envoy.config.listener.v3 import listener_components_pb2, listener_pb2, udp_listener_config_pb2
@@ -36,24 +36,25 @@ def _pack(message: object) -> any_pb2.Any:
     return out
 
 
-def http_connection_manager(listener: ir.HTTPListener, scoped_table: bool = False) -> hcm_pb.HttpConnectionManager:
-    """`scoped_table`: the listener's routes are split into scopes (scoped.py)."""
+def http_connection_manager(listener: ir.HTTPListener, scope_bits: int = 0) -> hcm_pb.HttpConnectionManager:
+    """`scope_bits`: the listener's routes are split into scopes by a key of
+    that many bits (scoped.py); 0: one table."""
     hcm = hcm_pb.HttpConnectionManager(
         stat_prefix=listener.name,
         normalize_path={"value": True},
         merge_slashes=True,
         use_remote_address={"value": True},
     )
-    if scoped_table:
+    if scope_bits:
         hcm.scoped_routes.CopyFrom(scoped.scoped_routes(listener.name, ads_source()))
     else:
         hcm.rds.CopyFrom(hcm_pb.Rds(config_source=ads_source(), route_config_name=listener.name))
     for feature in FEATURES:
         feature.patch_hcm(listener, hcm)
-    if scoped_table:
+    if scope_bits:
         # Sets the scope key before Envoy looks the route up (and before any
         # filter); last of the early mutations, so it hashes the Host those leave.
-        hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation(listener.name))
+        hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation(listener.name, scope_bits))
     # The router is always last: filters a feature added run before it.
     hcm.http_filters.append(
         hcm_pb.HttpFilter(name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router()))
@@ -97,10 +98,10 @@ def _chain(name: str, server_names: tuple[str, ...], tls: ir.DownstreamTLS | Non
     return chain
 
 
-def _http_chain(listener: ir.HTTPListener, scoped_table: bool) -> listener_components_pb2.FilterChain:
+def _http_chain(listener: ir.HTTPListener, scope_bits: int) -> listener_components_pb2.FilterChain:
     hcm = listener_components_pb2.Filter(
         name="envoy.filters.network.http_connection_manager",
-        typed_config=_pack(http_connection_manager(listener, scoped_table)),
+        typed_config=_pack(http_connection_manager(listener, scope_bits)),
     )
     return _chain(listener.name, listener.server_names, listener.tls, hcm)
 
@@ -141,10 +142,11 @@ def _udp_listener(listener: ir.UDPListener) -> listener_pb2.Listener:
     )
 
 
-def envoy_listeners(gateway: ir.GatewayIR, scoped_tables: Set[str] = frozenset()) -> list[listener_pb2.Listener]:
+def envoy_listeners(gateway: ir.GatewayIR, scoped_tables: Mapping[str, int] | None = None) -> list[listener_pb2.Listener]:
     """One Envoy listener per address and port, with one filter chain per Gateway
     listener (or TLSRoute hostname set) served there. `scoped_tables`: the HTTP
-    listeners whose routes are split into scopes."""
+    listeners whose routes are split into scopes, and the bits of their keys."""
+    scoped_tables = scoped_tables or {}
     ports: dict[tuple[str, int], list[ir.HTTPListener | ir.TCPListener]] = {}
     out: list[listener_pb2.Listener] = []
     for chain in (*gateway.listeners, *gateway.streams):
@@ -164,7 +166,7 @@ def envoy_listeners(gateway: ir.GatewayIR, scoped_tables: Set[str] = frozenset()
             # a taken port is refused and reported on the listener's status.
             enable_reuse_port={"value": False},
             address=_socket(address, port),
-            filter_chains=[_http_chain(c, c.name in scoped_tables) if isinstance(c, ir.HTTPListener) else _tcp_chain(c)
+            filter_chains=[_http_chain(c, scoped_tables.get(c.name, 0)) if isinstance(c, ir.HTTPListener) else _tcp_chain(c)
                            for c in chains],
         )
         if tls:

@@ -3,9 +3,10 @@
 Envoy rebuilds a RouteConfiguration whole on every change: at 3,000 hosts a
 new route costs its main thread 50-100 ms before traffic follows (RDS and VHDS
 alike rebuild every virtual host). A table with many hosts is therefore served
-through scoped RDS: `SCOPES` RouteConfigurations, each holding the hosts whose
-name hashes into it, and a scope key that says which one a request uses. A
-change to one host then re-sends and rebuilds one scope's RouteConfiguration.
+through scoped RDS: 2 to 64 RouteConfigurations (scopes), each holding the
+hosts whose name hashes into it, and a scope key that says which one a request
+uses. A change to one host then re-sends and rebuilds one scope's
+RouteConfiguration.
 
 The scope key is a hash of the request's host, computed by Envoy itself before
 it looks the route up: an early header mutation of the connection manager sets
@@ -13,15 +14,28 @@ the key header from a CEL expression (`scope_key_expression`), so no filter
 runs Lua and the route (with its upgrades and per-route filter settings) is
 known before the filter chain is built. The hash has to be one that CEL can
 compute without string functions (Envoy's CEL has none but `matches`): each of
-its 6 bits is the parity of the host's characters that are in one set, found
-by one small RE2 regex (`bucket()` computes the same in Python: the XOR of a
-6-bit code per character). CEL's evaluation is what a request pays (about
-0.3 µs per `matches`, 2 µs for any expression, measured), so the hash has as
-few terms as it has bits. The sets were picked among random ones for an even
-spread over families of real-looking host names (numbered services, words,
-tenants, two varying labels): the fullest scope holds 1.2-2.1 times the mean
-(a polynomial hash: 1.1-1.5; one of 12 regexes that also weighs the position of
-each character: 1.2-1.4, at 5 % fewer requests per second).
+its bits is the parity of the host's characters that are in one set, found by
+one small RE2 regex (`bucket()` computes the same in Python: the XOR of a 6-bit
+code per character, masked to the table's bits). The sets were picked among
+random ones for an even spread over families of real-looking host names
+(numbered services, words, tenants, two varying labels): with all 6 bits the
+fullest scope holds 1.2-2.1 times the mean, with fewer bits less.
+
+Every bit costs each request of the table, as Envoy resolves `request.host`
+once per term. Envoy's own instructions per request (valgrind; 169k with a
+whole table): the scoped lookup and the key header +8k, CEL +2.4k, each bit
++3.5k (the regex a small part of it), so 1 bit +14k, 2 bits +18k, 6 bits +32k.
+A key Envoy could read without CEL (the Host as it is) would need a fallback
+scope for the Hosts no scope is named after (upper case, wildcard-only,
+catch-all), which scoped RDS does not have (it answers 404): the key must be a
+closed hash, and CEL is the only one Envoy computes before the route lookup. A table therefore gets as few bits as keep its
+scopes at about SCOPE_ROUTES routes on average (`scope_bits`: 1 bit up to
+2,000 routes, 6 from 32,000). A bigger scope costs propagation little: a new
+route among 6,000 (3,000 two-match HTTPRoutes) reached Envoy in 20 ms with
+64 scopes, 23 with 16, 26 with 8 and 30 with 4, against 67 ms for the whole
+table (Envoy rebuilds a scope of 1,500 routes in ~3.5 ms). A bit added past
+some size is given back only at half that size: a new count changes the
+listener, whose connections drain.
 The regexes ignore ASCII case and a port, as Envoy's host matching does
 (`ignore_port_in_host_matching`); a Host that no exact host can match (other
 characters, IP literals) lands in scope 0 and finds the wildcard hosts and the
@@ -41,6 +55,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
+import heapq
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,7 +71,9 @@ from envoy.extensions.http.early_header_mutation.header_mutation.v3 import (
 from lychgate import ir
 from lychgate.xds.translator.wire import RawMessage, unchanged_ends
 
-SCOPES = 64  # 1 << len(_SETS)
+MAX_BITS = 6  # len(_SETS): at most 64 scopes
+SCOPES = 1 << MAX_BITS
+SCOPE_ROUTES = 1000  # routes a scope may hold on average before its table gets another bit
 SCOPE_HEADER = "x-lychgate-scope"
 MIN_HOSTS = 16  # fewer exact hosts leave most scopes empty: such tables stay whole
 
@@ -92,10 +109,23 @@ def parity_regex(chars: str) -> str:
     return f"^{miss}*(?:{hit}{miss}*{hit}{miss}*)*{hit}{miss}*{_PORT}"
 
 
-def scope_key_expression() -> str:
-    """The CEL expression Envoy evaluates per request: bucket() of request.host."""
+def scope_key_expression(bits: int) -> str:
+    """The CEL expression Envoy evaluates per request: bucket(request.host, bits)."""
     return " + ".join(f"(request.host.matches('{parity_regex(chars)}') ? {1 << j} : 0)"
-                      for j, chars in enumerate(_SETS))
+                      for j, chars in enumerate(_SETS[:bits]))
+
+
+def scope_bits(routes: int, current: int = 0) -> int:
+    """The bits of a table of `routes` routes: as few as keep a scope at
+    SCOPE_ROUTES routes on average, at least 1. A table of `current` bits gives
+    one back only at half the size that added it, so a table near a boundary
+    does not switch back and forth."""
+    want = 1
+    while want < MAX_BITS and routes > SCOPE_ROUTES << want:
+        want += 1
+    if want < current:  # one bit more than needed is kept
+        return min(current, want + 1)
+    return want
 
 
 # Each character's bits: the sets it is in.
@@ -103,8 +133,7 @@ _CODES = {c: sum(1 << j for j, chars in enumerate(_SETS) if c in chars) for c in
 
 
 @functools.lru_cache(maxsize=1 << 17)
-def bucket(host: str) -> int:
-    """The scope of an exact host, as Envoy computes it for a request."""
+def _hash(host: str) -> int:
     out = 0
     for c in host.lower():
         code = _CODES.get(c)
@@ -112,6 +141,12 @@ def bucket(host: str) -> int:
             return 0
         out ^= code
     return out
+
+
+def bucket(host: str, bits: int = MAX_BITS) -> int:
+    """The scope of an exact host in a table of `bits` bits, as Envoy computes
+    it for a request (the first `bits` terms of the same hash)."""
+    return _hash(host) & ((1 << bits) - 1)
 
 
 def scope_name(table: str, index: int) -> str:
@@ -131,9 +166,11 @@ class ScopedTable:
 
     Each pass hands the table's virtual hosts in; the hosts that are not the
     very objects of the last pass (found at C speed, as WireCache.get_all
-    finds them) move in or out of their scopes, so a pass costs what changed,
-    not what the table holds. Every scope lists its exact hosts by name, then
-    the shared (wildcard) hosts by name: the same lists a fresh split gives."""
+    finds them) move in or out of their buckets, so a pass costs what changed,
+    not what the table holds. Hosts are kept in the SCOPES buckets of the full
+    hash whatever the table's bits; a scope is the buckets that agree on its
+    bits. Every scope lists its exact hosts by name, then the shared (wildcard)
+    hosts by name: the same lists a fresh split gives."""
 
     def __init__(self) -> None:
         self.vhosts: tuple[ir.VirtualHost, ...] = ()
@@ -141,9 +178,10 @@ class ScopedTable:
         self.shared: list[ir.VirtualHost] = []
         self.exact_routes = 0
         self.shared_routes = 0
-        self.versions = [0] * SCOPES  # bumped whenever a scope's list changes
-        self.built: dict[int, tuple[int, Any]] = {}  # scope -> (version, its RouteConfiguration)
+        self.versions = [0] * SCOPES  # per bucket, bumped whenever its list (or the shared list) changes
+        self.built: dict[int, tuple[tuple[int, int], Any]] = {}  # scope -> ((bits, version), its RouteConfiguration)
         self.active = False  # split on the last pass
+        self.bits = 0  # of the last split pass
 
     def update(self, vhosts: Sequence[ir.VirtualHost]) -> None:
         head, tail = unchanged_ends(vhosts, self.vhosts)
@@ -186,15 +224,32 @@ class ScopedTable:
         Only with MIN_HOSTS exact hosts or more (one host's routes are one scope
         whatever is done), and only while the wildcard hosts copied into every
         scope hold fewer routes than the table has per scope (a table of mostly
-        wildcard routes would grow SCOPES-fold instead)."""
+        wildcard routes would grow many-fold instead). Sets the table's bits."""
         hosts = len(self.vhosts) - len(self.shared)
         floor = keep_below(threshold) if self.active else threshold
+        bits = scope_bits(self.exact_routes, self.bits if self.active else 0)
         self.active = (0 < floor <= self.exact_routes and hosts >= MIN_HOSTS
-                       and SCOPES * self.shared_routes <= self.exact_routes)
+                       and self.shared_routes << bits <= self.exact_routes)
+        if not self.active or bits != self.bits:
+            self.built = {}  # every scope changes
+        self.bits = bits if self.active else 0
         return self.active
 
+    def _members(self, index: int) -> range:
+        """The buckets of scope `index`: those whose low bits are `index`."""
+        return range(index, SCOPES, 1 << self.bits)
+
+    def version(self, index: int) -> tuple[int, int]:
+        """Changes whenever scope `index` (of the table's bits) does: bucket
+        versions only grow."""
+        return self.bits, sum(self.versions[i] for i in self._members(index))
+
     def scope(self, index: int) -> list[ir.VirtualHost]:
-        return [*self.exact[index], *self.shared]
+        exact: list[ir.VirtualHost] = []
+        for vh in heapq.merge(*(self.exact[i] for i in self._members(index)), key=_name):
+            if not exact or exact[-1] is not vh:  # a host of several domains sits in several buckets
+                exact.append(vh)
+        return [*exact, *self.shared]
 
 
 def keep_below(threshold: int) -> int:
@@ -213,12 +268,12 @@ def scoped_routes(table: str, source: config_source_pb2.ConfigSource) -> hcm_pb.
     return out
 
 
-def scope_key_mutation(table: str) -> extension_pb2.TypedExtensionConfig:
+def scope_key_mutation(table: str, bits: int) -> extension_pb2.TypedExtensionConfig:
     """The connection manager's early header mutation that sets the key header,
     before Envoy looks the route up."""
     mutation = early_pb.HeaderMutation()
     mutation.mutations.add(append=base_pb2.HeaderValueOption(
-        header=base_pb2.HeaderValue(key=SCOPE_HEADER, value=f"{table}/%CEL({scope_key_expression()})%"),
+        header=base_pb2.HeaderValue(key=SCOPE_HEADER, value=f"{table}/%CEL({scope_key_expression(bits)})%"),
         append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD))
     out = extension_pb2.TypedExtensionConfig(name="lychgate.route_scope")
     out.typed_config.Pack(mutation)
@@ -226,11 +281,11 @@ def scope_key_mutation(table: str) -> extension_pb2.TypedExtensionConfig:
 
 
 @functools.lru_cache(maxsize=256)
-def scope_resources(table: str) -> tuple[tuple[str, RawMessage], ...]:
+def scope_resources(table: str, bits: int) -> tuple[tuple[str, RawMessage], ...]:
     """One scope per hash value, each naming its RouteConfiguration; the same
     for a table pass after pass, so serialized once."""
     out = []
-    for i in range(SCOPES):
+    for i in range(1 << bits):
         scope = scoped_route_pb2.ScopedRouteConfiguration(
             name=scope_name(table, i), route_configuration_name=scope_name(table, i))
         scope.key.fragments.add(string_key=scope_name(table, i))
