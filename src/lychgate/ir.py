@@ -500,8 +500,6 @@ class RoutePolicy:
     # (stage, predicate) instead of on the route (xds/translator/header_stage.py).
     header_stage: tuple[str, str] | None = None
     internal_redirect: InternalRedirect | None = None
-    # "namespace/name" of every TrafficPolicy that contributed, oldest first.
-    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

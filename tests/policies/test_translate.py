@@ -133,7 +133,11 @@ def test_more_specific_attachment_points_win() -> None:
     assert rs["r/two"].policy is not None and rs["r/two"].policy.timeout_ms == 9000  # other fields still inherited
     assert response_header(rs["other/0"]) == "listener"
     assert rs["r/one"].policy is not None
-    assert rs["r/one"].policy.sources == ("default/route",)
+    # The route says which policies shaped it, and how.
+    affected = [c for c in t.status[ObjectKey("HTTPRoute", "default", "r")]["parents"][0]["conditions"]
+                if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected"][0]["message"]
+    assert "TrafficPolicy default/route: applied: headerModifiers, timeouts" in affected
+    assert "TrafficPolicy default/gateway: not applied (Overridden): headerModifiers overridden by" in affected
     gateway = applied(t, "gateway", 0)
     assert gateway["status"] == "False" and gateway["reason"] == "Overridden"
     assert "overridden by policy default/listener on the more specific Gateway default/gw listener web" in gateway["message"]
@@ -177,7 +181,6 @@ def test_deep_merge_of_transformation_and_ext_auth(deep: bool) -> None:
         assert policy.transformation.request.remove == ("x-drop-a", "x-drop-b")
         assert ctx == {"a": "1", "b": "1", "shared": "a"}
         assert applied(t, "b", 0)["reason"] == "Merged"
-        assert policy.sources == ("default/a", "default/b")
     else:
         assert set(names) == {"x-a", "x-both"}
         assert ctx == {"a": "1", "shared": "a"}

@@ -491,7 +491,6 @@ class PolicyIndex:
     def _build(self, chosen: list[tuple[PolicyField, list[Attachment]]]) -> Resolved:
         ctx = CompileContext(self.store)
         settings: dict[str, Any] = {}
-        sources: dict[str, tuple[datetime, str, str]] = {}
         for f, contributors in chosen:
             try:
                 settings.update(self._compile_field(ctx, f, contributors))
@@ -499,12 +498,9 @@ class PolicyIndex:
                 # Values valid alone that cannot be served together (a merge): fail closed.
                 keys = ", ".join(a.state.key for a in contributors)
                 return Resolved(None, f"{f.name} of TrafficPolicies {keys} cannot be combined: {err}", {})
-            for a in contributors:
-                sources[a.state.key] = a.state.order
         if all(v is None or v == _NO_HEADERS for v in settings.values()):
             return Resolved(None, None, ctx.clusters)
-        policy = ir.RoutePolicy(**settings, sources=tuple(sorted(sources, key=lambda k: sources[k])))
-        return Resolved(policy, None, ctx.clusters)
+        return Resolved(ir.RoutePolicy(**settings), None, ctx.clusters)
 
     def _compile_field(self, ctx: CompileContext, f: PolicyField, contributors: list[Attachment]) -> dict[str, Any]:
         key = (f.name, tuple(a.state.key for a in contributors))

@@ -1,4 +1,9 @@
-"""Route-level policy settings: timeouts, retry, header modifiers, and which policies applied.
+"""Route-level policy settings: timeouts, retry, header modifiers.
+
+Which policies shaped a route is told by the route's status (TrafficPolicyAffected),
+not by route metadata: Envoy parses a route's metadata at every route update, and
+on tables where every route carries a policy that cost a new route ~4 ms (3,000
+routes, 300 hosts x 10 paths: 18.8 -> 14.1 ms from the write to the first answer).
 
 The HTTPRoute's own settings win where both set something: its `timeouts`,
 `retry` and backendRequest per-try timeout are kept, and its header filters are
@@ -8,7 +13,6 @@ applied after the policy's (Envoy applies header mutations in order).
 from __future__ import annotations
 
 from envoy.config.route.v3 import route_components_pb2 as route_pb
-from google.protobuf import struct_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
@@ -47,10 +51,6 @@ class RoutePolicy(Feature):
                 action.idle_timeout.CopyFrom(ms(p.stream_idle_timeout_ms))
             if p.retry is not None and not action.retry_policy.retry_on:
                 retry_policy(p.retry, action.retry_policy)
-        # Which TrafficPolicies shaped this route: visible in the proxy's config_dump.
-        meta = struct_pb2.Struct()
-        meta.update({"policies": list(p.sources)})
-        out.metadata.filter_metadata["lychgate"].CopyFrom(meta)
 
 
 register(RoutePolicy())
