@@ -190,19 +190,16 @@ def _key_bits(resources: Resources) -> int:
 
 def test_a_table_gets_as_few_scopes_as_keep_them_small(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each bit of the key costs every request; a scope of many routes costs
-    Envoy a slow rebuild: a table gets a bit each time it doubles past
-    SCOPE_ROUTES routes a scope, and gives one back only at half the size."""
+    Envoy a slow rebuild: a table splits with a bit for each doubling past
+    SCOPE_ROUTES routes a scope, and keeps its bits while it stays split (a new
+    count would change the listener under draining connections)."""
     r = scoped.SCOPE_ROUTES
     assert [scoped.scope_bits(n) for n in (1, 2 * r, 2 * r + 1, 4 * r, 4 * r + 1, 16 * r, 32 * r + 1, 10**9)] \
         == [1, 1, 2, 2, 3, 4, 6, 6]
-    assert scoped.scope_bits(4 * r, current=3) == 3  # just below what 3 bits were chosen for
-    assert scoped.scope_bits(2 * r + 1, current=3) == 3
-    assert scoped.scope_bits(2 * r, current=3) == 2  # half the 4 r past which the third bit came
     monkeypatch.setattr(scoped, "SCOPE_ROUTES", 10)  # through build: 10 routes a scope
-    cache = WireCache()
     hosts = [vhost(f"h{i:03d}.example.com") for i in range(400)]
 
-    def split(n: int) -> tuple[int, list[list[str]]]:
+    def split(cache: WireCache, n: int) -> tuple[int, list[list[str]]]:
         resources = build(gateway(hosts[:n]), cache, scope_threshold=50)
         bits = _key_bits(resources)
         tables = [[vh.name for vh in resources.message(types.ROUTE, scoped.scope_name("http-80", i)).virtual_hosts]
@@ -211,12 +208,21 @@ def test_a_table_gets_as_few_scopes_as_keep_them_small(monkeypatch: pytest.Monke
         assert len(resources.by_type[types.SCOPED_ROUTE]) == 1 << bits
         return bits, tables
 
-    for n, bits in ((50, 3), (81, 4), (160, 4), (161, 5), (81, 5), (80, 4), (400, 6), (161, 6), (160, 5), (79, 4)):
-        got, tables = split(n)
-        assert got == bits, n
-        # Each scope holds exactly the hosts of its hash's low bits, as a fresh table would.
-        assert tables == [[vh.name for vh in hosts[:n] if scoped.bucket(vh.domains[0], bits) == i]
-                          for i in range(1 << bits)], n
+    growing, loaded = WireCache(), WireCache()
+    # (routes, the bits of the table that grew to them, of one loaded at that size; 41: below
+    # the threshold, still split down to 4/5 of it)
+    for n, kept, fresh in ((50, 3, 3), (81, 3, 4), (161, 3, 5), (400, 3, 6), (41, 3, 0)):
+        for cache, bits in ((growing, kept), (WireCache(), fresh)):
+            if not bits:
+                continue
+            got, tables = split(cache, n)
+            assert got == bits, n
+            # Each scope holds exactly the hosts of its hash's low bits, as a fresh table would.
+            assert tables == [[vh.name for vh in hosts[:n] if scoped.bucket(vh.domains[0], bits) == i]
+                              for i in range(1 << bits)], n
+    assert split(loaded, 400)[0] == 6  # loaded big: split at once with the bits its size needs
+    build(gateway(hosts[:30]), growing, scope_threshold=50)  # below 4/5 of the threshold: whole again
+    assert split(growing, 400)[0] == 6  # split again: bits chosen afresh
 
 
 def test_tables_that_stay_whole() -> None:

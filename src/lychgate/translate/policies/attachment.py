@@ -42,7 +42,6 @@ from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import GROUP as GATEWAY_GROUP
 from lychgate.api.gateway import Gateway, GRPCRoute, HTTPRoute
 from lychgate.api.policy import GatewayExtension, TrafficPolicy
-from lychgate.log import component_logger
 from lychgate.store import Read, Store
 from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
 from lychgate.translate.policies.extensions import SERVICES as EXTENSION_SERVICES
@@ -50,8 +49,6 @@ from lychgate.translate.policies.extensions import extension_status, extension_t
 from lychgate.translate.policies.fields import FIELDS, UNSUPPORTED, PolicyField
 from lychgate.translate.policies.ledger import Ledger, Mark, Owner, Record
 from lychgate.translate.policies.outcomes import StatusWriter
-
-log = component_logger("translate")
 
 INVALID_POLICY_BODY = "a policy of this route is invalid; see the TrafficPolicy status\n"
 _NO_HEADERS = ir.HeaderOps()

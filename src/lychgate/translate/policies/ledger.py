@@ -14,7 +14,7 @@ says which virtual hosts a change reaches).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -100,9 +100,9 @@ class Ledger:
                     del self._uses[key]
                     self._count(use, -1)
 
-    def release_where(self, keep: object) -> None:
+    def release_where(self, keep: Callable[[Owner], bool]) -> None:
         """Release every owner for which `keep(owner)` is false (rare: a route table dropped)."""
-        self.release([o for o in self._owners if not keep(o)])  # type: ignore[operator]
+        self.release([o for o in self._owners if not keep(o)])
 
     def clusters(self, gateway: str) -> dict[str, ir.Cluster]:
         return {name: entry[0] for name, entry in self._clusters.get(gateway, {}).items()}  # type: ignore[misc]

@@ -35,9 +35,11 @@ the key at 3 bits, about 1 % of req/s more than 1 bit, where a new route of a
 3,000-route table costs Envoy a scope of ~375 routes instead of ~750). A bigger scope costs propagation little: a new
 route among 6,000 (3,000 two-match HTTPRoutes) reached Envoy in 20 ms with
 64 scopes, 23 with 16, 26 with 8 and 30 with 4, against 67 ms for the whole
-table (Envoy rebuilds a scope of 1,500 routes in ~3.5 ms). A bit added past
-some size is given back only at half that size: a new count changes the
-listener, whose connections drain.
+table (Envoy rebuilds a scope of 1,500 routes in ~3.5 ms). The bits are
+chosen when a table splits (a table loaded at 10,000 routes gets 5) and kept
+while it stays split: a new count would change the listener, and the
+connections of the old filter chain, draining, would look scopes up with the
+old key.
 The regexes ignore ASCII case and a port, as Envoy's host matching does
 (`ignore_port_in_host_matching`); a Host that no exact host can match (other
 characters, IP literals) lands in scope 0 and finds the wildcard hosts and the
@@ -118,16 +120,12 @@ def scope_key_expression(bits: int) -> str:
                       for j, chars in enumerate(_SETS[:bits]))
 
 
-def scope_bits(routes: int, current: int = 0) -> int:
-    """The bits of a table of `routes` routes: as few as keep a scope at
-    SCOPE_ROUTES routes on average, at least 1. A table of `current` bits gives
-    one back only at half the size that added it, so a table near a boundary
-    does not switch back and forth."""
+def scope_bits(routes: int) -> int:
+    """The bits of a table split at `routes` routes: as few as keep a scope at
+    SCOPE_ROUTES routes on average, at least 1 (kept while the table stays split)."""
     want = 1
     while want < MAX_BITS and routes > SCOPE_ROUTES << want:
         want += 1
-    if want < current:  # one bit more than needed is kept
-        return min(current, want + 1)
     return want
 
 
@@ -230,7 +228,9 @@ class ScopedTable:
         wildcard routes would grow many-fold instead). Sets the table's bits."""
         hosts = len(self.vhosts) - len(self.shared)
         floor = keep_below(threshold) if self.active else threshold
-        bits = scope_bits(self.exact_routes, self.bits if self.active else 0)
+        # A split table keeps its bits: a new count changes the listener, and connections
+        # of the old filter chain, still draining, would look scopes up with the old key.
+        bits = self.bits if self.active else scope_bits(self.exact_routes)
         self.active = (0 < floor <= self.exact_routes and hosts >= MIN_HOSTS
                        and self.shared_routes << bits <= self.exact_routes)
         if not self.active or bits != self.bits:
