@@ -134,8 +134,8 @@ def test_more_specific_attachment_points_win() -> None:
     assert response_header(rs["other/0"]) == "listener"
     assert rs["r/one"].policy is not None
     # The route says which policies shaped it, and how.
-    affected = [c for c in t.status[ObjectKey("HTTPRoute", "default", "r")]["parents"][0]["conditions"]
-                if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected"][0]["message"]
+    affected = next(c for c in t.status[ObjectKey("HTTPRoute", "default", "r")]["parents"][0]["conditions"]
+                    if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected")["message"]
     assert "TrafficPolicy default/route: applied: headerModifiers, timeouts" in affected
     assert "TrafficPolicy default/gateway: not applied (Overridden): headerModifiers overridden by" in affected
     gateway = applied(t, "gateway", 0)
