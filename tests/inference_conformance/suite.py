@@ -16,8 +16,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tests.conformance.manifests import GATEWAY_CLASS, key
 from tests.conformance.suite import (
     STATUS_TIMEOUT,
@@ -31,6 +29,7 @@ from tests.conformance.suite import (
     ensure,
     eventually,
     find_condition,
+    known_objects,
     send,
 )
 from tests.harness import Lychgate
@@ -116,12 +115,7 @@ class InferenceSuite:
         return [name for name in self._files if name != "base"]
 
     def objects(self, kind: str, namespace: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
-        try:
-            return self.lg.objects(kind, namespace, name)
-        except httpx.HTTPStatusError as err:
-            if err.response.status_code == 400:  # a kind lychgate does not know
-                return []
-            raise
+        return known_objects(self.lg, kind, namespace, name)
 
     def get(self, kind: str, name: str, namespace: str) -> dict[str, Any]:
         items = self.objects(kind, namespace, name)

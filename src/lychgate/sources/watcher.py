@@ -20,9 +20,12 @@ import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lychgate.log import component_logger
+
+if TYPE_CHECKING:  # Linux only: imported where it runs
+    from asyncinotify import Event, RecursiveInotify
 
 log = component_logger("sources")
 
@@ -67,7 +70,7 @@ async def _inotify(root: Path, stop: asyncio.Event) -> AsyncIterator[set[Path] |
             ino.add_watch(root.parent, files)
         # One task reads the events and is never cancelled: cancelling a read of inotify
         # just as it completes would drop the events it read.
-        events: asyncio.Queue[Any] = asyncio.Queue()
+        events: asyncio.Queue[Event] = asyncio.Queue()
         pump = asyncio.create_task(_pump(ino, events))
         stopping = asyncio.ensure_future(stop.wait())
         open_writers: set[Path] = set()  # modified, not closed yet
@@ -104,19 +107,18 @@ async def _inotify(root: Path, stop: asyncio.Event) -> AsyncIterator[set[Path] |
             pump.cancel()
 
 
-async def _pump(ino: Any, events: asyncio.Queue[Any]) -> None:
+async def _pump(ino: RecursiveInotify, events: asyncio.Queue[Event]) -> None:
     async for event in ino:
         events.put_nowait(event)
 
 
-def _classify(event: object, single: str | None, batch: set[Path], open_writers: set[Path],
+def _classify(event: Event, single: str | None, batch: set[Path], open_writers: set[Path],
               watch_dir: Callable[[Path], object]) -> bool:
     """Add what one event changed; True when only reading every file again can tell
     (a directory moved away or deleted: its files' names raise no events)."""
     from asyncinotify import Mask
 
-    mask: Mask = event.mask  # type: ignore[attr-defined]
-    path: Path | None = event.path  # type: ignore[attr-defined]
+    mask, path = event.mask, event.path
     if path is None:
         return False
     if Mask.ISDIR in mask:

@@ -191,8 +191,7 @@ class Aggregate:
         for key in dropped:
             del self.tables[key]
         if dropped:
-            self.policies.ledger.release_where(
-                lambda owner: not (isinstance(owner, tuple) and owner[:2] in dropped))
+            self.policies.ledger.release_where(lambda owner: owner[:2] not in dropped)
 
     def settle(self, revision: int) -> None:
         """End of a pass: everything is built for `revision`."""

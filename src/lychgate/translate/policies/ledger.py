@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # (gateway namespace, gateway name, listener, route kind, route namespace, route name, rule index)
 ResolutionKey = tuple[str, str, str, str, str, str, int]
 # A virtual host ((gateway, route table, host), translate/aggregate.py) or ("mesh", gateway).
-Owner = Hashable
+Owner = tuple[Hashable, ...]
 Tally = dict["Mark", int]
 K = TypeVar("K")
 
@@ -69,7 +69,7 @@ class Ledger:
         self.by_route: dict[ObjectKey, dict[str, Tally]] = {}
         # gateway ref -> cluster name -> (cluster, resolutions using it): extension and
         # backend clusters the Gateway's policies need
-        self._clusters: dict[str, dict[str, list[object]]] = {}
+        self._clusters: dict[str, dict[str, tuple[ir.Cluster, int]]] = {}
         # What the tallies changed for since the status was last written.
         self.touched_policies: set[str] = set()
         self.touched_routes: set[ObjectKey] = set()
@@ -105,7 +105,7 @@ class Ledger:
         self.release([o for o in self._owners if not keep(o)])
 
     def clusters(self, gateway: str) -> dict[str, ir.Cluster]:
-        return {name: entry[0] for name, entry in self._clusters.get(gateway, {}).items()}  # type: ignore[misc]
+        return {name: cluster for name, (cluster, _) in self._clusters.get(gateway, {}).items()}
 
     def _count(self, use: _Use, sign: int) -> None:
         for policy, target, mark in use.records:
@@ -119,11 +119,11 @@ class Ledger:
         if use.resolved.clusters:
             mine = self._clusters.setdefault(use.gateway, {})
             for name, cluster in use.resolved.clusters.items():
-                entry = mine.setdefault(name, [cluster, 0])
-                if sign > 0:
-                    entry[0] = cluster  # the newest value of a name (all its users agree)
-                entry[1] += sign  # type: ignore[operator]
-                if entry[1] == 0:
+                kept, users = mine.get(name, (cluster, 0))
+                users += sign
+                if users:  # the newest value of a name is kept (all its users agree)
+                    mine[name] = (cluster if sign > 0 else kept, users)
+                else:
                     del mine[name]
 
 

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from lychgate.translate.policies.attachment import Attachment, PolicyState, Target
 
 AFFECTED = "gateway.lychgate.dev/TrafficPolicyAffected"
-TRAFFIC_POLICY = "TrafficPolicy"
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute")
 Applied = tuple[bool, str, str]  # ok, reason, message
 Described = dict[tuple[Any, ...], Applied]
@@ -64,8 +63,8 @@ class StatusWriter:
     """Policy and Affected status, kept across passes (one per PolicyIndex)."""
 
     def __init__(self) -> None:
-        # policy key -> (its status, the routes and Gateways its attachments describe)
-        self._policies: dict[str, tuple[dict[str, Any], set[ObjectKey]]] = {}
+        # policy key -> (the policy's object key, the routes and Gateways its attachments describe)
+        self._policies: dict[str, tuple[ObjectKey, set[ObjectKey]]] = {}
         self._policy_status: dict[ObjectKey, dict[str, Any]] = {}
         # target route or Gateway -> policy -> what the policy's attachment there says
         self._targets: dict[ObjectKey, dict[str, str]] = {}
@@ -84,8 +83,10 @@ class StatusWriter:
         for key in restated | ledger.touched_policies:
             old = self._policies.pop(key, None)
             if old is not None:
-                retargeted |= old[1]
-                for target in old[1]:
+                policy_key, old_targets = old
+                del self._policy_status[policy_key]
+                retargeted |= old_targets
+                for target in old_targets:
                     of_kind = self._gateways if target.kind == "Gateway" else self._targets
                     entries = of_kind[target]
                     del entries[key]
@@ -93,7 +94,6 @@ class StatusWriter:
                         del of_kind[target]
             state = states.get(key)
             if state is None:
-                self._policy_status.pop(ObjectKey(TRAFFIC_POLICY, *key.split("/", 1)), None)
                 continue
             results = [(att, self._applied(state, att, ledger)) for att in sorted(
                 state.attachments, key=lambda a: (a.target.kind, a.target.name, a.target.section or ""))]
@@ -107,7 +107,7 @@ class StatusWriter:
                 of_kind.setdefault(target, {})[key] = _short(*result)
                 targets.add(target)
             retargeted |= targets
-            self._policies[key] = (written, targets)
+            self._policies[key] = (state.policy.key, targets)
             self._policy_status[state.policy.key] = written
         status.update(self._policy_status)
         self._affected(store, states, ledger, retargeted, status)
