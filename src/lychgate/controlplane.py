@@ -51,7 +51,10 @@ log = component_logger("controlplane")
 # only delays every change.
 DEBOUNCE_SECONDS = 0.0
 RETRY_NACKED_SECONDS = 5.0
-PUSH_TURNS = 4  # event-loop turns a pass leaves the xDS streams before it writes status
+# Traffic before status: a pass waits (at most this long) until its proxies have been
+# sent their snapshots and have asked for the endpoints of new clusters, which Envoy
+# does once it has built them: a route to a new Service answers when those arrive.
+CATCH_UP_SECONDS = 0.02
 
 _LISTENER_ERROR = re.compile(r"listener\(s\) ([^:]+): (.*)", re.S)
 
@@ -299,11 +302,9 @@ class ControlPlane:
                 self._record_snapshot(ref, self.cache.set(ref, resources))
                 self._served_from[ref] = self.translation.gateways[ref]
             if built:
-                # Let the xDS streams send the new snapshots now: status below is for people,
-                # and waits (a millisecond or two at thousands of routes). A stream hands
-                # gRPC one response per turn of the loop (clusters, then routes, endpoints).
-                for _ in range(PUSH_TURNS):
-                    await asyncio.sleep(0)
+                # Status below is for people, and waits (a millisecond or two at thousands of
+                # routes) while the streams send and answer Envoy's endpoint requests.
+                await self.ads.wait_caught_up(built, CATCH_UP_SECONDS)
             self.doctor.record(set(self.translation.gateways))
             for ref in set(self.cache.nodes()) - self.translation.gateways.keys():
                 self.cache.remove(ref)

@@ -343,3 +343,53 @@ async def test_delta_proxies_get_what_changed_since_the_snapshot_they_hold() -> 
         await client.close()
         await other.close()
         await server.stop(0)
+
+
+async def test_a_pass_waits_until_the_proxy_has_asked_for_new_endpoints(
+        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    """A route to a new Service answers once Envoy has the cluster's endpoints,
+    which it asks for only after it built the cluster: the control loop waits
+    for that request (and answers it) before it computes status."""
+    cache, ads, client = delta_setup
+    cache.set(NODE, build(gateway()))
+    client.delta(types.CLUSTER)
+    cds = await client.recv()
+    client.delta(types.CLUSTER, nonce=cds.nonce)
+    client.delta(types.ENDPOINT, subscribe=["kube/default/svc/80"])
+    eds = await client.recv()
+    client.delta(types.ENDPOINT, nonce=eds.nonce)
+    assert await ads.wait_caught_up([NODE], 1.0)
+
+    cache.set(NODE, build(_two_clusters()))  # a new cluster
+    waiting = asyncio.create_task(ads.wait_caught_up([NODE], 5.0))
+    cds = await client.recv()
+    assert [r.name for r in cds.resources] == ["kube/default/b/80"]
+    await asyncio.sleep(0.2)
+    assert not waiting.done()  # sent, but its endpoints were not asked for yet
+    client.delta(types.CLUSTER, nonce=cds.nonce)
+    client.delta(types.ENDPOINT, subscribe=["kube/default/b/80"])
+    eds = await client.recv()
+    assert [r.name for r in eds.resources] == ["kube/default/b/80"]
+    assert await asyncio.wait_for(waiting, 2.0)  # asked and answered: nothing waits on us
+
+    cache.set(NODE, build(_two_clusters(port_b=4001)))
+    assert not await ads.wait_caught_up([NODE], 0.0)  # not sent yet
+    assert await ads.wait_caught_up([NODE], 2.0)  # sent (an ACK is Envoy's business)
+
+
+async def test_catching_up_is_bounded_by_its_timeout(
+        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    """A proxy that never asks for a new cluster's endpoints holds a pass up at
+    most for the timeout."""
+    cache, ads, client = delta_setup
+    cache.set(NODE, build(gateway()))
+    client.delta(types.CLUSTER)
+    cds = await client.recv()
+    client.delta(types.CLUSTER, nonce=cds.nonce)
+    client.delta(types.ENDPOINT, subscribe=["kube/default/svc/80"])
+    await client.recv()
+    cache.set(NODE, build(_two_clusters()))
+    await client.recv()
+    started = asyncio.get_running_loop().time()
+    assert not await ads.wait_caught_up([NODE], 0.3)
+    assert asyncio.get_running_loop().time() - started < 2.0

@@ -11,9 +11,10 @@ stream and make Envoy reconnect with back-off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,25 @@ class ProxyConnection:
             for t in (types.CLUSTER, types.LISTENER)
         )
 
+    def caught_up(self, snapshot: Snapshot) -> bool:
+        """Is nothing of `snapshot` waiting on the control plane? Every type it
+        holds was sent, and the endpoints of every cluster it added or changed
+        were asked for (Envoy asks once it has built the cluster, and keeps it
+        warming, and the routes to it failing, until they come). What Envoy has
+        yet to apply or ACK waits on Envoy alone."""
+        for type_url, state in self.types.items():
+            if self.protocol == "delta":
+                hashes = snapshot.hashes.get(type_url)
+                if hashes is not None and state.basis is not hashes:
+                    return False
+            elif type_url in snapshot.versions and state.version_sent != snapshot.version(type_url):
+                return False
+        step, endpoints = snapshot.steps.get(types.CLUSTER), snapshot.hashes.get(types.ENDPOINT)
+        asked = self.types.get(types.ENDPOINT)
+        if step is None or endpoints is None or asked is None or asked.names is None:
+            return True
+        return all(name in asked.names for name in step[1] if name in endpoints)
+
     def summary(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -121,6 +141,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._by_gateway: dict[str, dict[int, ProxyConnection]] = {}
         self._ids = itertools.count(1)
         self._nonces = itertools.count(1)
+        self._progress = asyncio.Event()  # set whenever a stream has handled requests and answered
         # Called when a proxy connects, disconnects, first ACKs or NACKs.
         self.on_feedback: FeedbackHook = lambda _conn: None
         # Called on every ACK, with the type acknowledged.
@@ -128,6 +149,27 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
 
     def for_gateway(self, gateway: str) -> list[ProxyConnection]:
         return list(self._by_gateway.get(gateway, {}).values())
+
+    async def wait_caught_up(self, gateways: Iterable[str], timeout: float) -> bool:
+        """Wait, at most `timeout` seconds, until every connected proxy of
+        `gateways` has been sent its snapshot and has asked for the endpoints of
+        its new clusters (ProxyConnection.caught_up); the loop serves the
+        streams meanwhile. False when the time ran out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        waiting = [g for g in gateways if g in self._by_gateway]
+        while True:
+            waiting = [g for g in waiting if not self._caught_up(g)]
+            left = deadline - loop.time()
+            if not waiting or left <= 0:
+                return not waiting
+            self._progress.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._progress.wait(), left)
+
+    def _caught_up(self, gateway: str) -> bool:
+        snapshot = self.cache.get(gateway)
+        return snapshot is None or all(c.caught_up(snapshot) for c in self._by_gateway.get(gateway, {}).values())
 
     async def StreamAggregatedResources(
         self, request_iterator: AsyncIterator[discovery_pb2.DiscoveryRequest], context: Any
@@ -190,6 +232,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                     response = respond(conn, type_url, snapshot)
                     if response is not None:
                         yield response
+                self._progress.set()
         finally:
             reader.cancel()
             if conn is not None:
