@@ -345,12 +345,8 @@ async def test_delta_proxies_get_what_changed_since_the_snapshot_they_hold() -> 
         await server.stop(0)
 
 
-async def test_a_pass_waits_until_the_proxy_has_asked_for_new_endpoints(
-        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
-    """A route to a new Service answers once Envoy has the cluster's endpoints,
-    which it asks for only after it built the cluster: the control loop waits
-    for that request (and answers it) before it computes status."""
-    cache, ads, client = delta_setup
+async def _holding_one_cluster(cache: SnapshotCache, client: DeltaClient) -> None:
+    """The proxy holds one cluster and its endpoints, all ACKed."""
     cache.set(NODE, build(gateway()))
     client.delta(types.CLUSTER)
     cds = await client.recv()
@@ -358,6 +354,15 @@ async def test_a_pass_waits_until_the_proxy_has_asked_for_new_endpoints(
     client.delta(types.ENDPOINT, subscribe=["kube/default/svc/80"])
     eds = await client.recv()
     client.delta(types.ENDPOINT, nonce=eds.nonce)
+
+
+async def test_a_pass_waits_until_the_proxy_has_asked_for_new_endpoints(
+        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    """A route to a new Service answers once Envoy has the cluster's endpoints,
+    which it asks for only after it built the cluster: the control loop waits
+    for that request (and answers it) before it computes status."""
+    cache, ads, client = delta_setup
+    await _holding_one_cluster(cache, client)
     assert await ads.wait_caught_up([NODE], 1.0)
 
     cache.set(NODE, build(_two_clusters()))  # a new cluster
@@ -382,12 +387,7 @@ async def test_catching_up_is_bounded_by_its_timeout(
     """A proxy that never asks for a new cluster's endpoints holds a pass up at
     most for the timeout."""
     cache, ads, client = delta_setup
-    cache.set(NODE, build(gateway()))
-    client.delta(types.CLUSTER)
-    cds = await client.recv()
-    client.delta(types.CLUSTER, nonce=cds.nonce)
-    client.delta(types.ENDPOINT, subscribe=["kube/default/svc/80"])
-    await client.recv()
+    await _holding_one_cluster(cache, client)
     cache.set(NODE, build(_two_clusters()))
     await client.recv()
     started = asyncio.get_running_loop().time()
