@@ -393,3 +393,14 @@ async def test_catching_up_is_bounded_by_its_timeout(
     started = asyncio.get_running_loop().time()
     assert not await ads.wait_caught_up([NODE], 0.3)
     assert asyncio.get_running_loop().time() - started < 2.0
+
+
+async def test_a_refused_cluster_holds_no_pass_up(delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    """Envoy asks for no endpoints of clusters it refused: the pass goes on at once."""
+    cache, ads, client = delta_setup
+    await _holding_one_cluster(cache, client)
+    cache.set(NODE, build(_two_clusters()))
+    cds = await client.recv()
+    client.delta(types.CLUSTER, nonce=cds.nonce, error="refused")
+    await asyncio.sleep(0.1)
+    assert await ads.wait_caught_up([NODE], 0.0)

@@ -87,15 +87,16 @@ class ProxyConnection:
         warming, and the routes to it failing, until they come). What Envoy has
         yet to apply or ACK waits on Envoy alone."""
         for type_url, state in self.types.items():
-            if self.protocol == "delta":
-                hashes = snapshot.hashes.get(type_url)
-                if hashes is not None and state.basis is not hashes:
-                    return False
-            elif type_url in snapshot.versions and state.version_sent != snapshot.version(type_url):
+            version = snapshot.versions.get(type_url)
+            if version is None or state.rejected == version:  # a delta proxy refused it: nothing follows
+                continue
+            sent = state.basis is snapshot.hashes[type_url] if self.protocol == "delta" else state.version_sent == version
+            if not sent:
                 return False
         step, endpoints = snapshot.steps.get(types.CLUSTER), snapshot.hashes.get(types.ENDPOINT)
-        asked = self.types.get(types.ENDPOINT)
-        if step is None or endpoints is None or asked is None or asked.names is None:
+        asked, clusters = self.types.get(types.ENDPOINT), self.types.get(types.CLUSTER)
+        if step is None or endpoints is None or asked is None or asked.names is None \
+                or clusters is None or clusters.nack is not None:  # refused clusters ask for nothing
             return True
         return all(name in asked.names for name in step[1] if name in endpoints)
 
