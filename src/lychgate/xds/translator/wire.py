@@ -11,10 +11,10 @@ serialized again (the "share unchanged protobufs" idea of issue 9).
 from __future__ import annotations
 
 import hashlib
-import itertools
-import operator
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
+
+from lychgate.identity import unchanged_ends
 
 
 class RawMessage:
@@ -123,16 +123,3 @@ class WireCache:
             self._sequences = {}
             self.tables = {}
         self._used = 0
-
-
-def unchanged_ends(items: Sequence[Any], old: Sequence[Any]) -> tuple[int, int]:
-    """How many leading and trailing items are the very objects of `old`, found
-    at C speed (the two runs never overlap)."""
-    head = _same_run(items, old)
-    tail = _same_run(items[::-1], old[::-1])
-    return head, min(tail, min(len(items), len(old)) - head)
-
-
-def _same_run(items: Sequence[Any], old: Sequence[Any]) -> int:
-    differing = itertools.compress(itertools.count(), map(operator.is_not, items, old))
-    return next(differing, min(len(items), len(old)))
