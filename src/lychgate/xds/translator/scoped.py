@@ -61,6 +61,7 @@ import functools
 import hashlib
 import heapq
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from envoy.config.core.v3 import base_pb2, config_source_pb2, extension_pb2
@@ -73,6 +74,7 @@ from envoy.extensions.http.early_header_mutation.header_mutation.v3 import (
 )
 
 from lychgate import ir
+from lychgate.xds.translator import scope_module
 from lychgate.xds.translator.wire import RawMessage, unchanged_ends
 
 MAX_BITS = 6  # len(_SETS): at most 64 scopes
@@ -271,9 +273,20 @@ def scoped_routes(table: str, source: config_source_pb2.ConfigSource) -> hcm_pb.
     return out
 
 
-def scope_key_mutation(table: str, bits: int) -> extension_pb2.TypedExtensionConfig:
+def native_key(setting: bool | None, module: Path | None) -> bool:
+    """Whether split tables take their key from lychgate's Envoy module
+    (scope_module.py) rather than CEL: as set (Helm proxy.nativeScopeKey in
+    Kubernetes mode, where the proxy image must carry the module), else when the
+    deployer hands its proxies the built `module` (local mode)."""
+    return module is not None if setting is None else setting
+
+
+def scope_key_mutation(table: str, bits: int, native: bool = False) -> extension_pb2.TypedExtensionConfig:
     """The connection manager's early header mutation that sets the key header,
-    before Envoy looks the route up."""
+    before Envoy looks the route up: lychgate's module when the proxies have it
+    (`native`), else CEL."""
+    if native:
+        return scope_module.scope_key_mutation(SCOPE_HEADER, f"{table}/", _ALPHABET, _SETS[:bits])
     mutation = early_pb.HeaderMutation()
     mutation.mutations.add(append=base_pb2.HeaderValueOption(
         header=base_pb2.HeaderValue(key=SCOPE_HEADER, value=f"{table}/%CEL({scope_key_expression(bits)})%"),
