@@ -249,7 +249,7 @@ def _answer(port: int, host: str | None, version: str = "HTTP/1.1") -> str:
     """The body (or the status, when not 200) Envoy answers a request with this
     Host header as sent (None: no Host header)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    conn._http_vsn_str = version  # noqa: SLF001 (the request line's version; http.client has no option)
+    conn._http_vsn_str = version
     try:
         conn.putrequest("GET", "/", skip_host=True, skip_accept_encoding=True)
         if host is not None:
