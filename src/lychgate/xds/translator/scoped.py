@@ -28,11 +28,11 @@ Two mutations compute it (`scope_key_mutation`; `native_key` chooses):
 - Otherwise CEL (`scope_key_expression`), which any Envoy computes: Envoy's CEL
   has no string function but `matches`, so each bit is one small RE2 regex,
   and Envoy resolves `request.host` once per bit.
-Envoy's own instructions per request (callgrind, one keep-alive connection,
-2,000 hosts, direct response): whole table
-74.8k; split with a constant key 82.1k (the scoped lookup and the key header);
-the module 83.0k whatever the bits; CEL 2 bits 91.5k, 3 bits 94.8k (each bit
-~3.5k). Envoy CPU per request under wrk (6 alternating rounds, noisy): whole
+Envoy's own instructions per request (`python -m tests.bench.scope_key_cost`:
+callgrind, one keep-alive connection, 2,000 hosts, direct response): whole
+table 74.8k; split with a constant key 82.1k (the scoped lookup and the key
+header); the module 82.9k whatever the bits; CEL 91.3k at 2 bits, 94.6k at 3,
+105.2k at 6 (each bit ~3.5k). Envoy CPU per request under wrk (6 alternating rounds, noisy): whole
 13.7-14.4 us, constant key 14.2-14.4, module (2 bits) 14.0-14.5, CEL 2 bits
 14.4-15.5.
 A key Envoy could read without computing it (the Host as it is) would need a
