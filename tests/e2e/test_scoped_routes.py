@@ -3,13 +3,14 @@
 The threshold is lowered to 8 hosts so a small table is split (70 hosts: the
 two wildcard routes copied into every scope must stay a small share): Envoy's
 connection manager hashes each request's Host into a scope key (an early header
-mutation with a CEL expression) as the translator hashed the route hostnames,
+mutation: lychgate's Envoy module, or a CEL expression; the tests run with
+each) as the translator hashed the route hostnames,
 and every request must still reach what the whole table would route it to:
 exact hosts in any case and with a port, wildcard hosts, the catch-all, hosts
 added and removed while running, WebSocket upgrades only where the backend
 speaks WebSocket, and all of it again once the table has grown a bit of key
-(more scopes). A static Envoy with the same scope key answers its scope number
-for any Host, to hold Envoy's hash and the translator's together.
+(more scopes). A static Envoy with both scope keys answers its scope number
+for any Host, to hold the module's hash, CEL's and the translator's together.
 """
 
 from __future__ import annotations

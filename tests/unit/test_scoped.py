@@ -4,7 +4,7 @@ The incremental split must equal a fresh split after any change, a host must
 sit in the scope its name hashes to, wildcard hosts in every scope, and the
 tables that must stay whole (too few hosts, wildcard-heavy) must stay whole.
 tests/e2e/test_scoped_routes.py sends requests through the real Envoy, whose
-scope key expression computes the same hash."""
+scope keys (lychgate's module and the CEL expression) compute the same hash."""
 
 from __future__ import annotations
 
