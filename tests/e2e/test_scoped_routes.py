@@ -227,21 +227,25 @@ def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: 
         assert all(pod(stack, host) != 429 for _ in range(4)), host
 
 
+# An HTTPS listener's table is named after the listener (and its ListenerSet): no length limit.
+TABLE = "https-443-" + "listener" * 40
+
+
 def _scope_numbers_manager(bits: int, native_key: bool) -> hcm_pb.HttpConnectionManager:
     """lychgate's scope key of `bits` bits on a connection manager whose scope i answers "i"."""
-    table = scoped.scoped_routes("key", ads_source())
+    table = scoped.scoped_routes(TABLE, ads_source())
     table.ClearField("scoped_rds")
     for i in range(1 << bits):
         scope = table.scoped_route_configurations_list.scoped_route_configurations.add(
-            name=scoped.scope_name("key", i))
-        scope.key.fragments.add(string_key=scoped.scope_name("key", i))
+            name=scoped.scope_name(TABLE, i))
+        scope.key.fragments.add(string_key=scoped.scope_name(TABLE, i))
         host = scope.route_configuration.virtual_hosts.add(name="any", domains=["*"])
         answer = host.routes.add()
         answer.match.prefix = "/"
         answer.direct_response.status = 200
         answer.direct_response.body.inline_string = str(i)
     hcm = hcm_pb.HttpConnectionManager(stat_prefix="key", scoped_routes=table)
-    hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation("key", bits, native_key))
+    hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation(TABLE, bits, native_key))
     hcm.http_filters.add(name="envoy.filters.http.router").typed_config.Pack(router_pb2.Router())
     return hcm
 

@@ -40,15 +40,14 @@ bool envoy_dynamic_module_callback_early_header_mutation_set_header(
 /* --- The scope key. --- */
 
 #define MAX_BITS 6
-#define MAX_PREFIX 200
 #define VALID 0x80 /* in a code: the character is in the alphabet */
 
 struct scope_config {
     char header[64];
     size_t header_len;
-    char prefix[MAX_PREFIX];
-    size_t prefix_len;
     uint8_t code[256]; /* per byte: VALID | the bits of the sets it is in; 0 if outside */
+    size_t prefix_len;
+    char prefix[]; /* the table's name and '/': no limit, as listener names have none */
 };
 
 static uint8_t lower(uint8_t c) { return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : c; }
@@ -67,12 +66,12 @@ static bool field(const char **at, const char *end, const char **start, size_t *
 static struct scope_config *parse(const char *at, size_t length) {
     const char *end = at + length, *s;
     size_t n;
-    struct scope_config *cfg = calloc(1, sizeof *cfg);
+    struct scope_config *cfg = calloc(1, sizeof *cfg + length); /* the prefix is shorter than all */
     if (cfg == NULL) return NULL;
     if (!field(&at, end, &s, &n) || n >= sizeof cfg->header) goto bad;
     memcpy(cfg->header, s, n);
     cfg->header_len = n;
-    if (!field(&at, end, &s, &n) || n >= MAX_PREFIX) goto bad;
+    if (!field(&at, end, &s, &n)) goto bad;
     memcpy(cfg->prefix, s, n);
     cfg->prefix_len = n;
     if (!field(&at, end, &s, &n)) goto bad;
@@ -131,7 +130,7 @@ bool envoy_dynamic_module_on_early_header_mutation_mutate(void *config, void *re
     if (envoy_dynamic_module_callback_early_header_mutation_get_header_value(
             request, (module_buffer){authority, sizeof authority - 1}, &host, 0, &count) && host.ptr != NULL)
         key = hash(cfg, (const uint8_t *)host.ptr, host.length);
-    char value[MAX_PREFIX + 2];
+    char value[cfg->prefix_len + 2];
     memcpy(value, cfg->prefix, cfg->prefix_len);
     size_t len = cfg->prefix_len;
     if (key >= 10) value[len++] = (char)('0' + key / 10);
