@@ -3,16 +3,28 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: quickstart test lint unit bench install install-test conformance inference-conformance
+.PHONY: quickstart test lint unit bench install install-test native conformance inference-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-install: $(BIN)/python
+# Envoy dynamic modules (src/lychgate/native): plain C against Envoy's ABI, no headers
+# needed. Without a C compiler lychgate runs without them (CEL computes the scope key).
+CC     ?= cc
+NATIVE := src/lychgate/native/liblychgate_scope.so
+
+$(NATIVE): src/lychgate/native/lychgate_scope.c
+	@if command -v $(CC) >/dev/null 2>&1; then \
+	  $(CC) -O2 -shared -fPIC -Wall -Wextra -Werror -o $@ $<; \
+	else echo "warning: no C compiler ($(CC)): $@ not built; split route tables use CEL keys"; fi
+
+native: $(NATIVE)
+
+install: $(BIN)/python $(NATIVE)
 	$(BIN)/pip install --quiet -e .
 
-install-test: $(BIN)/python
+install-test: $(BIN)/python $(NATIVE)
 	$(BIN)/pip install --quiet -e '.[test]'
 	@# xds-protos ships an old copy of opentelemetry/proto (no scope_logs) at the same paths as
 	@# opentelemetry-proto, and whichever installs last wins: the OTLP receivers of the tests

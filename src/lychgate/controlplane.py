@@ -39,7 +39,7 @@ from lychgate.xds import types
 from lychgate.xds.cache import Snapshot, SnapshotCache, decode, make_snapshot, route_hash
 from lychgate.xds.doctor import Doctor
 from lychgate.xds.server import AdsServer, ProxyConnection
-from lychgate.xds.translator import Resources, WireCache, build
+from lychgate.xds.translator import Resources, WireCache, build, scoped
 from lychgate.xds.translator.route_matcher import routes_of
 from lychgate.xds.validate import Blocked, Preflight
 
@@ -191,6 +191,9 @@ class ControlPlane:
     ) -> None:
         self.settings = settings
         self.deployer = deployer
+        # The scope key of split route tables: from lychgate's Envoy module when the
+        # deployer hands its proxies the module (local mode) or the settings say so.
+        self.native_scope_key = scoped.native_key(settings.native_scope_key, getattr(deployer, "scope_module", None))
         self.store = Store()
         self.cache = cache or SnapshotCache()
         self.ads = ads or AdsServer(self.cache)
@@ -293,7 +296,7 @@ class ControlPlane:
                     if self._same_as_served(ref, gw):
                         self.wire.keep(_wire_entries(gw))
                     else:
-                        built[ref] = build(gw, self.wire, threshold)
+                        built[ref] = build(gw, self.wire, threshold, self.native_scope_key)
                 self.wire.sweep()
             for ref, resources in built.items():
                 if self.preflight is not None:

@@ -65,6 +65,11 @@ class Settings(BaseSettings):
     route_scope_threshold: int = Field(
         2000, description="Split an HTTP route table with this many routes (on 16 hosts or more) into "
         "scopes, so a change re-sends one small table (0: never; strict validation never splits).")
+    native_scope_key: bool | None = Field(
+        None, description="Key the scopes of a split route table with lychgate's Envoy module "
+        "(liblychgate_scope.so, one pass over the Host) instead of CEL regexes (one per key bit). "
+        "Unset: local mode uses the module when `make install` built it; Kubernetes mode only when "
+        "set (Helm proxy.nativeScopeKey: the proxy image carries the module).")
     xds_tls_enabled: bool = Field(False, description="Serve xDS over TLS.")
     xds_tls_dir: Path = Field(
         Path("/etc/lychgate/xds-tls"),

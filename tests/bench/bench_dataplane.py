@@ -17,7 +17,7 @@ holds (read from its admin /config_dump).
 
 A third Gateway has 2,000 hosts, one route (one PathPrefix /) each: its route table is split into
 scopes (docs/gateway-api.md, "Large route tables"), so Envoy's connection
-manager computes every request's scope key (a CEL expression) before it looks
+manager computes every request's scope key (lychgate's Envoy module when built, else CEL) before it looks
 the route up. A fourth has 1,999 hosts, one below the threshold, so its table
 stays whole: split / whole is what the scope key costs (issue 17). Besides
 req/s, each of those two Envoys' own CPU time per request (utime + stime over
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -233,13 +234,19 @@ def _hcm_filters(admin: str) -> list[str]:
     return out
 
 
-def _scope_key(admin: str) -> tuple[int, int]:
-    """(scopes, bits of the scope key) of the split table's proxy, as Envoy holds them."""
+def _scope_key(admin: str) -> tuple[int, int, str]:
+    """(scopes, bits of the scope key, what computes it) of the split table's
+    proxy, as Envoy holds them: lychgate's module gets the bits' character sets
+    after the header, table and alphabet; CEL has a regex per bit."""
     with urllib.request.urlopen(f"http://{admin}/config_dump", timeout=30) as resp:
         dump = json.loads(resp.read())
     scopes = sum(len(d.get("scoped_route_configs", [])) for c in dump.get("configs", [])
                  for d in c.get("dynamic_scoped_route_configs", []))
-    return scopes, json.dumps(dump.get("configs", [])).count(".matches(")
+    text = json.dumps(dump.get("configs", []))
+    module = re.search(r'"value": "x-lychgate-scope ([^"]*)"', text)
+    if module is not None:
+        return scopes, len(module.group(1).split(" ")) - 2, "lychgate's Envoy module"
+    return scopes, text.count(".matches("), "CEL"
 
 
 def _pairs(cases: dict[str, tuple[str, str]], envoy_pid: dict[str, int], count: int,
@@ -344,8 +351,8 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
                 timeout=30).read())
             if not split_dump.get("configs"):
                 raise RuntimeError("the 2,000-host table is not split into scopes")
-            scopes, bits = _scope_key(proxies["default/dp-hosts"]["admin"])
-            log(f"dataplane: the split table has {scopes} scopes, a key of {bits} bits")
+            scopes, bits, keyed_by = _scope_key(proxies["default/dp-hosts"]["admin"])
+            log(f"dataplane: the split table has {scopes} scopes, a key of {bits} bits ({keyed_by})")
             for name, (url, host) in cases.items():  # each answers 200 before load
                 addr, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
                 p = Probe(addr, int(port))
@@ -385,11 +392,11 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
                 if envoy is not None:
                     envoy.stop()
             nginx.stop()
-    return _report(runs, seconds, rounds, order_note, filters, pairs, (scopes, bits))
+    return _report(runs, seconds, rounds, order_note, filters, pairs, (scopes, bits, keyed_by))
 
 
 def _report(runs: dict[str, list[Any]], seconds: int, rounds: int, order_note: str,
-            filters: list[str], pairs: list[tuple[float, float]], key: tuple[int, int]) -> dict[str, Any]:
+            filters: list[str], pairs: list[tuple[float, float]], key: tuple[int, int, str]) -> dict[str, Any]:
     # Medians over rounds; the ratios are taken within each round (the two cases
     # compared run back to back) and their median reported, which keeps bursts
     # of other load on the machine from deciding a verdict.
@@ -414,7 +421,7 @@ def _report(runs: dict[str, list[Any]], seconds: int, rounds: int, order_note: s
     pair_rps, pair_cpu = sorted(p[0] for p in pairs), sorted(p[1] for p in pairs)
     scoped_ratio, cpu_ratio = statistics.median(pair_rps), statistics.median(pair_cpu)
     quartiles = statistics.quantiles(pair_rps, n=4)
-    scopes, bits = key
+    scopes, bits, keyed_by = key
     cp_cpu = max(getattr(r, "control_plane_cpu", 0.0) for v in runs.values() for r in v)
     checks = [
         check("data plane: lychgate Envoy / static Envoy, 1 route (req/s)", one_ratio, 0.97, "", ">=",
@@ -426,7 +433,7 @@ def _report(runs: dict[str, list[Any]], seconds: int, rounds: int, order_note: s
               note=f"per round {', '.join(f'{x:.2f}' for x in paths_rounds)}; {last['rps']:,.0f} vs "
               f"{first['rps']:,.0f} req/s; p99 {last['p99_ms']:.2f} vs {first['p99_ms']:.2f} ms"),
         check("data plane: split table (2,000 hosts) / whole table (1,999 hosts), req/s", scoped_ratio, 0.95, "",
-              ">=", note=f"{scopes} scopes, a key of {bits} bits; median of {len(pairs)} back-to-back pairs, "
+              ">=", note=f"{scopes} scopes, a key of {bits} bits ({keyed_by}); median of {len(pairs)} back-to-back pairs, "
               f"quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}; Envoy CPU per request whole / split "
               f"{cpu_ratio:.3f}; rounds {', '.join(f'{x:.2f}' for x in scoped_rounds)}"),
         check("data plane: non-2xx answers and socket errors under load", sum(a["non2xx"] + a["errors"] for a in agg.values()),
@@ -446,6 +453,7 @@ def _report(runs: dict[str, list[Any]], seconds: int, rounds: int, order_note: s
             "within noise on this 2-core machine. "
             f"Control-plane CPU during the load runs: at most {100 * cp_cpu:.0f}% of one core.",
             f"A split route table (2,000 hosts in {scopes} scopes, a scope key of {bits} bits computed by Envoy "
+            f"({keyed_by}) "
             f"for every request) served {scoped_ratio:.3f} of the req/s of a whole table of 1,999 hosts (median of "
             f"{len(pairs)} back-to-back pairs, quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}; in the rounds "
             f"{', '.join(f'{x:.2f}' for x in scoped_rounds)}); Envoy's CPU per request {us[SPLIT]:.1f} µs split, "
@@ -455,7 +463,7 @@ def _report(runs: dict[str, list[Any]], seconds: int, rounds: int, order_note: s
         ],
         "plots": safe_plots(_plots, agg),
         "raw": {"aa_ratio": aa_ratio, "aa_rounds": aa_rounds, "scoped_ratio": scoped_ratio, "scoped_pairs": pairs,
-                "scopes": scopes, "scope_bits": bits, "envoy_us_per_request": us, "control_plane_cpu_max": cp_cpu, "filters": filters, "cases": agg, "wrk": {k: [r.raw for r in v] for k, v in runs.items()}, "order": order_note},
+                "scopes": scopes, "scope_bits": bits, "scope_key": keyed_by, "envoy_us_per_request": us, "control_plane_cpu_max": cp_cpu, "filters": filters, "cases": agg, "wrk": {k: [r.raw for r in v] for k, v in runs.items()}, "order": order_note},
     }
 
 

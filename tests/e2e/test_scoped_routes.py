@@ -3,20 +3,24 @@
 The threshold is lowered to 8 hosts so a small table is split (70 hosts: the
 two wildcard routes copied into every scope must stay a small share): Envoy's
 connection manager hashes each request's Host into a scope key (an early header
-mutation with a CEL expression) as the translator hashed the route hostnames,
+mutation: lychgate's Envoy module, or a CEL expression; the tests run with
+each) as the translator hashed the route hostnames,
 and every request must still reach what the whole table would route it to:
 exact hosts in any case and with a port, wildcard hosts, the catch-all, hosts
 added and removed while running, WebSocket upgrades only where the backend
 speaks WebSocket, and all of it again once the table has grown a bit of key
-(more scopes). A static Envoy with the same scope key answers its scope number
-for any Host, to hold Envoy's hash and the translator's together.
+(more scopes). A static Envoy with both scope keys answers its scope number
+for any Host, to hold the module's hash, CEL's and the translator's together.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
+import os
 import random
+import re
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -31,6 +35,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 from google.protobuf import json_format
 
+from lychgate import native
 from lychgate.deploy.local import envoy_binary
 from lychgate.xds.translator import scoped
 from lychgate.xds.translator.listener import ads_source
@@ -62,9 +67,25 @@ def route(name: str, host: str, backend: str) -> str:
     """
 
 
+def scope_module() -> Path:
+    """The built module: `make install` builds it (gcc), and these tests must not pass on CEL alone."""
+    module = native.scope_module()
+    assert module is not None, "src/lychgate/native/liblychgate_scope.so is not built: run `make native`"
+    return module
+
+
+@pytest.fixture(params=["native", "cel"])
+def key(request: pytest.FixtureRequest) -> str:
+    """Who computes the scope key: lychgate's Envoy module, or CEL."""
+    if request.param == "native":
+        scope_module()
+    return str(request.param)
+
+
 @pytest.fixture
-def stack(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, key: str) -> Iterator[Stack]:
     monkeypatch.setenv("LYCHGATE_ROUTE_SCOPE_THRESHOLD", "8")
+    monkeypatch.setenv("LYCHGATE_NATIVE_SCOPE_KEY", str(key == "native").lower())
     lg = Lychgate(tmp_path_factory.mktemp("scoped"))
     loop = EchoBackends()
     try:
@@ -94,11 +115,22 @@ def scope_names(stack: Stack) -> set[str]:
             if c["name"].startswith("http-8080/")}
 
 
-def test_every_request_reaches_what_the_whole_table_routes_it_to(stack: Stack) -> None:
+def key_extension(stack: Stack) -> str:
+    """The type of the early header mutation that sets the scope key on port 8080."""
+    admin = stack.lg.proxies()["default/gw"]["admin"]
+    dump = httpx.get(f"http://{admin}/config_dump").json()
+    [listeners] = [c for c in dump["configs"] if c["@type"].endswith("ListenersConfigDump")]
+    [listener] = [d["active_state"]["listener"] for d in listeners["dynamic_listeners"] if d["name"] == "http-8080"]
+    [mutation] = listener["filter_chains"][0]["filters"][0]["typed_config"]["early_header_mutation_extensions"]
+    return str(mutation["typed_config"]["@type"]).rsplit(".", 1)[-1]
+
+
+def test_every_request_reaches_what_the_whole_table_routes_it_to(stack: Stack, key: str) -> None:
     lg = stack.lg
     lg.wait_pod(stack.addr, "v2", host=HOSTS[1])
-    # Envoy holds scopes, not one table.
+    # Envoy holds scopes, not one table, keyed as configured.
     assert scope_names(stack) == {f"http-8080/{i}" for i in range(1 << BITS)}
+    assert key_extension(stack) == {"native": "DynamicModuleEarlyHeaderMutation", "cel": "HeaderMutation"}[key]
     for i, host in enumerate(HOSTS):
         assert pod(stack, host) == ("v1", "v2", "v3")[i % 3], host
     assert pod(stack, HOSTS[4].upper()) == "v2"  # Host is case-insensitive
@@ -195,52 +227,107 @@ def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: 
         assert all(pod(stack, host) != 429 for _ in range(4)), host
 
 
-def _scope_numbers_manager(bits: int) -> hcm_pb.HttpConnectionManager:
+# An HTTPS listener's table is named after the listener (and its ListenerSet): no length limit.
+TABLE = "https-443-" + "listener" * 40
+
+
+def _scope_numbers_manager(bits: int, native_key: bool) -> hcm_pb.HttpConnectionManager:
     """lychgate's scope key of `bits` bits on a connection manager whose scope i answers "i"."""
-    table = scoped.scoped_routes("key", ads_source())
+    table = scoped.scoped_routes(TABLE, ads_source())
     table.ClearField("scoped_rds")
     for i in range(1 << bits):
         scope = table.scoped_route_configurations_list.scoped_route_configurations.add(
-            name=scoped.scope_name("key", i))
-        scope.key.fragments.add(string_key=scoped.scope_name("key", i))
+            name=scoped.scope_name(TABLE, i))
+        scope.key.fragments.add(string_key=scoped.scope_name(TABLE, i))
         host = scope.route_configuration.virtual_hosts.add(name="any", domains=["*"])
         answer = host.routes.add()
         answer.match.prefix = "/"
         answer.direct_response.status = 200
         answer.direct_response.body.inline_string = str(i)
     hcm = hcm_pb.HttpConnectionManager(stat_prefix="key", scoped_routes=table)
-    hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation("key", bits))
+    hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation(TABLE, bits, native_key))
     hcm.http_filters.add(name="envoy.filters.http.router").typed_config.Pack(router_pb2.Router())
     return hcm
 
 
-@pytest.mark.parametrize("bits", [2, scoped.MAX_BITS])
-def test_envoy_hashes_a_host_into_the_scope_the_translator_puts_it_in(tmp_path: Path, bits: int) -> None:
-    port = free_port()
-    manager = json_format.MessageToDict(_scope_numbers_manager(bits))
-    manager["@type"] = "type.googleapis.com/" + hcm_pb.HttpConnectionManager.DESCRIPTOR.full_name
-    bootstrap = {"static_resources": {"listeners": [{
-        "name": "key", "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
-        "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
-                                        "typed_config": manager}]}]}]}}
-    (tmp_path / "envoy.json").write_text(json.dumps(bootstrap))
-    envoy = subprocess.Popen([envoy_binary(), "-c", str(tmp_path / "envoy.json"), "--disable-hot-restart",
-                              "--base-id", str(port), "-l", "error"], stderr=(tmp_path / "envoy.log").open("wb"))
+def _answer(port: int, host: str | None, version: str = "HTTP/1.1") -> str:
+    """The body (or the status, when not 200) Envoy answers a request with this
+    Host header as sent (None: no Host header)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn._http_vsn_str = version
+    try:
+        conn.putrequest("GET", "/", skip_host=True, skip_accept_encoding=True)
+        if host is not None:
+            conn.putheader("Host", host.encode())
+        conn.endheaders()
+        response = conn.getresponse()
+        body = response.read().decode()
+        return body if response.status == 200 else f"status {response.status}"
+    finally:
+        conn.close()
+
+
+def _hosts() -> list[str]:
+    """Route hostnames and requests' Hosts: generated names, upper case, ports,
+    IP literals, characters no hostname has."""
     rng = random.Random(11)
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789-."
-    hosts = [f"h{i}.scoped.example" for i in range(70)]
-    hosts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(300)]
+    names = [f"h{i}.scoped.example" for i in range(70)]
+    names += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(300)]
+    odd = "_*~!$&'()+,;=%@:[]ÄΩ"
+    out = [sent for name in names for sent in (name, name.upper(), f"{name}:8080", name.title())]
+    out += [f"{rng.randint(0, 255)}.{rng.randint(0, 255)}.0.{rng.randint(0, 255)}:{rng.randint(1, 65535)}"
+            for _ in range(30)]
+    out += ["[::1]:8080", "[fe80::1]", "a_b.example", "a.example:", "a.example:x", "a.example:80:80",
+            ":8080", "-", ".", "A", "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z" * 4]
+    for _ in range(200):
+        name = list(rng.choice(names))
+        name[rng.randrange(len(name))] = rng.choice(odd)
+        out.append("".join(name))
+    return out
+
+
+def _expected(sent: str, bits: int) -> int:
+    """The scope of a Host as the CEL regexes define it: bucket() of the Host
+    without a trailing ':<digits>' port (a Host with any other character: 0)."""
+    return scoped.bucket(re.sub(r":[0-9]*$", "", sent), bits)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, scoped.MAX_BITS])
+def test_envoy_hashes_a_host_into_the_scope_the_translator_puts_it_in(tmp_path: Path, bits: int) -> None:
+    """lychgate's module and the CEL expression, each on a listener of one Envoy,
+    agree with bucket() on every Host: route hostnames in any case, with ports,
+    IPs, other characters, an empty Host."""
+    module = scope_module()
+    ports = {"cel": free_port(), "native": free_port()}
+    listeners = []
+    for kind, port in ports.items():
+        manager = json_format.MessageToDict(_scope_numbers_manager(bits, kind == "native"))
+        manager["@type"] = "type.googleapis.com/" + hcm_pb.HttpConnectionManager.DESCRIPTOR.full_name
+        listeners.append({
+            "name": kind, "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+            "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                            "typed_config": manager}]}]})
+    (tmp_path / "envoy.json").write_text(json.dumps({"static_resources": {"listeners": listeners}}))
+    envoy = subprocess.Popen([envoy_binary(), "-c", str(tmp_path / "envoy.json"), "--disable-hot-restart",
+                              "--base-id", str(ports["cel"]), "-l", "error"], stderr=(tmp_path / "envoy.log").open("wb"),
+                             env={**os.environ, "ENVOY_DYNAMIC_MODULES_SEARCH_PATH": str(module.parent)})
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
-            wait_for(lambda: client.get("/", headers={"host": "a"}).status_code == 200, 20, "the static Envoy")
-            for host in hosts:
-                for sent in (host, host.upper(), f"{host}:8080"):
-                    answer = client.get("/", headers={"host": sent})
-                    assert answer.text == str(scoped.bucket(host, bits)), sent
-            # A Host no exact host can match goes to scope 0, where the wildcard
-            # hosts and the catch-all are too.
-            for other in ("a_b.example", "[::1]:8080"):
-                assert client.get("/", headers={"host": other}).text == "0", other
+        for port in ports.values():
+            wait_for(lambda port=port: _answer(port, "a") == str(scoped.bucket("a", bits)),
+                     20, f"the static Envoy ({(tmp_path / 'envoy.log').read_text()[-2000:]})")
+        answered = 0
+        for sent in _hosts():
+            cel, module_key = (_answer(port, sent) for port in ports.values())
+            assert module_key == cel, sent
+            if cel.isdigit():
+                assert int(cel) == _expected(sent, bits), sent
+                answered += 1
+        assert answered > 1500  # Envoy refuses some odd Hosts (both listeners alike); most are keyed
+        # An empty Host is scope 0; Envoy refuses a request without one before any key.
+        assert {_answer(port, "") for port in ports.values()} == {"0"}
+        for version in ("HTTP/1.1", "HTTP/1.0"):
+            assert len({_answer(port, None, version) for port in ports.values()}) == 1, version
     finally:
         envoy.terminate()
         envoy.wait(10)

@@ -55,6 +55,7 @@ def test_defaults(defaults: Rendered, monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.policy_merge == {}
     assert s.discovery_namespace_selectors == []
     assert s.gateway_class_parameters_refs == {}
+    assert s.native_scope_key is False  # CEL scope keys: the proxy image may not carry the module
     assert (s.waypoint_enabled, s.inference_extension_enabled, s.agentgateway_enabled) == (
         False,
         False,
@@ -84,6 +85,7 @@ def test_every_feature_value(
             "waypoint": {"enabled": True},
             "inferenceExtension": {"enabled": True},
             "agentgateway": {"enabled": True},
+            "proxy": {"nativeScopeKey": True},
         }
     )
     s = settings_from(r, monkeypatch)
@@ -95,6 +97,7 @@ def test_every_feature_value(
     assert s.policy_merge == merge
     assert s.discovery_namespace_selectors == selectors
     assert s.gateway_class_parameters_refs == refs
+    assert s.native_scope_key is True
     assert (s.waypoint_enabled, s.inference_extension_enabled, s.agentgateway_enabled) == (
         True,
         True,

@@ -4,12 +4,13 @@ The incremental split must equal a fresh split after any change, a host must
 sit in the scope its name hashes to, wildcard hosts in every scope, and the
 tables that must stay whole (too few hosts, wildcard-heavy) must stay whole.
 tests/e2e/test_scoped_routes.py sends requests through the real Envoy, whose
-scope key expression computes the same hash."""
+scope keys (lychgate's module and the CEL expression) compute the same hash."""
 
 from __future__ import annotations
 
 import collections
 import random
+from pathlib import Path
 
 import pytest
 import re2
@@ -19,10 +20,15 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from envoy.extensions.http.early_header_mutation.header_mutation.v3 import (
     header_mutation_pb2 as early_pb,
 )
+from google.protobuf import wrappers_pb2
 
-from lychgate import ir
+from lychgate import ir, native
+from lychgate.controlplane import ControlPlane
+from lychgate.deploy.bootstrap import XdsTarget
+from lychgate.deploy.local import LocalDeployer
+from lychgate.settings import Settings
 from lychgate.xds import types
-from lychgate.xds.translator import Resources, build, scoped
+from lychgate.xds.translator import Resources, build, scope_module, scoped
 from lychgate.xds.translator.wire import WireCache
 
 CLUSTER = "kube/default/svc/80"
@@ -177,6 +183,37 @@ def test_build_splits_a_big_table_into_scopes(monkeypatch: pytest.MonkeyPatch) -
     assert mutation.mutations[0].append.header.value == f"http-80/%CEL({scoped.scope_key_expression(6)})%"
     assert "lua" not in str(hcm.http_filters)
     assert hcm.http_filters[-1].name == "envoy.filters.http.router"
+
+
+def test_the_native_key_carries_the_hash_to_lychgates_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the module on the proxies, the key is one early mutation of the module,
+    handed the header, the table and the hash's character sets (the module's
+    keys are compared with bucket() through Envoy in tests/e2e/test_scoped_routes.py)."""
+    monkeypatch.setattr(scoped, "SCOPE_ROUTES", 10)  # 100 routes: 4 bits
+    resources = build(gateway([vhost(f"h{i:03d}.example.com") for i in range(100)]), WireCache(),
+                      scope_threshold=50, native_key=True)
+    hcm = hcm_pb.HttpConnectionManager()
+    resources.message(types.LISTENER, "http-80").filter_chains[0].filters[0].typed_config.Unpack(hcm)
+    [early] = hcm.early_header_mutation_extensions
+    mutation = scope_module.mutation_class()()
+    assert early.typed_config.Unpack(mutation)
+    assert mutation.dynamic_module_config.name == native.SCOPE_MODULE
+    config = wrappers_pb2.StringValue()
+    assert mutation.early_header_mutation_config.Unpack(config)
+    assert config.value.split(" ") == [scoped.SCOPE_HEADER, "http-80/", scoped._ALPHABET, *scoped._SETS[:4]]
+
+
+def test_local_proxies_get_the_module_kubernetes_ones_when_told(tmp_path: Path) -> None:
+    """Local mode hands its Envoys the module when built; a Kubernetes proxy image
+    carries it only when the Helm value says so (LYCHGATE_NATIVE_SCOPE_KEY)."""
+    module = tmp_path / "liblychgate_scope.so"
+    module.touch()
+    local = LocalDeployer(tmp_path, XdsTarget("127.0.0.1", 9977), scope_module=module)
+    assert ControlPlane(Settings(state_dir=tmp_path), local).native_scope_key
+    assert not ControlPlane(Settings(state_dir=tmp_path, native_scope_key=False), local).native_scope_key
+    kube = object()  # a deployer that hands its proxies no module
+    assert not ControlPlane(Settings(state_dir=tmp_path), kube).native_scope_key  # type: ignore[arg-type]
+    assert ControlPlane(Settings(state_dir=tmp_path, native_scope_key=True), kube).native_scope_key  # type: ignore[arg-type]
 
 
 def _key_bits(resources: Resources) -> int:

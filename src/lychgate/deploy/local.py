@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from lychgate import native
 from lychgate.api.gateway import Gateway
 from lychgate.deploy.allocations import Allocations
 from lychgate.deploy.bootstrap import XdsTarget, bootstrap
@@ -90,8 +91,13 @@ class LocalProxy:
 
 
 class LocalDeployer:
-    def __init__(self, state_dir: Path, xds: XdsTarget, first_address: str = "127.0.1.1") -> None:
+    def __init__(self, state_dir: Path, xds: XdsTarget, first_address: str = "127.0.1.1",
+                 scope_module: Path | None = None) -> None:
         self.state_dir = state_dir
+        # lychgate's Envoy module for the scope keys of split route tables (if built):
+        # Envoy finds it by name in this search path.
+        self.scope_module = scope_module if scope_module is not None else native.scope_module()
+        self._modules = str(self.scope_module.parent) if self.scope_module is not None else ""
         self.xds = xds
         self.allocations = Allocations(state_dir / "allocations.json", first_address)
         self.proxies: dict[str, LocalProxy] = {}
@@ -155,12 +161,16 @@ class LocalDeployer:
             indent=2,
         )
         survivor = _running_envoy(proxy.directory / "envoy.pid")
-        if survivor is not None and config.exists() and config.read_text() == wanted:
+        # A survivor started without the module's search path would refuse split tables' listeners.
+        modules = proxy.directory / "modules"
+        if (survivor is not None and config.exists() and config.read_text() == wanted
+                and modules.exists() and modules.read_text() == self._modules):
             self._adopt(proxy, survivor)
             return
         if survivor is not None:
             _kill(survivor, "its bootstrap changed")
         config.write_text(wanted)
+        modules.write_text(self._modules)
         if proxy.log_path.exists() and proxy.log_path.stat().st_size > MAX_LOG_BYTES:
             proxy.log_path.replace(proxy.log_path.with_suffix(".log.1"))
         level = proxy.intent.log_level
@@ -170,6 +180,7 @@ class LocalDeployer:
                 "--base-id", str(proxy.admin_port), "-l", level,
                 "--service-node", proxy.ref, "--service-cluster", proxy.ref.replace("/", "."),
                 stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
+                env={**os.environ, "ENVOY_DYNAMIC_MODULES_SEARCH_PATH": self._modules} if self._modules else None,
                 # Its own session: Ctrl-C in the terminal reaches the control
                 # plane, which then stops its proxies in order.
                 start_new_session=True,

@@ -101,10 +101,11 @@ def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tu
 
 
 def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
-          scope_threshold: int = 0) -> Resources:
+          scope_threshold: int = 0, native_key: bool = False) -> Resources:
     """Envoy resources for a Gateway. A `cache` kept across calls serializes each
     unchanged virtual host and cluster only once. Route tables with at least
-    `scope_threshold` routes are split into scopes (scoped.py; 0: never)."""
+    `scope_threshold` routes are split into scopes (scoped.py; 0: never), keyed
+    by lychgate's Envoy module with `native_key` (scoped.native_key), else CEL."""
     cache = cache or WireCache()
     out = Resources(by_type={t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER, types.ROUTE)})
     scoped_tables: dict[str, int] = {}  # table -> bits of its scope key
@@ -115,7 +116,7 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
             scoped_tables[http.name] = bits
         else:
             out.add(types.ROUTE, http.name, route_configuration(http, cache, key))
-    for listener in envoy_listeners(gateway, scoped_tables):
+    for listener in envoy_listeners(gateway, scoped_tables, native_key):
         out.add(types.LISTENER, listener.name, listener)
     for cluster in gateway.clusters:
         out.add(types.CLUSTER, cluster.name,

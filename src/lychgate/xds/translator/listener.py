@@ -36,9 +36,11 @@ def _pack(message: object) -> any_pb2.Any:
     return out
 
 
-def http_connection_manager(listener: ir.HTTPListener, scope_bits: int = 0) -> hcm_pb.HttpConnectionManager:
+def http_connection_manager(listener: ir.HTTPListener, scope_bits: int = 0,
+                            native_key: bool = False) -> hcm_pb.HttpConnectionManager:
     """`scope_bits`: the listener's routes are split into scopes by a key of
-    that many bits (scoped.py); 0: one table."""
+    that many bits (scoped.py); 0: one table. `native_key`: lychgate's Envoy
+    module computes the key, not CEL."""
     hcm = hcm_pb.HttpConnectionManager(
         stat_prefix=listener.name,
         normalize_path={"value": True},
@@ -54,7 +56,7 @@ def http_connection_manager(listener: ir.HTTPListener, scope_bits: int = 0) -> h
     if scope_bits:
         # Sets the scope key before Envoy looks the route up (and before any
         # filter); last of the early mutations, so it hashes the Host those leave.
-        hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation(listener.name, scope_bits))
+        hcm.early_header_mutation_extensions.append(scoped.scope_key_mutation(listener.name, scope_bits, native_key))
     # The router is always last: filters a feature added run before it.
     hcm.http_filters.append(
         hcm_pb.HttpFilter(name="envoy.filters.http.router", typed_config=_pack(router_pb2.Router()))
@@ -98,10 +100,10 @@ def _chain(name: str, server_names: tuple[str, ...], tls: ir.DownstreamTLS | Non
     return chain
 
 
-def _http_chain(listener: ir.HTTPListener, scope_bits: int) -> listener_components_pb2.FilterChain:
+def _http_chain(listener: ir.HTTPListener, scope_bits: int, native_key: bool) -> listener_components_pb2.FilterChain:
     hcm = listener_components_pb2.Filter(
         name="envoy.filters.network.http_connection_manager",
-        typed_config=_pack(http_connection_manager(listener, scope_bits)),
+        typed_config=_pack(http_connection_manager(listener, scope_bits, native_key)),
     )
     return _chain(listener.name, listener.server_names, listener.tls, hcm)
 
@@ -142,10 +144,12 @@ def _udp_listener(listener: ir.UDPListener) -> listener_pb2.Listener:
     )
 
 
-def envoy_listeners(gateway: ir.GatewayIR, scoped_tables: Mapping[str, int] | None = None) -> list[listener_pb2.Listener]:
+def envoy_listeners(gateway: ir.GatewayIR, scoped_tables: Mapping[str, int] | None = None,
+                    native_key: bool = False) -> list[listener_pb2.Listener]:
     """One Envoy listener per address and port, with one filter chain per Gateway
     listener (or TLSRoute hostname set) served there. `scoped_tables`: the HTTP
-    listeners whose routes are split into scopes, and the bits of their keys."""
+    listeners whose routes are split into scopes, and the bits of their keys
+    (computed by lychgate's Envoy module with `native_key`, else by CEL)."""
     scoped_tables = scoped_tables or {}
     ports: dict[tuple[str, int], list[ir.HTTPListener | ir.TCPListener]] = {}
     out: list[listener_pb2.Listener] = []
@@ -166,7 +170,7 @@ def envoy_listeners(gateway: ir.GatewayIR, scoped_tables: Mapping[str, int] | No
             # a taken port is refused and reported on the listener's status.
             enable_reuse_port={"value": False},
             address=_socket(address, port),
-            filter_chains=[_http_chain(c, scoped_tables.get(c.name, 0)) if isinstance(c, ir.HTTPListener) else _tcp_chain(c)
+            filter_chains=[_http_chain(c, scoped_tables.get(c.name, 0), native_key) if isinstance(c, ir.HTTPListener) else _tcp_chain(c)
                            for c in chains],
         )
         if tls:

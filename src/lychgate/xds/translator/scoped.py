@@ -10,25 +10,36 @@ RouteConfiguration.
 
 The scope key is a hash of the request's host, computed by Envoy itself before
 it looks the route up: an early header mutation of the connection manager sets
-the key header from a CEL expression (`scope_key_expression`), so no filter
-runs Lua and the route (with its upgrades and per-route filter settings) is
-known before the filter chain is built. The hash has to be one that CEL can
-compute without string functions (Envoy's CEL has none but `matches`): each of
-its bits is the parity of the host's characters that are in one set, found by
-one small RE2 regex (`bucket()` computes the same in Python: the XOR of a 6-bit
-code per character, masked to the table's bits). The sets were picked among
-random ones for an even spread over families of real-looking host names
-(numbered services, words, tenants, two varying labels): with all 6 bits the
-fullest scope holds 1.2-2.1 times the mean, with fewer bits less.
+the key header, so no filter runs Lua and the route (with its upgrades and
+per-route filter settings) is known before the filter chain is built. Each bit
+of the hash is the parity of the host's characters that are in one set
+(`bucket()` computes it in Python: the XOR of a 6-bit code per character,
+masked to the table's bits). The sets were picked among random ones for an
+even spread over families of real-looking host names (numbered services,
+words, tenants, two varying labels): with all 6 bits the fullest scope holds
+1.2-2.1 times the mean, with fewer bits less.
 
-Every bit costs each request of the table, as Envoy resolves `request.host`
-once per term. Envoy's own instructions per request (valgrind; 169k with a
-whole table): the scoped lookup and the key header +8k, CEL +2.4k, each bit
-+3.5k (the regex a small part of it), so 1 bit +14k, 2 bits +18k, 6 bits +32k.
-A key Envoy could read without CEL (the Host as it is) would need a fallback
-scope for the Hosts no scope is named after (upper case, wildcard-only,
-catch-all), which scoped RDS does not have (it answers 404): the key must be a
-closed hash, and CEL is the only one Envoy computes before the route lookup. A table therefore gets as few bits as keep its
+Two mutations compute it (`scope_key_mutation`; `native_key` chooses):
+- lychgate's Envoy module (scope_module.py, src/lychgate/native/lychgate_scope.c,
+  an `envoy.http.early_header_mutation.dynamic_modules` extension) reads
+  `:authority` once and hashes it in one pass. Local mode uses it when `make
+  install` built it (the deployer hands Envoy its search path); Kubernetes
+  mode when the proxy image carries it (Helm `proxy.nativeScopeKey`).
+- Otherwise CEL (`scope_key_expression`), which any Envoy computes: Envoy's CEL
+  has no string function but `matches`, so each bit is one small RE2 regex,
+  and Envoy resolves `request.host` once per bit.
+Envoy's own instructions per request (`python -m tests.bench.scope_key_cost`:
+callgrind, one keep-alive connection, 2,000 hosts, direct response): whole
+table 74.8k; split with a constant key 82.1k (the scoped lookup and the key
+header); the module 82.9k whatever the bits; CEL 91.3k at 2 bits, 94.6k at 3,
+105.2k at 6 (each bit ~3.5k). Envoy CPU per request under wrk (6 alternating rounds, noisy): whole
+13.7-14.4 us, constant key 14.2-14.4, module (2 bits) 14.0-14.5, CEL 2 bits
+14.4-15.5.
+A key Envoy could read without computing it (the Host as it is) would need a
+fallback scope for the Hosts no scope is named after (upper case,
+wildcard-only, catch-all), which scoped RDS does not have (it answers 404):
+the key must be a closed hash computed before the route lookup. With CEL every
+bit costs each request of the table, so a table gets as few bits as keep its
 scopes at about SCOPE_ROUTES routes on average (`scope_bits`: 2 bits for
 the 2,000 routes a table splits at, 3 up to 4,000, 6 from 16,000; 500 keeps
 the key at 3 bits, about 1 % of req/s more than 1 bit, where a new route of a
@@ -40,9 +51,9 @@ chosen when a table splits (a table loaded at 10,000 routes gets 5) and kept
 while it stays split: a new count would change the listener, and the
 connections of the old filter chain, draining, would look scopes up with the
 old key.
-The regexes ignore ASCII case and a port, as Envoy's host matching does
-(`ignore_port_in_host_matching`); a Host that no exact host can match (other
-characters, IP literals) lands in scope 0 and finds the wildcard hosts and the
+Both keys ignore ASCII case and a port (a trailing ':<digits>'), as Envoy's
+host matching does (`ignore_port_in_host_matching`); a Host that no exact host
+can match (other characters, IPv6 literals, empty) lands in scope 0 and finds the wildcard hosts and the
 catch-all there, as in every scope.
 
 Hosts with a wildcard (`*.example.com`, `*`) can match requests of any scope,
@@ -61,6 +72,7 @@ import functools
 import hashlib
 import heapq
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from envoy.config.core.v3 import base_pb2, config_source_pb2, extension_pb2
@@ -73,6 +85,7 @@ from envoy.extensions.http.early_header_mutation.header_mutation.v3 import (
 )
 
 from lychgate import ir
+from lychgate.xds.translator import scope_module
 from lychgate.xds.translator.wire import RawMessage, unchanged_ends
 
 MAX_BITS = 6  # len(_SETS): at most 64 scopes
@@ -271,9 +284,20 @@ def scoped_routes(table: str, source: config_source_pb2.ConfigSource) -> hcm_pb.
     return out
 
 
-def scope_key_mutation(table: str, bits: int) -> extension_pb2.TypedExtensionConfig:
+def native_key(setting: bool | None, module: Path | None) -> bool:
+    """Whether split tables take their key from lychgate's Envoy module
+    (scope_module.py) rather than CEL: as set (Helm proxy.nativeScopeKey in
+    Kubernetes mode, where the proxy image must carry the module), else when the
+    deployer hands its proxies the built `module` (local mode)."""
+    return module is not None if setting is None else setting
+
+
+def scope_key_mutation(table: str, bits: int, native: bool = False) -> extension_pb2.TypedExtensionConfig:
     """The connection manager's early header mutation that sets the key header,
-    before Envoy looks the route up."""
+    before Envoy looks the route up: lychgate's module when the proxies have it
+    (`native`), else CEL."""
+    if native:
+        return scope_module.scope_key_mutation(SCOPE_HEADER, f"{table}/", _ALPHABET, _SETS[:bits])
     mutation = early_pb.HeaderMutation()
     mutation.mutations.add(append=base_pb2.HeaderValueOption(
         header=base_pb2.HeaderValue(key=SCOPE_HEADER, value=f"{table}/%CEL({scope_key_expression(bits)})%"),
