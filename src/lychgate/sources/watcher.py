@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # Linux only: imported where it runs
 log = component_logger("sources")
 
 SUFFIXES = (".yaml", ".yml")
-# Events already on their way when the first arrives (an editor's rename-over is a few).
+# After a file went away, how long to wait for what brings it back (an editor's
+# rename-over is a few events); a file written and closed is read at once.
 GATHER_SECONDS = 0.0005
 OPEN_WRITER_SECONDS = 0.1
 
@@ -87,9 +88,13 @@ async def _inotify(root: Path, stop: asyncio.Event) -> AsyncIterator[set[Path] |
                     open_writers.clear()
                     continue
                 found = [getting.result()]
-                await asyncio.sleep(GATHER_SECONDS)
-                while not events.empty():
-                    found.append(events.get_nowait())
+                await asyncio.sleep(0)  # the events read along with it
+                _drain(events, found)
+                if any(event.mask & (Mask.MOVED_FROM | Mask.DELETE) for event in found):
+                    # A file went away: an editor's rename-over or rewrite brings it back
+                    # within microseconds, and must not delete its objects meanwhile.
+                    await asyncio.sleep(GATHER_SECONDS)
+                    _drain(events, found)
                 batch: set[Path] = set()
                 rescan = False
                 for event in found:
@@ -105,6 +110,11 @@ async def _inotify(root: Path, stop: asyncio.Event) -> AsyncIterator[set[Path] |
         finally:
             stopping.cancel()
             pump.cancel()
+
+
+def _drain(events: asyncio.Queue[Event], into: list[Event]) -> None:
+    while not events.empty():
+        into.append(events.get_nowait())
 
 
 async def _pump(ino: RecursiveInotify, events: asyncio.Queue[Event]) -> None:
