@@ -90,10 +90,11 @@ def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tu
         return 0
     for i in range(1 << table.bits):
         name = scoped.scope_name(http.name, i)
-        version, message = table.built.get(i, ((-1, -1), None))
-        if version != table.version(i):
+        version = table.version(i)
+        built, message = table.built.get(i, (None, None))
+        if built != version:
             message = route_table(name, table.scope(i), cache, (*key, i), remove_headers=(scoped.SCOPE_HEADER,))
-            table.built[i] = (table.version(i), message)
+            table.built[i] = (version, message)
         out.add(types.ROUTE, name, message)
     for name, scope in scoped.scope_resources(http.name, table.bits):
         out.add(types.SCOPED_ROUTE, name, scope)

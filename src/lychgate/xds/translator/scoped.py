@@ -85,8 +85,9 @@ from envoy.extensions.http.early_header_mutation.header_mutation.v3 import (
 )
 
 from lychgate import ir
+from lychgate.identity import unchanged_ends
 from lychgate.xds.translator import scope_module
-from lychgate.xds.translator.wire import RawMessage, unchanged_ends
+from lychgate.xds.translator.wire import RawMessage
 
 MAX_BITS = 6  # len(_SETS): at most 64 scopes
 SCOPES = 1 << MAX_BITS
