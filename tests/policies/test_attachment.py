@@ -89,8 +89,7 @@ def test_oldest_policy_wins_through_target_refs(stack: Stack) -> None:
     applied = condition(new["ancestors"][0]["conditions"], "Applied")
     assert applied["status"] == "False" and applied["reason"] == "Overridden"  # ... and says why it does nothing
     assert applied["message"] == (
-        "extAuth, headerModifiers, transformation: only the oldest policy targeting HTTPRoute "
-        "default/oldest through targetRefs is applied: default/oldest-old")
+        "extAuth, headerModifiers, transformation overridden by older policy default/oldest-old")
     assert condition(stack.status("TrafficPolicy", "oldest-old")["conditions"], "Applied")["status"] == "True"
     affected = condition(stack.status("HTTPRoute", "oldest")["parents"][0]["conditions"],
                          "gateway.lychgate.dev/TrafficPolicyAffected")
@@ -211,8 +210,8 @@ def test_deep_merge_combines_what_oldest_wins_would_drop(merging: Stack) -> None
     assert new["status"] == "True" and new["reason"] == "PartiallyApplied"
     assert new["message"] == (
         "deep-merged into older or more specific policies: extAuth (with default/merged-old), "
-        "transformation (with default/merged-old); headerModifiers: only the oldest policy targeting "
-        "HTTPRoute default/merged through targetRefs is applied: default/merged-old")
+        "transformation (with default/merged-old); headerModifiers overridden by older policy "
+        "default/merged-old")
     old = condition(merging.ancestors("merged-old")[0]["conditions"], "Applied")
     assert old["message"] == ("applied: extAuth (deep-merged with default/merged-new), headerModifiers, "
                               "transformation (deep-merged with default/merged-new)")

@@ -143,20 +143,24 @@ def test_more_specific_attachment_points_win() -> None:
     assert "overridden by policy default/listener on the more specific Gateway default/gw listener web" in gateway["message"]
 
 
-def test_target_refs_only_oldest_but_selectors_merge_field_by_field() -> None:
+def test_policies_on_one_target_merge_field_by_field_oldest_first() -> None:
+    """As kgateway merges them: through targetRefs or selectors, every policy's fields
+    apply unless an older one sets the same field; the loser's status says which
+    fields it lost and to whom."""
     selector = "targetSelectors: [{group: gateway.networking.k8s.io, kind: HTTPRoute, matchLabels: {team: a}}]"
     t = run(
         tp("ref-old", headers("ref-old"))
-        + tp("ref-new", "  timeouts: {request: 3s}")  # another field, still not applied
+        + tp("ref-new", headers("ref-new") + "\n  timeouts: {request: 3s}")
         + tp("sel", headers("sel") + "\n  retry: {retryOn: [5xx]}", selector)
     )
     policy = routes(t)["r/one"].policy
     assert policy is not None
     assert response_header(routes(t)["r/one"]) == "ref-old"
-    assert policy.timeout_ms is None
+    assert policy.timeout_ms == 3000  # the newer policy's other field is not lost
     assert policy.retry == ir.Retry(retry_on=("5xx",))
-    assert applied(t, "ref-new", 0)["message"] == (
-        "timeouts: only the oldest policy targeting HTTPRoute default/r through targetRefs is applied: default/ref-old")
+    new = applied(t, "ref-new", 0)
+    assert new["status"] == "True" and new["reason"] == "PartiallyApplied"
+    assert new["message"] == "applied: timeouts; headerModifiers overridden by older policy default/ref-old"
     assert applied(t, "sel", 0)["message"] == "applied: retry; headerModifiers overridden by older policy default/ref-old"
 
 
@@ -329,7 +333,6 @@ spec:
      "spec.targetRefs[0]: gateway.networking.k8s.io/Service cannot be targeted"),
     ("  targetSelectors: [{group: gateway.networking.k8s.io, kind: HTTPRoute}]\n  timeouts: {request: 1s}",
      "spec.targetSelectors[0].matchLabels: at least one label is required"),
-    ("  timeouts: {request: 1s}", "spec: targetRefs or targetSelectors must be set"),
     ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
      "  extAuth: {extensionRef: {name: auth}, disable: {}}",
      "spec.extAuth: exactly one of extensionRef or disable must be set"),
@@ -439,3 +442,108 @@ def test_grpc_routes_and_their_rules_are_targets() -> None:
     route = t.status[ObjectKey("GRPCRoute", "default", "g")]["parents"][0]["conditions"]
     affected = next(c for c in route if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected")
     assert "TrafficPolicy default/grpc-health: applied: rbac" in affected["message"]
+
+
+EXTENSION_REF_ROUTE = """---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: by-filter}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [filter.example.com]
+  rules:
+    - matches: [{path: {value: /with}}]
+      filters: [{type: ExtensionRef, extensionRef: {group: gateway.lychgate.dev, kind: TrafficPolicy, name: %s}}]
+      backendRefs: [{name: app, port: 80}]
+    - matches: [{path: {value: /without}}]
+      backendRefs: [{name: app, port: 80}]
+"""
+
+
+def test_a_policy_named_by_an_extension_ref_filter_applies_to_that_rule_only() -> None:
+    """kgateway's way to put a policy on one rule: a TrafficPolicy without targets, named in
+    the rule's ExtensionRef filter. It is the most specific attachment point."""
+    t = run(tp("on-rule", headers("rule") + "\n  timeouts: {request: 4s}", targets="")
+            + tp("on-route", headers("route"),
+                 "targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: by-filter}]")
+            + EXTENSION_REF_ROUTE % "on-rule")
+    rs = routes(t)
+    assert response_header(rs["by-filter/0"]) == "rule"
+    assert rs["by-filter/0"].policy is not None and rs["by-filter/0"].policy.timeout_ms == 4000
+    assert response_header(rs["by-filter/1"]) == "route"
+    assert rs["r/one"].policy is None
+    st = t.status[ObjectKey("TrafficPolicy", "default", "on-rule")]
+    assert next(c for c in st["conditions"] if c["type"] == "Accepted")["status"] == "True"
+    assert applied(t, "on-rule", 0)["status"] == "True"
+    assert st["ancestors"][0]["ancestorRef"]["name"] == "by-filter"
+
+
+def test_an_extension_ref_to_a_missing_policy_fails_the_rule_closed() -> None:
+    t = run(EXTENSION_REF_ROUTE % "absent")
+    rs = routes(t)
+    action = rs["by-filter/0"].action
+    assert isinstance(action, ir.DirectResponse) and action.status == 500
+    assert not isinstance(rs["by-filter/1"].action, ir.DirectResponse)  # the other rule still serves
+    resolved = t.status[ObjectKey("HTTPRoute", "default", "by-filter")]["parents"][0]["conditions"]
+    assert any("TrafficPolicy default/absent not found" in c["message"] for c in resolved)
+
+
+def test_a_policy_without_targets_or_referrers_says_it_applies_nowhere() -> None:
+    t = run(tp("idle", "  timeouts: {request: 1s}", targets=""))
+    st = t.status[ObjectKey("TrafficPolicy", "default", "idle")]
+    assert next(c for c in st["conditions"] if c["type"] == "Accepted")["status"] == "True"
+    assert applied(t, "idle") == {**applied(t, "idle"), "status": "False", "reason": "NoTargetMatched"}
+    assert "no HTTPRoute rule names the policy in an ExtensionRef filter" in applied(t, "idle")["message"]
+
+
+LISTENER_SET = """---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: shared}
+spec:
+  gatewayClassName: lychgate
+  allowedListeners: {namespaces: {from: Same}}
+  listeners:
+    - {name: own, protocol: HTTP, port: 80, hostname: own.example.com}
+---
+apiVersion: %s
+kind: %s
+metadata: {name: team}
+spec:
+  parentRef: {name: shared, kind: Gateway, group: gateway.networking.k8s.io}
+  listeners:
+    - {name: extra, protocol: HTTP, port: 80, hostname: team.example.com}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: team-route}
+spec:
+  parentRefs: [{name: team, kind: ListenerSet, group: gateway.networking.k8s.io}]
+  rules: [{backendRefs: [{name: app, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: own-route}
+spec:
+  parentRefs: [{name: shared}]
+  rules: [{backendRefs: [{name: app, port: 80}]}]
+"""
+
+
+@pytest.mark.parametrize(("group", "kind"), [("gateway.networking.k8s.io", "ListenerSet"),
+                                             ("gateway.networking.x-k8s.io", "XListenerSet")])
+def test_policies_target_listener_sets(group: str, kind: str) -> None:
+    """As kgateway's listenerset suite: a policy on a ListenerSet (or the experimental
+    XListenerSet kind) applies to the routes attached through its listeners, not to
+    the Gateway's own listeners."""
+    t = run(LISTENER_SET % ("gateway.networking.k8s.io/v1", "ListenerSet")
+            + tp("on-set", headers("set"), f"targetRefs: [{{group: {group}, kind: {kind}, name: team}}]")
+            + tp("on-listener", "  timeouts: {request: 7s}",
+                 f"targetRefs: [{{group: {group}, kind: {kind}, name: team, sectionName: extra}}]"),
+            base=BASE.replace("kind: Gateway\nmetadata: {name: gw}", "kind: Gateway\nmetadata: {name: gw-unused}"))
+    rs = routes(t)
+    team = rs["team-route/0"]
+    assert response_header(team) == "set"
+    assert team.policy is not None and team.policy.timeout_ms == 7000
+    assert rs["own-route/0"].policy is None
+    assert applied(t, "on-set", 0)["status"] == "True"

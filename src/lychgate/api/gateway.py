@@ -13,6 +13,7 @@ from pydantic import Field
 from lychgate.api.base import Model, OpenModel, Resource
 
 GROUP = "gateway.networking.k8s.io"
+X_GROUP = "gateway.networking.x-k8s.io"  # experimental kinds (XListenerSet, ...)
 
 
 class LocalParametersRef(Model):

@@ -481,3 +481,13 @@ class GatewayExtension(Resource):
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: GatewayExtensionSpec = Field(default_factory=GatewayExtensionSpec)
+
+
+# Groups an ExtensionRef filter may name a TrafficPolicy by: ours, and kgateway's so its
+# manifests load unchanged.
+POLICY_REF_GROUPS = frozenset({GROUP, "gateway.kgateway.dev"})
+
+
+def is_policy_ref(group: str, kind: str) -> bool:
+    """An HTTPRoute / GRPCRoute ExtensionRef filter that puts a TrafficPolicy on its rule."""
+    return kind == TrafficPolicy.KIND and group in POLICY_REF_GROUPS

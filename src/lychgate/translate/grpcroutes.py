@@ -17,6 +17,7 @@ from lychgate.api.gateway import (
     GRPCRouteMatch,
     GRPCRouteRule,
 )
+from lychgate.api.policy import is_policy_ref
 from lychgate.store import Store
 from lychgate.translate.quarantine import Entry
 from lychgate.translate.routes import (
@@ -27,6 +28,7 @@ from lychgate.translate.routes import (
     header_ops,
     resolve_backend,
 )
+from lychgate.translate.rule_filters import policy_must_exist
 
 _FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier")
 _NAME = "[^/]+"
@@ -54,10 +56,10 @@ def _source(route: GRPCRoute, rule: int, match: int, spec: GRPCRouteRule) -> ir.
 
 
 def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRule, out: CompiledRoute) -> None:
-    request, response = _filters(rule.filters, "filters")
+    request, response = _filters(store, route, rule.filters, "filters")
     backends: list[ir.WeightedCluster] = []
     for b, ref in enumerate(rule.backend_refs):
-        req, resp = _filters(ref.filters, f"backendRefs[{b}].filters")
+        req, resp = _filters(store, route, ref.filters, f"backendRefs[{b}].filters")
         cluster = resolve_backend(store, route, ref, out).cluster
         if cluster is not None and cluster.protocol != "h2c":
             # gRPC needs HTTP/2 whatever the Service port's appProtocol says.
@@ -73,9 +75,15 @@ def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRul
                                    request_headers=request, response_headers=response))
 
 
-def _filters(filters: list[GRPCRouteFilter], where: str) -> tuple[ir.HeaderOps, ir.HeaderOps]:
+def _filters(store: Store, route: GRPCRoute, filters: list[GRPCRouteFilter], where: str
+             ) -> tuple[ir.HeaderOps, ir.HeaderOps]:
     request = response = ir.HeaderOps()
     for i, f in enumerate(filters):
+        ref = f.extension_ref
+        if f.type == "ExtensionRef" and ref is not None and is_policy_ref(ref.group, ref.kind) and where == "filters":
+            # The policy applies to this rule (translate/policies/attachment.py).
+            policy_must_exist(store, route.namespace, ref.name, f"{where}[{i}].extensionRef")
+            continue
         if f.type not in _FILTERS:
             raise InvalidRule(f"filter {f.type} is not supported on GRPCRoute yet")
         if f.type == "RequestHeaderModifier":

@@ -21,12 +21,13 @@ from lychgate.api.gateway import (
     HTTPRouteRule,
     RequestMirror,
 )
+from lychgate.api.policy import is_policy_ref
 from lychgate.store import Store
 from lychgate.translate import backend_config, direct_response, rule_filters
 from lychgate.translate.backends import aws_lambda_of
 from lychgate.translate.quarantine import Entry
 from lychgate.translate.references import Resolution, resolve_service
-from lychgate.translate.rule_filters import InvalidRule, duration_ms
+from lychgate.translate.rule_filters import InvalidRule, duration_ms, policy_must_exist
 
 # Filter type -> the model attribute that carries its configuration.
 SUPPORTED_FILTERS: dict[str, str] = {
@@ -127,7 +128,12 @@ def _compile_rule(
         elif f.type == "RequestMirror" and f.request_mirror:
             mirrors.append((f"filters[{i}].requestMirror", f.request_mirror))
         elif f.type == "ExtensionRef" and f.extension_ref:
-            direct = direct_response.from_filter(store, route.namespace, f.extension_ref, f"filters[{i}].extensionRef")
+            if is_policy_ref(f.extension_ref.group, f.extension_ref.kind):
+                # The policy applies to this rule (translate/policies/attachment.py).
+                policy_must_exist(store, route.namespace, f.extension_ref.name, f"filters[{i}].extensionRef")
+            else:
+                direct = direct_response.from_filter(
+                    store, route.namespace, f.extension_ref, f"filters[{i}].extensionRef")
     if redirect and rule.backend_refs:
         raise InvalidRule("RequestRedirect cannot be combined with backendRefs")
     if direct is not None and (rule.backend_refs or redirect):

@@ -11,6 +11,8 @@ import re
 
 from lychgate import envoy_limits, ir
 from lychgate.api.gateway import CORS, HTTPRouteRetry, RequestMirror
+from lychgate.api.policy import TrafficPolicy
+from lychgate.store import Store
 
 
 class InvalidRule(ValueError):
@@ -115,3 +117,10 @@ def mirror_fraction(spec: RequestMirror, where: str) -> tuple[int, int]:
                               "and denominator >= 1")
         return num, den
     return 1, 1
+
+
+def policy_must_exist(store: Store, namespace: str, name: str, where: str) -> None:
+    """An ExtensionRef filter naming a TrafficPolicy: a missing one fails the rule closed (it
+    may be the rule's authentication), until it is created."""
+    if store.get(TrafficPolicy, namespace, name) is None:
+        raise InvalidRule(f"{where}: TrafficPolicy {namespace}/{name} not found")

@@ -6,12 +6,16 @@ The rules, in the order they are applied to every route rule a Gateway serves:
    rule name), the HTTPRoute, the Gateway listener (sectionName = listener
    name), the Gateway. A field set at a more specific point overrides it.
 2. At one point, policies are ordered oldest first (creationTimestamp, then
-   namespace/name) and, per field, the oldest that sets it wins.
-3. Of the policies attached to one point through `targetRefs`, only the oldest
-   is applied; the newer ones contribute nothing (spec §3 rule 1).
-4. With `policyMerge.trafficPolicy.<field>: DeepMerge` (extAuth, extProc,
+   namespace/name) and, per field, the oldest that sets it wins: spec §3 rule 1
+   ("only the oldest is applied") holds field by field, as in kgateway, so a
+   newer policy's `buffer` still applies beside an older one's `transformation`,
+   and the newer policy's status names each field it lost and to whom.
+3. With `policyMerge.trafficPolicy.<field>: DeepMerge` (extAuth, extProc,
    transformation) that field merges across all of those policies instead,
    the higher-priority value winning where both set the same leaf.
+4. A TrafficPolicy without targets that an HTTPRoute rule names in an
+   `ExtensionRef` filter applies to that rule alone (kgateway's way to put a
+   policy on one rule), as the most specific attachment point.
 5. A policy whose references cannot be followed (GatewayExtension missing,
    Service missing, ReferenceGrant missing) is valid but not applied.
 6. An invalid policy is not applied, and the routes it targets answer 500
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -40,8 +44,18 @@ from typing import Any
 from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import GROUP as GATEWAY_GROUP
-from lychgate.api.gateway import Gateway, GRPCRoute, HTTPRoute
-from lychgate.api.policy import GatewayExtension, TrafficPolicy
+from lychgate.api.gateway import X_GROUP as X_GATEWAY_GROUP
+from lychgate.api.gateway import (
+    Gateway,
+    GRPCRoute,
+    GRPCRouteFilter,
+    GRPCRouteRule,
+    HTTPRoute,
+    HTTPRouteFilter,
+    HTTPRouteRule,
+    ListenerSet,
+)
+from lychgate.api.policy import GatewayExtension, TrafficPolicy, is_policy_ref
 from lychgate.store import Read, Store
 from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
 from lychgate.translate.policies.extensions import SERVICES as EXTENSION_SERVICES
@@ -53,20 +67,29 @@ from lychgate.translate.policies.outcomes import StatusWriter
 INVALID_POLICY_BODY = "a policy of this route is invalid; see the TrafficPolicy status\n"
 _NO_HEADERS = ir.HeaderOps()
 ROUTE_KINDS: dict[str, type[HTTPRoute] | type[GRPCRoute]] = {"HTTPRoute": HTTPRoute, "GRPCRoute": GRPCRoute}
-TARGET_KINDS = ("Gateway", *ROUTE_KINDS)
+# What targetRefs may name, by group: the experimental XListenerSet is a ListenerSet here.
+TARGET_KINDS = {(GATEWAY_GROUP, "Gateway"): "Gateway", (GATEWAY_GROUP, "HTTPRoute"): "HTTPRoute",
+                (GATEWAY_GROUP, "GRPCRoute"): "GRPCRoute", (GATEWAY_GROUP, "ListenerSet"): "ListenerSet",
+                (X_GATEWAY_GROUP, "XListenerSet"): "ListenerSet"}
+_LEVELS = {"Gateway": 0, "ListenerSet": 2, "HTTPRoute": 4, "GRPCRoute": 4}
 
 
 @dataclass(frozen=True)
 class Target:
+    """An attachment point. `section` is a listener (Gateway, ListenerSet) or a rule name
+    (routes); `rule` is set for a rule whose ExtensionRef filter names the policy."""
+
     kind: str
     namespace: str
     name: str
     section: str | None = None
+    rule: int | None = None
 
     @property
     def level(self) -> int:
-        """0 Gateway, 1 listener, 2 HTTPRoute / GRPCRoute, 3 rule: higher is more specific."""
-        return (0 if self.kind == "Gateway" else 2) + (1 if self.section else 0)
+        """Gateway 0, its listener 1, ListenerSet 2, its listener 3, route 4, rule 5, a rule's
+        ExtensionRef 6: higher is more specific."""
+        return _LEVELS[self.kind] + (1 if self.section else 0) + (2 if self.rule is not None else 0)
 
     def ancestor_ref(self) -> dict[str, Any]:
         ref: dict[str, Any] = {"group": GATEWAY_GROUP, "kind": self.kind,
@@ -76,8 +99,10 @@ class Target:
         return ref
 
     def __str__(self) -> str:
-        part = "listener" if self.kind == "Gateway" else "rule"
         where = f"{self.kind} {self.namespace}/{self.name}"
+        if self.rule is not None:
+            return f"{where} rules[{self.rule}] (ExtensionRef)"
+        part = "rule" if self.kind in ROUTE_KINDS else "listener"
         return f"{where} {part} {self.section}" if self.section else where
 
 
@@ -100,9 +125,9 @@ class PolicyState:
         self.key = f"{self.policy.namespace}/{self.policy.name}"
         self.order = (self.policy.created, self.policy.namespace, self.policy.name)
 
-    def reached(self) -> set[tuple[Target, bool, bool]]:
-        """(target, through targetRefs, usable) of each attachment: what resolution depends on."""
-        return {(a.target, a.by_ref, a.problem is None) for a in self.attachments}
+    def reached(self) -> set[tuple[Target, bool]]:
+        """(target, usable) of each attachment: what resolution depends on."""
+        return {(a.target, a.problem is None) for a in self.attachments}
 
 
 @dataclass(eq=False)
@@ -110,7 +135,6 @@ class Attachment:
     state: PolicyState
     target: Target
     via: str
-    by_ref: bool
     problem: tuple[str, str] | None = None  # (reason, message) when the target is unusable
 
 
@@ -172,6 +196,10 @@ class PolicyIndex:
         self._extension_clusters: dict[str, ir.Cluster] = {}
         self._extension_reads: frozenset[Read] | None = None  # None: not indexed yet
         self.active = False  # policy filters go into listeners once any TrafficPolicy exists
+        # ExtensionRef filters naming TrafficPolicies: route -> (policy, rule, field path), and
+        # (namespace, policy) -> (route kind, route, rule, field path)
+        self._route_refs: dict[ObjectKey, frozenset[tuple[str, int, str]]] = {}
+        self._referrers: dict[tuple[str, str], set[tuple[str, str, int, str]]] = {}
 
     def refresh(self, store: Store, gateways: Mapping[tuple[str, str], Gateway],
                 listeners: Mapping[tuple[str, str], set[str]], deep: frozenset[str],
@@ -183,11 +211,13 @@ class PolicyIndex:
         touched = _reached_by(changes) if changes is not None else None
         if self._extension_reads is None or touched is None or not self._extension_reads.isdisjoint(touched):
             self._index_extensions()
+        referenced = {ObjectKey(TrafficPolicy.KIND, ns, name) for ns, name in self._update_referrers(changes)}
         if touched is None:
             candidates = self._states.keys() | {p.key for p in store.list(TrafficPolicy)}
-        else:  # the policies that changed, and those that read something that changed
+        else:  # the policies that changed, those that read something that changed, and those
+            # that route rules started or stopped naming in ExtensionRef filters
             candidates = {ident for what, ident in changes or ()
-                          if isinstance(ident, ObjectKey) and ident.kind == TrafficPolicy.KIND}
+                          if isinstance(ident, ObjectKey) and ident.kind == TrafficPolicy.KIND} | referenced
             for token in touched:
                 candidates |= self._readers.get(token, set())
         changed: set[Target] = set()
@@ -197,7 +227,7 @@ class PolicyIndex:
             policy = store.get_key(key)
             if not isinstance(policy, TrafficPolicy):
                 if old is not None:
-                    changed |= {t for t, _, _ in old.reached()}
+                    changed |= {t for t, _ in old.reached()}
                     self._forget(old)
                     content_changed = True
                 continue
@@ -206,12 +236,12 @@ class PolicyIndex:
                 state = PolicyState(policy)
                 self._validate(state)
                 self._attach(state)
-                changed |= {t for t, _, _ in state.reached() | (old.reached() if old else set())}
+                changed |= {t for t, _ in state.reached() | (old.reached() if old else set())}
                 content_changed = True
-            elif not old.attach_reads.isdisjoint(touched):
+            elif key in referenced or not old.attach_reads.isdisjoint(touched):
                 state = dataclasses.replace(old, attachments=[], notes=[])
                 self._attach(state)
-                changed |= {t for t, _, _ in state.reached() ^ old.reached()}
+                changed |= {t for t, _ in state.reached() ^ old.reached()}
             else:
                 continue
             if old is not None:
@@ -224,6 +254,33 @@ class PolicyIndex:
         if self.restated:
             self._by_attachments.clear()
         self.active = bool(self._states)
+        return changed
+
+    def _update_referrers(self, changes: set[Read] | None) -> set[tuple[str, str]]:
+        """Keep `_referrers` (which route rules name which policy in an ExtensionRef filter)
+        up to date with the routes that changed; returns the (namespace, policy) pairs whose
+        referrers changed. Kept here, from the routes' side, so that a policy does not read
+        every route of its namespace, and a route edit re-attaches only the policies it names."""
+        if changes is None:
+            keys = set(self._route_refs) | {r.key for cls in ROUTE_KINDS.values() for r in self.store.list(cls)}
+        else:
+            keys = {ident for what, ident in changes
+                    if what == "key" and isinstance(ident, ObjectKey) and ident.kind in ROUTE_KINDS}
+        changed: set[tuple[str, str]] = set()
+        for key in keys:
+            route = self.store.get_key(key)
+            new = frozenset(_extension_refs(route)) if isinstance(route, (HTTPRoute, GRPCRoute)) else frozenset()
+            old = self._route_refs.pop(key, frozenset())
+            if new:
+                self._route_refs[key] = new
+            for name, rule, via in old - new:
+                referrers = self._referrers[(key.namespace, name)]
+                referrers.discard((key.kind, key.name, rule, via))
+                if not referrers:
+                    del self._referrers[(key.namespace, name)]
+            for name, rule, via in new - old:
+                self._referrers.setdefault((key.namespace, name), set()).add((key.kind, key.name, rule, via))
+            changed |= {(key.namespace, name) for name, _, _ in old ^ new}
         return changed
 
     def _remember(self, state: PolicyState) -> None:
@@ -312,38 +369,37 @@ class PolicyIndex:
                 state.unresolved = state.unresolved or err
                 if f.security:
                     state.closed_by = state.closed_by or err
-        if not spec.target_refs and not spec.target_selectors:
-            state.errors.append("spec: targetRefs or targetSelectors must be set")
 
     def _find_targets(self, state: PolicyState) -> None:
         policy = state.policy
         ns = policy.namespace
-        seen: dict[Target, Attachment] = {}
+        seen: set[Target] = set()
 
-        def add(target: Target, via: str, by_ref: bool, problem: tuple[str, str] | None = None) -> None:
-            if target in seen:
-                seen[target].by_ref = seen[target].by_ref or by_ref
-                return
-            att = Attachment(state, target, via, by_ref, problem)
-            seen[target] = att
-            state.attachments.append(att)
+        def add(target: Target, via: str, problem: tuple[str, str] | None = None) -> None:
+            if target not in seen:
+                seen.add(target)
+                state.attachments.append(Attachment(state, target, via, problem))
 
         for i, ref in enumerate(policy.spec.target_refs):
             path = f"spec.targetRefs[{i}]"
-            if not self._kind_ok(state, ref.group, ref.kind, path):
+            kind = self._kind(state, ref.group, ref.kind, path)
+            if kind is None:
                 continue
-            target = Target(ref.kind, ns, ref.name, ref.section_name)
-            add(target, path, True, self._target_problem(target))
+            target = Target(kind, ns, ref.name, ref.section_name)
+            add(target, path, self._target_problem(target))
         for i, sel in enumerate(policy.spec.target_selectors):
             path = f"spec.targetSelectors[{i}]"
-            if not self._kind_ok(state, sel.group, sel.kind, path):
+            kind = self._kind(state, sel.group, sel.kind, path)
+            if kind is None:
                 continue
             if not sel.match_labels:
                 state.errors.append(f"{path}.matchLabels: at least one label is required")
                 continue
             wanted = list(sel.match_labels.items())
-            candidates: list[Gateway] | list[HTTPRoute | GRPCRoute] = (
-                self.store.list(Gateway, ns) if sel.kind == "Gateway" else self.store.list(ROUTE_KINDS[sel.kind], ns))
+            candidates: list[Gateway] | list[ListenerSet] | list[HTTPRoute | GRPCRoute] = (
+                self.store.list(Gateway, ns) if kind == "Gateway"
+                else self.store.list(ListenerSet, ns) if kind == "ListenerSet"
+                else self.store.list(ROUTE_KINDS[kind], ns))
             matched = sorted(
                 (o for o in candidates if all(o.metadata.labels.get(k) == v for k, v in wanted)),
                 key=lambda o: o.name,
@@ -353,17 +409,24 @@ class PolicyIndex:
                 state.notes.append(f"{path} matched no {sel.kind} with labels {labels} in namespace {ns}")
                 continue
             for obj in matched:
-                target = Target(sel.kind, ns, obj.name, sel.section_name)
-                add(target, path, False, self._target_problem(target, obj))
+                target = Target(kind, ns, obj.name, sel.section_name)
+                add(target, path, self._target_problem(target, obj))
+        # Rules that name the policy in an ExtensionRef filter (kept by refresh, not read here).
+        for kind, route, rule, via in sorted(self._referrers.get((ns, policy.name), ())):
+            add(Target(kind, ns, route, rule=rule), via)
+        if not state.attachments and not policy.spec.target_refs and not policy.spec.target_selectors:
+            state.notes.append("no targetRefs or targetSelectors, and no HTTPRoute rule names the policy in "
+                               "an ExtensionRef filter, so it applies nowhere")
 
-    def _kind_ok(self, state: PolicyState, group: str, kind: str, path: str) -> bool:
-        if group != GATEWAY_GROUP or kind not in TARGET_KINDS:
-            state.errors.append(f"{path}: {group}/{kind} cannot be targeted; use "
-                                f"{GATEWAY_GROUP} Gateway, HTTPRoute or GRPCRoute")
-            return False
-        return True
+    def _kind(self, state: PolicyState, group: str, kind: str, path: str) -> str | None:
+        """The kind a target reference reaches, or None (an error on the policy)."""
+        found = TARGET_KINDS.get((group, kind))
+        if found is None:
+            state.errors.append(f"{path}: {group}/{kind} cannot be targeted; use {GATEWAY_GROUP} Gateway, "
+                                f"ListenerSet, HTTPRoute or GRPCRoute (or {X_GATEWAY_GROUP} XListenerSet)")
+        return found
 
-    def _target_problem(self, target: Target, obj: Gateway | HTTPRoute | GRPCRoute | None = None
+    def _target_problem(self, target: Target, obj: Gateway | ListenerSet | HTTPRoute | GRPCRoute | None = None
                         ) -> tuple[str, str] | None:
         if target.kind in ROUTE_KINDS:
             cls = ROUTE_KINDS[target.kind]
@@ -374,6 +437,18 @@ class PolicyIndex:
                 names = ", ".join(r.name for r in route.spec.rules if r.name) or "none has a name"
                 return ("TargetNotFound", f"{target.kind} {target.namespace}/{target.name} has no rule named "
                                           f"{target.section} (rules: {names})")
+            return None
+        if target.kind == "ListenerSet":
+            ls = obj if isinstance(obj, ListenerSet) else self.store.get(ListenerSet, target.namespace, target.name)
+            if ls is None:
+                return ("TargetNotFound", f"ListenerSet {target.namespace}/{target.name} not found")
+            if target.section and not any(lst.name == target.section for lst in ls.spec.listeners):
+                return ("TargetNotFound", f"ListenerSet {target.namespace}/{target.name} has no listener named "
+                                          f"{target.section}")
+            parent = (ls.spec.parent_ref.namespace or ls.namespace, ls.spec.parent_ref.name)
+            if parent not in self.gateways:
+                return ("TargetNotFound", f"ListenerSet {target.namespace}/{target.name} belongs to Gateway "
+                                          f"{parent[0]}/{parent[1]}, which lychgate does not serve")
             return None
         gw = obj if isinstance(obj, Gateway) else self.store.get(Gateway, target.namespace, target.name)
         if gw is None:
@@ -398,14 +473,18 @@ class PolicyIndex:
         key = (gateway.namespace, gateway.name, listener, route.KIND, route.namespace, route.name, r.source.rule)
         resolved = self.ledger.lookup(owner, key)
         if resolved is None:
-            points = []
+            points = [Target(route.KIND, route.namespace, route.name, rule=r.source.rule)]
             if r.source.rule_name:
                 points.append(Target(route.KIND, route.namespace, route.name, r.source.rule_name))
-            points += [
-                Target(route.KIND, route.namespace, route.name),
-                Target("Gateway", gateway.namespace, gateway.name, listener),
-                Target("Gateway", gateway.namespace, gateway.name),
-            ]
+            points.append(Target(route.KIND, route.namespace, route.name))
+            # A ListenerSet's listener is "namespace/set/listener" (ListenerState.id).
+            set_ns, _, rest = listener.partition("/")
+            if rest:
+                set_name, _, listener_name = rest.partition("/")
+                points += [Target("ListenerSet", set_ns, set_name, listener_name), Target("ListenerSet", set_ns, set_name)]
+            else:
+                points.append(Target("Gateway", gateway.namespace, gateway.name, listener))
+            points.append(Target("Gateway", gateway.namespace, gateway.name))
             resolved, records = self._resolve(points)
             self.ledger.add(owner, key, route.key, f"{gateway.namespace}/{gateway.name}", resolved, records)
         if resolved.failed_because is not None:
@@ -444,36 +523,18 @@ class PolicyIndex:
             return Resolved(None, f"TrafficPolicy {first.key} is invalid: {first.errors[0]}", {}), records
 
         # Priority order: most specific point first, oldest first within a point.
-        # `shadowed_by`: a newer targetRefs policy at a point where an older one also
-        # attaches through targetRefs (only the oldest of those is applied).
-        prio: list[tuple[Attachment, Attachment | None]] = []
-        for pt in points:
-            first_ref: Attachment | None = None
-            for a in self.by_target.get(pt, ()):
-                if a.state.unresolved is not None:
-                    continue
-                shadowed_by = None
-                if a.by_ref:
-                    if first_ref is None:
-                        first_ref = a
-                    else:
-                        shadowed_by = first_ref
-                prio.append((a, shadowed_by))
+        prio = [a for pt in points for a in self.by_target.get(pt, ()) if a.state.unresolved is None]
 
         marking = {id(a): _Marking() for a in everything}
         chosen: list[tuple[PolicyField, list[Attachment]]] = []
         for f in FIELDS:
-            setters = [(a, s) for a, s in prio if f.name in a.state.values]
+            setters = [a for a in prio if f.name in a.state.values]
             if not setters:
                 continue
-            deep = f.deep_mergeable and f.name in self.deep
-            eligible = [a for a, s in setters if s is None or deep]
-            contributors = eligible if deep else eligible[:1]
-            winner = contributors[0] if contributors else None
-            for a, shadowed_by in setters:
-                _record(f.name, a, shadowed_by, winner, contributors, marking[id(a)])
-            if contributors:
-                chosen.append((f, contributors))
+            contributors = setters if f.deep_mergeable and f.name in self.deep else setters[:1]
+            for a in setters:
+                _record(f.name, a, contributors, marking[id(a)])
+            chosen.append((f, contributors))
         records = tuple((a.state.key, a.target, self._intern(marking[id(a)].mark())) for a in everything)
         # Routes whose fields come from the same policies share one resolution.
         key = tuple((f.name, tuple(a.state.key for a in contributors)) for f, contributors in chosen)
@@ -521,29 +582,35 @@ class PolicyIndex:
             status[ext.key] = extension_status(self.store, ext)
 
 
-def _record(name: str, a: Attachment, shadowed_by: Attachment | None, winner: Attachment | None,
-            contributors: list[Attachment], marking: _Marking) -> None:
+def _record(name: str, a: Attachment, contributors: list[Attachment], marking: _Marking) -> None:
     """What resolving one field of one route rule did to attachment `a`."""
-    if winner is not None and a is winner:
+    winner = contributors[0]
+    if a is winner:
         marking.applied.add(name)
         if len(contributors) > 1:
             marking.merged_with.setdefault(name, set()).update(c.state.key for c in contributors[1:])
         return
-    if winner is not None and any(c is a for c in contributors):
+    if any(c is a for c in contributors):
         marking.merged_into[name] = winner.state.key
         return
-    if shadowed_by is not None:
-        why = (f"only the oldest policy targeting {a.target} through targetRefs is applied: "
-               f"{shadowed_by.state.key}")
-    elif winner is None:
-        why = "no policy's value could be applied"
-    elif winner.target == a.target:
+    if winner.target == a.target:
         why = f"overridden by older policy {winner.state.key}"
     elif winner.target.level > a.target.level:
         why = f"overridden by policy {winner.state.key} on the more specific {winner.target}"
     else:
         why = f"overridden by older policy {winner.state.key} on {winner.target}"
     marking.lost.add((name, why))
+
+
+def _extension_refs(route: HTTPRoute | GRPCRoute) -> Iterator[tuple[str, int, str]]:
+    """(policy name, rule index, field path) of each ExtensionRef filter naming a TrafficPolicy."""
+    rules: Sequence[HTTPRouteRule | GRPCRouteRule] = route.spec.rules
+    for i, rule in enumerate(rules):
+        filters: Sequence[HTTPRouteFilter | GRPCRouteFilter] = rule.filters
+        for j, f in enumerate(filters):
+            ref = f.extension_ref
+            if f.type == "ExtensionRef" and ref is not None and is_policy_ref(ref.group, ref.kind):
+                yield ref.name, i, f"{route.KIND} {route.namespace}/{route.name} rules[{i}].filters[{j}].extensionRef"
 
 
 def _reached_by(changes: set[Read]) -> set[Read]:
