@@ -469,6 +469,18 @@ class GlobalRateLimit:
 
 
 @dataclass(frozen=True)
+class RouteTracing:
+    """TrafficPolicy `tracing`: sampling percentages and span attributes for a route
+    (None: the listener's); `disabled` samples nothing."""
+
+    client_sampling: int | None = None
+    random_sampling: int | None = None
+    overall_sampling: int | None = None
+    tags: tuple[ir_listener.TraceTag, ...] = ()
+    disabled: bool = False
+
+
+@dataclass(frozen=True)
 class RoutePolicy:
     """What the TrafficPolicies attached to a route make of it (None: not set)."""
 
@@ -500,6 +512,11 @@ class RoutePolicy:
     # (stage, predicate) instead of on the route (xds/translator/header_stage.py).
     header_stage: tuple[str, str] | None = None
     internal_redirect: InternalRedirect | None = None
+    tracing: RouteTracing | None = None  # xds/translator/route_stats.py
+    # statPrefix: Envoy's per-route stats prefix; {{ route_name }}, {{ route_namespace }},
+    # {{ rule_name }} are filled in per route (xds/translator/route_stats.py).
+    stat_prefix: str | None = None
+    direct_response: DirectResponse | None = None  # answered instead of forwarding
 
 
 @dataclass(frozen=True)

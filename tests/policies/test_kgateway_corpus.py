@@ -174,7 +174,8 @@ async def test_envoy_accepts_the_corpus(name: str, tmp_path: Path) -> None:
 
 
 def test_fields_lychgate_lacks_load_and_are_reported() -> None:
-    """kgateway fields without an implementation yet: the manifest loads, the policy says which."""
+    """kgateway fields without an implementation yet (the AI policy, with the AI gateway):
+    the manifest loads, and the policy says which field it cannot honour."""
     store = Store()
     store.upsert(builtin_class())
     doc = {
@@ -182,12 +183,11 @@ def test_fields_lychgate_lacks_load_and_are_reported() -> None:
         "metadata": {"name": "later", "namespace": "default"},
         "spec": {
             "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "app"}],
-            "tracing": {"randomSampling": 10},
-            "statPrefix": "{{route_namespace}}.{{route_name}}",
+            "ai": {"defaults": [{"field": "temperature", "value": "0.5"}]},
         },
     }
     store.upsert(parse(doc))
     st = translate(store, lambda gw: "127.0.1.1").status[ObjectKey("TrafficPolicy", "default", "later")]
     accepted = next(c for c in st["conditions"] if c["type"] == "Accepted")
-    assert accepted["message"] == (
-        "invalid field spec.tracing: not supported by lychgate yet; spec.statPrefix: not supported by lychgate yet")
+    assert accepted["status"] == "False"
+    assert accepted["message"] == "invalid field spec.ai: not supported by lychgate yet"

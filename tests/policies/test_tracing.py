@@ -110,3 +110,81 @@ def test_request_id_carries_the_trace_decision_unless_asked_not_to(stack: Stack,
     wait_for(lambda: seen_id() == uuid[:14] + "b" + uuid[15:], 15, "the trace reason in the request id")
     policy("uuidRequestIdConfig: {packTraceReason: false}")
     wait_for(lambda: seen_id() == uuid, 15, "the request id to be left as it came")
+
+
+def test_route_tracing_overrides_the_listener_and_stat_prefix_names_route_stats(stack: Stack, otlp: OtlpReceiver) -> None:
+    """kgateway's route-level tracing: the listener samples nothing at random, a
+    TrafficPolicy samples every request of one route (with an attribute of its own) and
+    turns tracing off on another; statPrefix gives the route Envoy stats of its own."""
+    tracing_policy(stack, otlp, """
+        tracing:
+          provider: {openTelemetry: {grpcService: {backendRef: {name: otel-collector, port: PORT}}}}
+          randomSampling: 0
+          clientSampling: 100
+    """)
+    stack.write("route-tracing.yaml",
+                stack.route("sampled", "sampled.example.com", """
+                    - name: all
+                      backendRefs: [{name: app, port: 80}]"""),
+                stack.route("silent", "silent.example.com"),
+                """
+                apiVersion: gateway.lychgate.dev/v1alpha1
+                kind: TrafficPolicy
+                metadata: {name: sample-everything}
+                spec:
+                  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: sampled}]
+                  statPrefix: "{{ route_namespace }}.{{ route_name }}.{{ rule_name }}"
+                  tracing:
+                    randomSampling: 100
+                    attributes: [{name: route-owner, literal: {value: team-a}}]
+                """,
+                """
+                apiVersion: gateway.lychgate.dev/v1alpha1
+                kind: TrafficPolicy
+                metadata: {name: no-tracing}
+                spec:
+                  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: silent}]
+                  tracing: {disable: {}}
+                """)
+    assert stack.applied("sample-everything")["status"] == "True"
+
+    def spans_for(path: str) -> list[dict[str, object]]:
+        return [attributes(s.attributes) for _, s in otlp.spans
+                if str(attributes(s.attributes).get("http.url", "")).endswith(path)]
+
+    def sampled_without_asking() -> bool:
+        for i in range(5):  # Envoy exports in batches of 5
+            stack.get("sampled.example.com", f"/random-{i}")
+        return bool(spans_for("/random-4"))
+
+    wait_for(sampled_without_asking, 20, "a span for a request nobody asked to trace")
+    assert spans_for("/random-4")[0]["route-owner"] == "team-a"
+    for i in range(10):  # asked to trace, on a route that turned tracing off: no span
+        stack.get("silent.example.com", f"/asked-{i}", headers={"x-client-trace-id": f"c{i}"})
+    for i in range(5):  # a batch that flushes whatever the silent route would have sent
+        stack.get("sampled.example.com", f"/flush-{i}")
+    wait_for(lambda: spans_for("/flush-4"), 20, "the flushing batch")
+    assert not [a for _, s in otlp.spans if "/asked-" in str((a := attributes(s.attributes)).get("http.url", ""))]
+
+    admin = stack.lg.proxies()["default/gw"]["admin"]
+    stats = stack.lg.client.get(f"http://{admin}/stats?filter=default\\.sampled\\.all").text
+    assert ".route.default.sampled.all.upstream_rq_total: " in stats, stats
+
+
+def test_direct_response_policy_answers_for_the_route(stack: Stack) -> None:
+    """A TrafficPolicy `directResponse`, here on one rule through an ExtensionRef filter:
+    that rule answers itself, the route's other rule still reaches the backend."""
+    stack.write("direct.yaml", stack.route("moved", "moved.example.com", """
+        - matches: [{path: {value: /old}}]
+          filters: [{type: ExtensionRef, extensionRef: {group: gateway.lychgate.dev, kind: TrafficPolicy, name: gone}}]
+          backendRefs: [{name: app, port: 80}]
+        - backendRefs: [{name: app, port: 80}]"""), """
+        apiVersion: gateway.lychgate.dev/v1alpha1
+        kind: TrafficPolicy
+        metadata: {name: gone}
+        spec:
+          directResponse: {status: 410, body: "moved to /new\\n"}
+        """)
+    resp = stack.wait("moved.example.com", lambda r: r.status_code == 410, "/old/page", what="the direct response")
+    assert resp.text == "moved to /new\n"
+    assert stack.get("moved.example.com", "/new").status_code == 200

@@ -336,6 +336,10 @@ spec:
     ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
      "  extAuth: {extensionRef: {name: auth}, disable: {}}",
      "spec.extAuth: exactly one of extensionRef or disable must be set"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n  tracing: {randomSampling: 5}",
+     "spec.tracing: can only be used when targeting GRPCRoute or HTTPRoute resources"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n  statPrefix: x",
+     "spec.statPrefix: can only be used when targeting GRPCRoute or HTTPRoute resources"),
     ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
      "  cors: {allowOrigins: ['example.com']}",
      "spec.cors.allowOrigins[0]: 'example.com' is not an origin"),

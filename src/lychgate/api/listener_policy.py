@@ -23,6 +23,7 @@ from lychgate.api.base import Model, OpenModel, Resource
 from lychgate.api.gateway import BackendRef, HeaderMatch, HeaderModifier
 from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
+from lychgate.api.trace_attributes import CustomAttribute
 
 # --- gRPC services (access log and trace collectors) -----------------------------------
 
@@ -178,43 +179,6 @@ class AccessLog(Model):
 
 
 # --- tracing ---------------------------------------------------------------------------
-
-
-class CustomAttributeLiteral(Model):
-    value: str
-
-
-class CustomAttributeEnvironment(Model):
-    name: str = Field(min_length=1)
-    default_value: str | None = None
-
-
-class CustomAttributeHeader(Model):
-    name: str = Field(min_length=1)
-    default_value: str | None = None
-
-
-class MetadataPathSegment(Model):
-    key: str = Field(min_length=1)
-
-
-class MetadataKey(Model):
-    key: str = Field(min_length=1)
-    path: list[MetadataPathSegment] = Field(min_length=1)
-
-
-class CustomAttributeMetadata(Model):
-    kind: Literal["Request", "Route", "Cluster", "Host"]
-    metadata_key: MetadataKey
-    default_value: str | None = None
-
-
-class CustomAttribute(Model):
-    name: str = Field(min_length=1)
-    literal: CustomAttributeLiteral | None = None
-    environment: CustomAttributeEnvironment | None = None
-    request_header: CustomAttributeHeader | None = None
-    metadata: CustomAttributeMetadata | None = None
 
 
 class EnvironmentResourceDetectorConfig(Model):

@@ -32,8 +32,10 @@ from lychgate.api.auth import (
     PolicyDisable,
 )
 from lychgate.api.base import Model, OpenModel, Resource
+from lychgate.api.direct_response import DirectResponseSpec
 from lychgate.api.gateway import BackendRef
 from lychgate.api.lychgate import GROUP
+from lychgate.api.trace_attributes import CustomAttribute
 
 # --- targets -------------------------------------------------------------------
 
@@ -343,6 +345,28 @@ class Compression(Model):
         return self
 
 
+class RouteTracing(Model):
+    """`tracing`: per-route overrides of the listener's tracing (ListenerPolicy
+    `httpSettings.tracing` names the collector; without one these change nothing)."""
+
+    client_sampling: int | None = Field(None, ge=0, le=100)
+    random_sampling: int | None = Field(None, ge=0, le=100)
+    overall_sampling: int | None = Field(None, ge=0, le=100)
+    attributes: list[CustomAttribute] = Field(default_factory=list, max_length=16)
+    disable: PolicyDisable | None = None
+
+    @model_validator(mode="after")
+    def _disable_alone(self) -> RouteTracing:
+        if self.disable is not None and (self.client_sampling is not None or self.random_sampling is not None
+                                         or self.overall_sampling is not None or self.attributes):
+            raise ValueError("disable is mutually exclusive with other tracing fields")
+        return self
+
+
+# `{{ route_name }}`, `{{ route_namespace }}`, `{{ rule_name }}` and stat-safe characters.
+STAT_PREFIX_PATTERN = r"^([a-zA-Z0-9_%.-]|\{\{\s*(route_name|route_namespace|rule_name)\s*\}\})+$"
+
+
 class TrafficPolicySpec(Model):
     target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
     target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list, max_length=16)
@@ -367,11 +391,11 @@ class TrafficPolicySpec(Model):
     url_rewrite: URLRewrite | None = None
     compression: Compression | None = None
     auto_host_rewrite: bool | None = None
-    # kgateway fields lychgate does not implement yet: reported as unsupported.
+    tracing: RouteTracing | None = None
+    stat_prefix: str | None = Field(None, min_length=1, max_length=256, pattern=STAT_PREFIX_PATTERN)
+    direct_response: DirectResponseSpec | None = None
+    # kgateway's AI policy: refused as unsupported until the AI gateway lands (its own issue).
     ai: OpenModel | None = None
-    direct_response: OpenModel | None = None
-    tracing: OpenModel | None = None
-    stat_prefix: str | None = None
 
 
 class TrafficPolicy(Resource):

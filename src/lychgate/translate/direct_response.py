@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from lychgate import envoy_limits, ir
-from lychgate.api.direct_response import DirectResponse
+from lychgate.api.direct_response import DirectResponse, DirectResponseSpec
 from lychgate.api.gateway import LocalObjectReference
 from lychgate.api.lychgate import GROUP
 from lychgate.store import Store
@@ -26,13 +26,18 @@ def from_filter(store: Store, namespace: str, ref: LocalObjectReference, where: 
     found = store.get(DirectResponse, namespace, ref.name)
     if found is None:
         raise InvalidRule(f"{where}: DirectResponse {namespace}/{ref.name} not found")
-    spec = found.spec
+    try:
+        return response_of(found.spec)
+    except envoy_limits.EnvoyRejects as err:
+        raise InvalidRule(f"{where}: DirectResponse {namespace}/{ref.name} spec.body: {err}") from None
+
+
+def response_of(spec: DirectResponseSpec) -> ir.DirectResponse:
+    """The answer a DirectResponse spec (or a TrafficPolicy's `directResponse`) describes;
+    raises EnvoyRejects for a body Envoy would refuse."""
     fmt = spec.body_format
     if fmt is None:
-        try:
-            envoy_limits.direct_response_body(spec.body or "")
-        except envoy_limits.EnvoyRejects as err:
-            raise InvalidRule(f"{where}: DirectResponse {namespace}/{ref.name} spec.body: {err}") from None
+        envoy_limits.direct_response_body(spec.body or "")
         return ir.DirectResponse(spec.status, spec.body or "")
     return ir.DirectResponse(
         spec.status, text_format=fmt.text, content_type=fmt.content_type,

@@ -9,7 +9,8 @@ resource detector and the AlwaysOn sampler are kgateway's fields.
 from __future__ import annotations
 
 from lychgate import ir, ir_listener
-from lychgate.api.listener_policy import CustomAttribute, Tracing
+from lychgate.api.listener_policy import Tracing
+from lychgate.api.trace_attributes import CustomAttribute
 from lychgate.store import Store
 from lychgate.translate.collectors import collector
 from lychgate.translate.policies.common import Invalid, header_name
@@ -34,7 +35,7 @@ def compile_tracing(store: Store, kind: str, namespace: str, value: Tracing, pat
         client_sampling=value.client_sampling, random_sampling=value.random_sampling,
         overall_sampling=value.overall_sampling, verbose=bool(value.verbose),
         max_path_tag_length=value.max_path_tag_length,
-        tags=tuple(_tag(a, f"{path}.attributes[{i}]") for i, a in enumerate(value.attributes)),
+        tags=tuple(trace_tag(a, f"{path}.attributes[{i}]") for i, a in enumerate(value.attributes)),
         spawn_upstream_span=value.spawn_upstream_span,
         # The last detector listed wins (kgateway's rule).
         environment_detector=bool(detectors and detectors[-1] and detectors[-1].enable),
@@ -42,7 +43,7 @@ def compile_tracing(store: Store, kind: str, namespace: str, value: Tracing, pat
     )
 
 
-def _tag(attr: CustomAttribute, path: str) -> ir_listener.TraceTag:
+def trace_tag(attr: CustomAttribute, path: str) -> ir_listener.TraceTag:
     kinds = [k for k in ("literal", "environment", "request_header", "metadata") if getattr(attr, k) is not None]
     if len(kinds) != 1:
         raise Invalid(path, "exactly one of literal, environment, requestHeader or metadata must be set")

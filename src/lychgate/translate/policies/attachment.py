@@ -356,11 +356,16 @@ class PolicyIndex:
             if getattr(spec, attr) is not None:
                 state.errors.append(f"spec.{name}: not supported by lychgate yet")
         ctx = CompileContext(self.store)
+        kinds = {TARGET_KINDS.get((t.group, t.kind), t.kind) for t in spec.target_refs}
+        kinds |= {TARGET_KINDS.get((t.group, t.kind), t.kind) for t in spec.target_selectors}
         for f in FIELDS:
             value = f.value(state.policy)
             if value is None:
                 continue
             state.values[f.name] = value
+            if f.target_kinds is not None and not kinds <= f.target_kinds:
+                state.errors.append(f"spec.{f.name}: can only be used when targeting "
+                                    f"{' or '.join(sorted(f.target_kinds))} resources")
             try:
                 f.compile(ctx, value, f"spec.{f.name}")
             except Invalid as err:

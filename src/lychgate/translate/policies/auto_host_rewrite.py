@@ -12,6 +12,7 @@ from lychgate.translate.policies.fields import PolicyField, register
 
 class AutoHostRewriteField(PolicyField):
     name, attr = "autoHostRewrite", "auto_host_rewrite"
+    target_kinds = frozenset({"HTTPRoute"})
 
     def value(self, policy: TrafficPolicy) -> dict[str, Any] | None:
         enabled = policy.spec.auto_host_rewrite

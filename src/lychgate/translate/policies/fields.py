@@ -43,6 +43,8 @@ class PolicyField:
     # Authentication / authorization: when its references cannot be resolved the
     # routes the policy targets answer 500 instead of serving unprotected.
     security = False
+    # The target kinds the field may be used with (kgateway's CRD rules); None: any.
+    target_kinds: frozenset[str] | None = None
 
     def value(self, policy: TrafficPolicy) -> dict[str, Any] | None:
         """The field as the user wrote it (plain data), with references made absolute."""
@@ -74,6 +76,4 @@ def register(field: PolicyField) -> PolicyField:
 
 # kgateway TrafficPolicy fields lychgate does not implement yet. A policy using
 # one is not Accepted: silently ignoring it is the failure this code exists to prevent.
-UNSUPPORTED = {
-    "ai": "ai", "direct_response": "directResponse", "tracing": "tracing", "stat_prefix": "statPrefix",
-}
+UNSUPPORTED = {"ai": "ai"}

@@ -12,6 +12,7 @@ from lychgate.translate.policies.fields import PolicyField, register
 
 class URLRewriteField(PolicyField):
     name, attr = "urlRewrite", "url_rewrite"
+    target_kinds = frozenset({"HTTPRoute"})
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         rewrite = value["pathRegex"]

@@ -38,6 +38,7 @@ from lychgate.xds.translator import (  # noqa: F401
     rbac,
     rewrite,
     route_policy,
+    route_stats,
     scoped,
     tracing,
     transformation,

@@ -10,13 +10,14 @@ from google.protobuf import struct_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.route import action_of
 
 
 class FormattedBody(Feature):
     name = "direct_response_body_format"
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
-        action = route.action
+        action = action_of(route)
         if not isinstance(action, ir.DirectResponse) or (action.text_format is None and action.json_format is None):
             return
         fmt = out.direct_response.body_format

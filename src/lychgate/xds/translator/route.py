@@ -245,9 +245,16 @@ def _redirect(r: ir.Route, action: ir.Redirect) -> route_pb.RedirectAction:
     return out
 
 
+def action_of(r: ir.Route) -> ir.Action:
+    """What the route does: a TrafficPolicy's `directResponse` answers instead of forwarding."""
+    if isinstance(r.action, ir.Forward) and r.policy is not None and r.policy.direct_response is not None:
+        return r.policy.direct_response
+    return r.action
+
+
 def envoy_route(r: ir.Route) -> route_pb.Route:
     out = route_pb.Route(name=r.source.ref, match=route_match(r.match))
-    action = r.action
+    action = action_of(r)
     if isinstance(action, ir.Forward):
         out.route.CopyFrom(_forward(r, action))
     elif isinstance(action, ir.Redirect):

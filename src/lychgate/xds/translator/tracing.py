@@ -23,7 +23,7 @@ from lychgate.xds.translator.collector import grpc_service
 from lychgate.xds.translator.features import Feature, register
 
 
-def _tag(t: ir_listener.TraceTag) -> custom_tag_pb2.CustomTag:
+def custom_tag(t: ir_listener.TraceTag) -> custom_tag_pb2.CustomTag:
     tag = custom_tag_pb2.CustomTag(tag=t.name)
     if t.kind == "literal":
         tag.literal.value = t.value
@@ -49,7 +49,7 @@ def tracing(t: ir_listener.Tracing) -> hcm_pb.HttpConnectionManager.Tracing:
     if t.always_on:
         config.sampler.name = "envoy.tracers.opentelemetry.samplers.always_on"
         config.sampler.typed_config.Pack(always_on_sampler_pb2.AlwaysOnSamplerConfig())
-    out = hcm_pb.HttpConnectionManager.Tracing(verbose=t.verbose, custom_tags=[_tag(x) for x in t.tags])
+    out = hcm_pb.HttpConnectionManager.Tracing(verbose=t.verbose, custom_tags=[custom_tag(x) for x in t.tags])
     for attr in ("client_sampling", "random_sampling", "overall_sampling"):
         value = getattr(t, attr)
         if value is not None:
