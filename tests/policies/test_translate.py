@@ -551,3 +551,22 @@ def test_policies_target_listener_sets(group: str, kind: str) -> None:
     assert team.policy is not None and team.policy.timeout_ms == 7000
     assert rs["own-route/0"].policy is None
     assert applied(t, "on-set", 0)["status"] == "True"
+
+
+def test_an_invalid_policy_beside_a_valid_one_for_the_same_field_leaves_the_valid_one_serving() -> None:
+    """kgateway's http_acl valid-and-invalid case: the invalid policy is refused and
+    contributes nothing, the valid one's ACL applies, and the route is not replaced by a 500.
+    An invalid policy whose field no valid policy supplies still fails its routes closed."""
+    acl = "  acl:\n    defaultAction: allow\n    rules: [{cidrs: ['%s'], action: deny}]"
+    t = run(tp("invalid-cidr", acl % "172.18.0.0/12") + tp("valid", acl % "192.168.0.0/16"))
+    one = routes(t)["r/one"]
+    assert not isinstance(one.action, ir.DirectResponse)
+    assert one.policy is not None and one.policy.acl is not None
+    invalid = t.status[ObjectKey("TrafficPolicy", "default", "invalid-cidr")]
+    accepted = next(c for c in invalid["conditions"] if c["type"] == "Accepted")
+    assert accepted["status"] == "False" and "172.18.0.0/12" in accepted["message"]
+    assert applied(t, "valid", 0)["status"] == "True"
+
+    alone = run(tp("invalid-cidr", acl % "172.18.0.0/12") + tp("timeouts", "  timeouts: {request: 2s}"))
+    action = routes(alone)["r/one"].action
+    assert isinstance(action, ir.DirectResponse) and action.status == 500

@@ -35,6 +35,9 @@ class AclField(PolicyField):
                     net = ipaddress.ip_network(text, strict=False)
                 except ValueError:
                     raise Invalid(f"{path}.rules[{i}].cidrs[{j}]", f"{text!r} is not an IP address or CIDR range") from None
+                if ipaddress.ip_address(text.split("/")[0]) != net.network_address:
+                    # As kgateway: a range with host bits set is a typo more often than not.
+                    raise Invalid(f"{path}.rules[{i}].cidrs[{j}]", f"{text!r} has host bits set; the range is {net}")
                 key = str(net)
                 if key in seen and seen[key][0] != allow:
                     raise Invalid(f"{path}.rules[{i}].cidrs[{j}]", f"{key} is both allowed and denied "

@@ -18,9 +18,11 @@ The rules, in the order they are applied to every route rule a Gateway serves:
    policy on one rule), as the most specific attachment point.
 5. A policy whose references cannot be followed (GatewayExtension missing,
    Service missing, ReferenceGrant missing) is valid but not applied.
-6. An invalid policy is not applied, and the routes it targets answer 500
-   until it is fixed (standard validation, spec §7): a broken auth policy
-   must not leave its routes open. Other routes are not affected.
+6. An invalid policy is not applied. Where it sets a field no valid policy
+   supplies for a route rule, that rule answers 500 until it is fixed (standard
+   validation, spec §7): a broken auth policy must not leave its routes open.
+   Where a valid policy supplies every field it sets, the valid ones apply
+   (kgateway). Other routes are not affected.
 7. Likewise a policy whose security field (PolicyField.security: extAuth,
    jwtAuth, ...) cannot be resolved: rule 5 would publish the route without
    the authentication it asks for, so its routes answer 500 instead.
@@ -516,19 +518,10 @@ class PolicyIndex:
                           ) -> tuple[Resolved, tuple[Record, ...]]:
         if not everything:
             return _NOTHING, ()
-        invalid = [a for a in everything if a.state.errors or a.state.closed_by]
-        if invalid:
-            names = sorted({a.state.key for a in invalid})
-            records = tuple((a.state.key, a.target, self._intern(Mark(
-                failed_closed=True, blocked_by=frozenset(n for n in names if n != a.state.key)))) for a in everything)
-            first = invalid[0].state
-            if first.closed_by is not None:
-                return Resolved(None, f"TrafficPolicy {first.key} cannot be applied: {first.closed_by.message}",
-                                {}), records
-            return Resolved(None, f"TrafficPolicy {first.key} is invalid: {first.errors[0]}", {}), records
-
-        # Priority order: most specific point first, oldest first within a point.
-        prio = [a for pt in points for a in self.by_target.get(pt, ()) if a.state.unresolved is None]
+        # Priority order: most specific point first, oldest first within a point. Invalid
+        # policies (and those whose security field cannot be resolved) contribute nothing.
+        prio = [a for pt in points for a in self.by_target.get(pt, ())
+                if a.state.unresolved is None and not a.state.errors]
 
         marking = {id(a): _Marking() for a in everything}
         chosen: list[tuple[PolicyField, list[Attachment]]] = []
@@ -540,6 +533,24 @@ class PolicyIndex:
             for a in setters:
                 _record(f.name, a, contributors, marking[id(a)])
             chosen.append((f, contributors))
+
+        # A field only an invalid (or unresolvable security) policy sets would be served
+        # without what it asks for: the rule answers 500 instead (fail closed). Where a
+        # valid policy supplies the field, that one applies (kgateway's valid-and-invalid
+        # ACL case) and the invalid policy is reported, not served.
+        served = {f.name for f, _ in chosen}
+        blocking = [a for a in everything if (a.state.errors or a.state.closed_by)
+                    and not a.state.values.keys() <= served]
+        if blocking:
+            names = sorted({a.state.key for a in blocking})
+            records = tuple((a.state.key, a.target, self._intern(Mark(
+                failed_closed=True, blocked_by=frozenset(n for n in names if n != a.state.key)))) for a in everything)
+            first = blocking[0].state
+            if first.closed_by is not None:
+                return Resolved(None, f"TrafficPolicy {first.key} cannot be applied: {first.closed_by.message}",
+                                {}), records
+            return Resolved(None, f"TrafficPolicy {first.key} is invalid: {first.errors[0]}", {}), records
+
         records = tuple((a.state.key, a.target, self._intern(marking[id(a)].mark())) for a in everything)
         # Routes whose fields come from the same policies share one resolution.
         key = tuple((f.name, tuple(a.state.key for a in contributors)) for f, contributors in chosen)
