@@ -7,9 +7,9 @@ load unchanged. Only the shape is checked here; what a value means (a duration,
 a template, a reference) is checked by translation, which reports problems on
 the policy's status with the field path instead of rejecting the object.
 
-Fields kgateway has and lychgate does not implement yet are accepted as
-OpenModel and reported as unsupported on the status, so a policy that uses
-them never says Accepted while doing nothing.
+Every field is typed. The one kgateway field lychgate does not implement yet
+(`ai`, which comes with the AI gateway) loads and is reported as unsupported on
+the status, so a policy that uses it never says Accepted while doing nothing.
 """
 
 from __future__ import annotations
