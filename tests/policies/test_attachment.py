@@ -1,6 +1,7 @@
 """The attachment rules of spec §3, shown by traffic and by status.
 
-1. Several policies targeting the same route through targetRefs: the oldest is applied.
+1. Several policies targeting the same route: each field goes to the oldest policy that
+   sets it (kgateway's field-by-field merge); a newer policy's other fields still apply.
 2. Conflicts in general: the oldest is enforced; DeepMerge (policyMerge) merges
    extAuth, extProc and transformation instead (a second control plane runs with it on).
 3. A selector that matches nothing leaves the policy unapplied, and says so.
@@ -130,6 +131,33 @@ def test_selectors_merge_fields_oldest_first(stack: Stack) -> None:
     b = condition(stack.ancestors("fields-b")[0]["conditions"], "Applied")
     assert b["status"] == "True" and b["reason"] == "PartiallyApplied"
     assert b["message"] == "applied: cors; headerModifiers overridden by older policy default/fields-a"
+
+
+def test_target_refs_policies_merge_field_by_field(stack: Stack) -> None:
+    """The issue's case: a buffer limit in one policy and a transformation in a newer one,
+    both on the route through targetRefs, both apply; the field both set goes to the oldest."""
+    stack.write(
+        "by-field.yaml",
+        stack.route("by-field", "by-field.example.com"),
+        policy("by-field-buffer", ref("by-field"), """
+  buffer: {maxRequestSize: 64}
+  headerModifiers:
+    response: {set: [{name: x-from, value: buffer}]}""", created="2024-01-01T00:00:00Z"),
+        policy("by-field-transform", ref("by-field"), """
+  transformation:
+    request:
+      set: [{name: x-transformed, value: "yes"}]
+  headerModifiers:
+    response: {set: [{name: x-from, value: transform}]}""", created="2025-01-01T00:00:00Z"),
+    )
+    resp = stack.wait("by-field.example.com", lambda r: "x-transformed" in body_of(r).get("headers", {}),
+                      what="both policies to apply")
+    assert resp.headers["x-from"] == "buffer"
+    big = stack.get("by-field.example.com", "/upload", method="POST", content=b"x" * 1000)
+    assert big.status_code == 413  # the older policy's buffer limit holds beside the newer transformation
+    newer = condition(stack.ancestors("by-field-transform")[0]["conditions"], "Applied")
+    assert (newer["status"], newer["reason"]) == ("True", "PartiallyApplied")
+    assert newer["message"] == "applied: transformation; headerModifiers overridden by older policy default/by-field-buffer"
 
 
 def test_unmatched_selector_says_so_until_a_route_matches(stack: Stack) -> None:
