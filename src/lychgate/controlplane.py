@@ -288,6 +288,8 @@ class ControlPlane:
                     waypoint_enabled=self.settings.waypoint_enabled,
                     inference_enabled=self.settings.inference_extension_enabled,
                     quarantine=self.quarantine,
+                    global_policy_namespace=(self.settings.namespace if self.settings.global_policy_namespace is None
+                                             else self.settings.global_policy_namespace),
                 )
                 # Strict preflight validates whole route tables: it sees them unsplit.
                 threshold = 0 if self.preflight is not None else self.settings.route_scope_threshold

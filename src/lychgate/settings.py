@@ -78,6 +78,9 @@ class Settings(BaseSettings):
     xds_tls_require_client_cert: bool = Field(
         False, description="With xDS TLS: proxies must present a certificate signed by ca.crt."
     )
+    global_policy_namespace: str | None = Field(
+        None, description="Where TrafficPolicies live whose targetSelectors select routes and Gateways in "
+        "every namespace (kgateway's globalPolicyNamespace). Unset: the installation namespace; \"\": none.")
     policy_merge: dict[str, Any] = Field(
         default_factory=dict,
         description='Policy merge settings, e.g. {"trafficPolicy": {"extProc": "DeepMerge"}}.',

@@ -570,3 +570,31 @@ def test_an_invalid_policy_beside_a_valid_one_for_the_same_field_leaves_the_vali
     alone = run(tp("invalid-cidr", acl % "172.18.0.0/12") + tp("timeouts", "  timeouts: {request: 2s}"))
     action = routes(alone)["r/one"].action
     assert isinstance(action, ir.DirectResponse) and action.status == 500
+
+
+def test_a_policy_in_the_global_policy_namespace_selects_routes_in_every_namespace() -> None:
+    """kgateway's globalPolicyNamespace (the installation namespace, unless set): there a
+    policy's targetSelectors reach every namespace; elsewhere only the policy's own."""
+    global_policy = """---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {name: global-timeouts, namespace: lychgate-system}
+spec:
+  targetSelectors: [{group: gateway.networking.k8s.io, kind: HTTPRoute, matchLabels: {team: a}}]
+  timeouts: {request: 11s}
+"""
+    store = Store()
+    store.upsert(builtin_class())
+    for doc in yaml.safe_load_all(BASE + global_policy):
+        store.upsert(parse(doc))
+    on = translate(store, lambda gw: "127.0.1.1", global_policy_namespace="lychgate-system")
+    policy = routes(on)["r/one"].policy
+    assert policy is not None and policy.timeout_ms == 11000
+    ancestor = on.status[ObjectKey("TrafficPolicy", "lychgate-system", "global-timeouts")]["ancestors"][0]
+    assert ancestor["ancestorRef"]["namespace"] == "default"
+
+    off = translate(store, lambda gw: "127.0.1.1", global_policy_namespace="")
+    assert routes(off)["r/one"].policy is None
+    st = off.status[ObjectKey("TrafficPolicy", "lychgate-system", "global-timeouts")]
+    assert "matched no HTTPRoute with labels team=a in namespace lychgate-system" in \
+        next(c for c in st["conditions"] if c["type"] == "Applied")["message"]

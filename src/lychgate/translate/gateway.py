@@ -160,6 +160,7 @@ def translate(
     waypoint_enabled: bool = False,
     inference_enabled: bool = False,
     quarantine: Quarantine | None = None,
+    global_policy_namespace: str = "",
 ) -> Translation:
     """Translate the store. With a `state` kept across calls, a call after changes
     to routes, Services, EndpointSlices or ReferenceGrants only redoes the routes
@@ -167,13 +168,13 @@ def translate(
     answer 500 (translate/quarantine.py)."""
     with inference.serving(inference_enabled):
         return _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled,
-                          quarantine or Quarantine())
+                          quarantine or Quarantine(), global_policy_namespace)
 
 
 def _translate(
     store: Store, address_for: AddressFor, feedback: Feedback | None, policy_merge: Mapping[str, Any] | None,
     status_addresses: StatusAddresses | None, state: Aggregate | None, waypoint_enabled: bool,
-    quarantine: Quarantine,
+    quarantine: Quarantine, global_policy_namespace: str,
 ) -> Translation:
     feedback = feedback or Feedback()
     state = state or Aggregate()
@@ -193,7 +194,7 @@ def _translate(
     policies = state.policies
     state.touch_targets(policies.refresh(
         store, {k: c.gateway for k, c in ctxs.items()}, {k: {l.name for l in c.own} for k, c in ctxs.items()},
-        deep, changes))
+        deep, changes, global_policy_namespace))
     # The virtual hosts rebuilt this pass resolve their route rules again; waypoints, every pass.
     policies.ledger.release(state.dirty)
     policies.ledger.release(("mesh", k) for k in ctxs)

@@ -198,6 +198,7 @@ class PolicyIndex:
         self._extension_clusters: dict[str, ir.Cluster] = {}
         self._extension_reads: frozenset[Read] | None = None  # None: not indexed yet
         self.active = False  # policy filters go into listeners once any TrafficPolicy exists
+        self.global_namespace = ""  # kgateway's globalPolicyNamespace: its selectors reach every namespace
         # ExtensionRef filters naming TrafficPolicies: route -> (policy, rule, field path), and
         # (namespace, policy) -> (route kind, route, rule, field path)
         self._route_refs: dict[ObjectKey, frozenset[tuple[str, int, str]]] = {}
@@ -205,10 +206,13 @@ class PolicyIndex:
 
     def refresh(self, store: Store, gateways: Mapping[tuple[str, str], Gateway],
                 listeners: Mapping[tuple[str, str], set[str]], deep: frozenset[str],
-                changes: set[Read] | None) -> set[Target]:
+                changes: set[Read] | None, global_namespace: str = "") -> set[Target]:
         """Bring the policies up to date with the store: `changes` are the read tokens
         touched since the last refresh (None: redo everything). Returns the targets whose
-        policies or attachments changed: the route rules under them must be resolved again."""
+        policies or attachments changed: the route rules under them must be resolved again.
+        Policies in `global_namespace` select targets in every namespace."""
+        if global_namespace != self.global_namespace:
+            self.global_namespace, changes = global_namespace, None
         self.store, self.gateways, self.listeners, self.deep = store, gateways, listeners, deep
         touched = _reached_by(changes) if changes is not None else None
         if self._extension_reads is None or touched is None or not self._extension_reads.isdisjoint(touched):
@@ -403,20 +407,22 @@ class PolicyIndex:
                 state.errors.append(f"{path}.matchLabels: at least one label is required")
                 continue
             wanted = list(sel.match_labels.items())
+            where = None if ns == self.global_namespace else ns
             candidates: list[Gateway] | list[ListenerSet] | list[HTTPRoute | GRPCRoute] = (
-                self.store.list(Gateway, ns) if kind == "Gateway"
-                else self.store.list(ListenerSet, ns) if kind == "ListenerSet"
-                else self.store.list(ROUTE_KINDS[kind], ns))
+                self.store.list(Gateway, where) if kind == "Gateway"
+                else self.store.list(ListenerSet, where) if kind == "ListenerSet"
+                else self.store.list(ROUTE_KINDS[kind], where))
             matched = sorted(
                 (o for o in candidates if all(o.metadata.labels.get(k) == v for k, v in wanted)),
-                key=lambda o: o.name,
+                key=lambda o: (o.namespace, o.name),
             )
             labels = ",".join(f"{k}={v}" for k, v in sorted(sel.match_labels.items()))
             if not matched:
-                state.notes.append(f"{path} matched no {sel.kind} with labels {labels} in namespace {ns}")
+                scope = "in any namespace" if where is None else f"in namespace {ns}"
+                state.notes.append(f"{path} matched no {sel.kind} with labels {labels} {scope}")
                 continue
             for obj in matched:
-                target = Target(kind, ns, obj.name, sel.section_name)
+                target = Target(kind, obj.namespace, obj.name, sel.section_name)
                 add(target, path, self._target_problem(target, obj))
         # Rules that name the policy in an ExtensionRef filter (kept by refresh, not read here).
         for kind, route, rule, via in sorted(self._referrers.get((ns, policy.name), ())):
