@@ -454,7 +454,21 @@ class RateLimitService:
     x_ratelimit_headers: bool = False
 
 
-ExtensionService = ExtAuthService | ExtProcService | JwtService | OAuth2Service | RateLimitService
+@dataclass(frozen=True)
+class RateLimitQuotaService:
+    """One GatewayExtension of type RateLimitQuota: one rate_limit_quota filter in the chains
+    whose routes use it."""
+
+    name: str  # "namespace/name" of the GatewayExtension
+    cluster: str
+    domain: str
+    authority: str | None = None
+    timeout_ms: int | None = None
+    retry: ServiceRetry | None = None
+
+
+ExtensionService = (ExtAuthService | ExtProcService | JwtService | OAuth2Service | RateLimitService
+                    | RateLimitQuotaService)
 
 
 # A descriptor entry: ("generic", key, value), ("header", name, ""),
@@ -481,6 +495,20 @@ class RouteTracing:
 
 
 @dataclass(frozen=True)
+class RateLimitQuota:
+    """rateLimit.quota: the bucket a route's requests fall in, and how it behaves until
+    (and after) the quota server assigns it a quota."""
+
+    service: RateLimitQuotaService
+    # (key, "generic", value) or (key, "header", header name), in the policy's order
+    bucket: tuple[tuple[str, str, str], ...]
+    reporting_interval_ms: int = 5000
+    no_assignment: str | None = None  # "Allow" | "Deny"; None: Envoy's default (allow)
+    expired: tuple[str, int] | None = None  # (strategy "Allow" | "Deny" | "ReuseLast", timeout ms)
+    deny_status: int | None = None  # None: Envoy's 429
+
+
+@dataclass(frozen=True)
 class RoutePolicy:
     """What the TrafficPolicies attached to a route make of it (None: not set)."""
 
@@ -496,6 +524,7 @@ class RoutePolicy:
     transformation: Transformation | None = None
     rate_limit: TokenBucket | None = None
     global_rate_limit: GlobalRateLimit | None = None
+    rate_limit_quota: RateLimitQuota | None = None
     cors: Cors | None = None
     request_headers: HeaderOps = HeaderOps()
     response_headers: HeaderOps = HeaderOps()

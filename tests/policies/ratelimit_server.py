@@ -5,8 +5,9 @@ descriptor statuses Envoy turns into x-ratelimit-* headers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
@@ -16,6 +17,14 @@ from tests.harness import free_port
 from tests.policies.servers import Servers
 
 Descriptor = tuple[tuple[str, str], ...]
+
+
+class GrpcService(Protocol):
+    port: int
+    server: Any
+
+
+S = TypeVar("S", bound=GrpcService)
 
 
 @dataclass
@@ -50,12 +59,12 @@ class RateLimitServer(rls_pb2_grpc.RateLimitServiceServicer):  # type: ignore[mi
         return out
 
 
-def start(servers: Servers) -> RateLimitServer:
-    service = RateLimitServer(port=free_port())
+def serve_grpc(servers: Servers, service: S, add: Callable[[S, Any], None]) -> S:
+    """Serve `service` (whose `port` is set) with grpc.aio on the servers' loop until they stop."""
 
     async def go() -> Any:
         server = grpc.aio.server()
-        rls_pb2_grpc.add_RateLimitServiceServicer_to_server(service, server)
+        add(service, server)
         server.add_insecure_port(f"127.0.0.1:{service.port}")
         await server.start()
         return server
@@ -63,3 +72,7 @@ def start(servers: Servers) -> RateLimitServer:
     service.server = servers.loop.run(go())
     servers._stops.append(lambda s=service.server: s.stop(0))
     return service
+
+
+def start(servers: Servers) -> RateLimitServer:
+    return serve_grpc(servers, RateLimitServer(port=free_port()), rls_pb2_grpc.add_RateLimitServiceServicer_to_server)

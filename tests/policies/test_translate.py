@@ -349,6 +349,23 @@ spec:
      "  rateLimit: {local: {tokenBucket: {maxTokens: 1, fillInterval: 10ms}}}",
      "spec.rateLimit.local.tokenBucket.fillInterval: '10ms' is shorter than the minimum of 50ms"),
     ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  rateLimit: {local: {tokenBucket: {maxTokens: 4, fillInterval: 1s}, shareAcrossGateway: true}}",
+     "spec.rateLimit.local.shareAcrossGateway: true is not supported by lychgate yet"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  rateLimit: {quota: {extensionRef: {name: q}, bucket: [{key: k, type: Generic}]}}",
+     "spec.rateLimit.quota.bucket[0]: a Generic entry sets value (and not header)"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  rateLimit: {quota: {extensionRef: {name: q}, bucket: [{key: k, type: Header, header: 'a b'}]}}",
+     "spec.rateLimit.quota.bucket[0].header: "),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  rateLimit: {quota: {extensionRef: {name: q}, bucket: [{key: k, type: Generic, value: v}], "
+     "reportingInterval: 10ms}}",
+     "spec.rateLimit.quota.reportingInterval: '10ms' is shorter than the minimum of 100ms"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  rateLimit: {quota: {extensionRef: {name: q}, bucket: [{key: k, type: Generic, value: v}], "
+     "expiredAssignmentBehavior: {strategy: Deny, timeout: soon}}}",
+     "spec.rateLimit.quota.expiredAssignmentBehavior.timeout: 'soon' is not a duration"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
      "  transformation: {request: {set: [{name: x, value: '{{ user.id }}'}]}}",
      "spec.transformation.request.set[0].value: reads the JSON body field 'user.id', "
      "which needs spec.transformation.request.body.parseAs: AsJson"),

@@ -133,6 +133,9 @@ class LocalRateLimitPolicy(Model):
     # it refuses (enforced); percentEnforced 0 is shadow mode: counted, never refused.
     percent_enabled: int | None = Field(None, ge=0, le=100)
     percent_enforced: int | None = Field(None, ge=0, le=100)
+    # kgateway: the bucket is the Gateway's, divided among its proxy replicas. Only
+    # false is served (translate/policies/rate_limit.py says why).
+    share_across_gateway: bool | None = None
 
 
 class RateLimitDescriptorEntryGeneric(Model):
@@ -165,9 +168,36 @@ class GlobalRateLimitPolicy(Model):
     extension_ref: NamespacedObjectReference
 
 
+class RateLimitQuotaBucketEntry(Model):
+    """One part of a quota bucket's id: a fixed value (Generic) or a request header's (Header)."""
+
+    key: str = Field(min_length=1)
+    type: Literal["Generic", "Header"]
+    value: str | None = Field(None, min_length=1)
+    header: str | None = Field(None, min_length=1)
+
+
+class RateLimitQuotaExpiredAssignmentBehavior(Model):
+    strategy: Literal["Allow", "Deny", "ReuseLast"] = "Allow"
+    timeout: str
+
+
+class RateLimitQuotaPolicy(Model):
+    """`rateLimit.quota`: buckets whose quota a RateLimitQuota GatewayExtension's server assigns
+    (Envoy's rate_limit_quota filter speaking envoy.service.rate_limit_quota.v3)."""
+
+    extension_ref: NamespacedObjectReference
+    bucket: list[RateLimitQuotaBucketEntry] = Field(min_length=1, max_length=16)
+    reporting_interval: str | None = None
+    no_assignment_behavior: Literal["Allow", "Deny"] | None = None
+    expired_assignment_behavior: RateLimitQuotaExpiredAssignmentBehavior | None = None
+    deny_status: int | None = Field(None, ge=400, le=599)
+
+
 class RateLimit(Model):
     local: LocalRateLimitPolicy | None = None
     global_: GlobalRateLimitPolicy | None = Field(None, alias="global")
+    quota: RateLimitQuotaPolicy | None = None
 
 
 class CorsPolicy(Model):
@@ -491,11 +521,19 @@ class RateLimitProvider(Model):
     x_rate_limit_headers: Literal["Off", "DraftVersion03"] = Field("Off", alias="xRateLimitHeaders")
 
 
+class RateLimitQuotaProvider(Model):
+    """A rate limit quota server (envoy.service.rate_limit_quota.v3.RateLimitQuotaService)."""
+
+    grpc_service: ExtGrpcService
+    domain: str = Field(min_length=1)
+
+
 class GatewayExtensionSpec(Model):
-    type: Literal["ExtAuth", "ExtProc", "RateLimit", "JWT", "OAuth2"] | None = None
+    type: Literal["ExtAuth", "ExtProc", "RateLimit", "RateLimitQuota", "JWT", "OAuth2"] | None = None
     ext_auth: ExtAuthProvider | None = None
     ext_proc: ExtProcProvider | None = None
     rate_limit: RateLimitProvider | None = None
+    rate_limit_quota: RateLimitQuotaProvider | None = None
     jwt: JWTProviders | None = None
     oauth2: OAuth2Provider | None = None
 

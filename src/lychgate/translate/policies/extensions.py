@@ -37,14 +37,16 @@ from lychgate.translate.policies.common import (
 
 EXT_AUTH, EXT_PROC, RATE_LIMIT = "ExtAuth", "ExtProc", "RateLimit"
 # spec field -> extension type, in kgateway's order (exactly one is set)
-TYPES = {"extAuth": "ExtAuth", "extProc": "ExtProc", "rateLimit": "RateLimit", "jwt": "JWT", "oauth2": "OAuth2"}
-_ATTRS = {"extAuth": "ext_auth", "extProc": "ext_proc", "rateLimit": "rate_limit", "jwt": "jwt", "oauth2": "oauth2"}
+TYPES = {"extAuth": "ExtAuth", "extProc": "ExtProc", "rateLimit": "RateLimit", "rateLimitQuota": "RateLimitQuota",
+         "jwt": "JWT", "oauth2": "OAuth2"}
+_ATTRS = {"extAuth": "ext_auth", "extProc": "ext_proc", "rateLimit": "rate_limit",
+          "rateLimitQuota": "rate_limit_quota", "jwt": "jwt", "oauth2": "oauth2"}
 
 # Extension types implemented by their own feature modules (jwt_auth, oauth2):
 # type -> a function raising Invalid for the first field that cannot be served.
 VALIDATORS: dict[str, Callable[[GatewayExtension], None]] = {}
 # type -> (namespace, name) -> the service every listener gets a filter for, and its
-# clusters; raises Unresolved. ExtAuth and ExtProc are registered at the bottom.
+# clusters; raises Unresolved. ExtAuth, ExtProc and RateLimit are registered at the bottom.
 SERVICES: dict[str, Callable[[Store, str, str], tuple[ir.ExtensionService, list[ir.Cluster]]]] = {}
 
 
@@ -77,14 +79,14 @@ def validate(ext: GatewayExtension) -> None:
     if kind not in (EXT_AUTH, EXT_PROC, RATE_LIMIT):
         raise Invalid(f"spec.{present[0]}", f"{kind} extensions are not supported by lychgate yet")
     if spec.rate_limit is not None:
-        _check_grpc(spec.rate_limit.grpc_service, "spec.rateLimit.grpcService")
+        check_grpc(spec.rate_limit.grpc_service, "spec.rateLimit.grpcService")
         duration_ms(spec.rate_limit.timeout, "spec.rateLimit.timeout", 1)
     if spec.ext_auth is not None:
         auth = spec.ext_auth
         if (auth.grpc_service is None) == (auth.http_service is None):
             raise Invalid("spec.extAuth", "exactly one of grpcService or httpService must be set")
         if auth.grpc_service is not None:
-            _check_grpc(auth.grpc_service, "spec.extAuth.grpcService")
+            check_grpc(auth.grpc_service, "spec.extAuth.grpcService")
         if auth.http_service is not None:
             http = auth.http_service
             check_backend(http.backend_ref, "spec.extAuth.httpService.backendRef")
@@ -92,7 +94,7 @@ def validate(ext: GatewayExtension) -> None:
                 duration_ms(http.request_timeout, "spec.extAuth.httpService.requestTimeout", 1)
             if http.path_prefix is not None and not http.path_prefix.startswith("/"):
                 raise Invalid("spec.extAuth.httpService.pathPrefix", f"{http.path_prefix!r} must start with '/'")
-            _retry(http.retry, "spec.extAuth.httpService.retry")
+            service_retry(http.retry, "spec.extAuth.httpService.retry")
             req = http.authorization_request
             for name in req.headers_to_add if req else {}:
                 header_name(name, f"spec.extAuth.httpService.authorizationRequest.headersToAdd[{name}]")
@@ -100,21 +102,21 @@ def validate(ext: GatewayExtension) -> None:
             header_name(name, f"spec.extAuth.headersToForward[{i}]", pseudo=True)
     if spec.ext_proc is not None:
         proc = spec.ext_proc
-        _check_grpc(proc.grpc_service, "spec.extProc.grpcService")
+        check_grpc(proc.grpc_service, "spec.extProc.grpcService")
         for attr, label in (("message_timeout", "messageTimeout"), ("max_message_timeout", "maxMessageTimeout")):
             value = getattr(proc, attr)
             if value is not None:
                 duration_ms(value, f"spec.extProc.{label}", 1)
 
 
-def _check_grpc(svc: ExtGrpcService, path: str) -> None:
+def check_grpc(svc: ExtGrpcService, path: str) -> None:
     check_backend(svc.backend_ref, f"{path}.backendRef")
     if svc.request_timeout is not None:
         duration_ms(svc.request_timeout, f"{path}.requestTimeout", 1)
-    _retry(svc.retry, f"{path}.retry")
+    service_retry(svc.retry, f"{path}.retry")
 
 
-def _retry(retry: ExtSvcRetryPolicy | None, path: str) -> ir.ServiceRetry | None:
+def service_retry(retry: ExtSvcRetryPolicy | None, path: str) -> ir.ServiceRetry | None:
     if retry is None:
         return None
     backoff = retry.backoff
@@ -135,7 +137,7 @@ def check_backend(ref: BackendObjectReference, path: str) -> None:
         raise Invalid(f"{path}.port", "a port is required")
 
 
-def _cluster(store: Store, ext: GatewayExtension, svc: ExtGrpcService | ExtHttpService, grpc: bool) -> ir.Cluster:
+def extension_cluster(store: Store, ext: GatewayExtension, svc: ExtGrpcService | ExtHttpService, grpc: bool) -> ir.Cluster:
     ref = svc.backend_ref
     res = extension_backend.resolve(store, "GatewayExtension", ext.namespace, ref)
     if res.cluster is None:
@@ -188,13 +190,13 @@ def ext_auth_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtAut
     }
     if auth.grpc_service is not None:
         grpc = auth.grpc_service
-        cluster = _cluster(store, ext, grpc, grpc=True)
+        cluster = extension_cluster(store, ext, grpc, grpc=True)
         timeout = duration_ms(grpc.request_timeout, "") if grpc.request_timeout else None
         return ir.ExtAuthService(protocol="grpc", authority=grpc.authority, timeout_ms=timeout,
-                                 retry=_retry(grpc.retry, ""), **common), cluster
+                                 retry=service_retry(grpc.retry, ""), **common), cluster
     http = auth.http_service
     assert http is not None
-    cluster = _cluster(store, ext, http, grpc=False)
+    cluster = extension_cluster(store, ext, http, grpc=False)
     timeout = duration_ms(http.request_timeout, "") if http.request_timeout else None
     req, resp = http.authorization_request, http.authorization_response
 
@@ -202,7 +204,7 @@ def ext_auth_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtAut
         return tuple(h.lower() for h in names or [])
 
     return ir.ExtAuthService(
-        protocol="http", timeout_ms=timeout, path_prefix=http.path_prefix, retry=_retry(http.retry, ""),
+        protocol="http", timeout_ms=timeout, path_prefix=http.path_prefix, retry=service_retry(http.retry, ""),
         headers_to_add=tuple(sorted((k.lower(), v) for k, v in (req.headers_to_add if req else {}).items())),
         allowed_upstream_headers=lower(resp.headers_to_backend if resp else None),
         allowed_client_headers=lower(resp.headers_to_client if resp else None),
@@ -226,7 +228,7 @@ def ext_proc_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtPro
     proc = ext.spec.ext_proc
     assert proc is not None
     grpc = proc.grpc_service
-    cluster = _cluster(store, ext, grpc, grpc=True)
+    cluster = extension_cluster(store, ext, grpc, grpc=True)
     mode = processing_mode(proc.processing_mode.model_dump(by_alias=True, exclude_none=True)
                            if proc.processing_mode else None)
     return ir.ExtProcService(
@@ -236,7 +238,7 @@ def ext_proc_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtPro
         message_timeout_ms=duration_ms(proc.message_timeout, "") if proc.message_timeout else None,
         max_message_timeout_ms=(duration_ms(proc.max_message_timeout, "")
                                 if proc.max_message_timeout else None),
-        stat_prefix=proc.stat_prefix, route_cache_action=proc.route_cache_action, retry=_retry(grpc.retry, ""),
+        stat_prefix=proc.stat_prefix, route_cache_action=proc.route_cache_action, retry=service_retry(grpc.retry, ""),
         allow_mode_override=proc.allow_processing_mode_override,
         allowed_override_modes=tuple(
             processing_mode(m.model_dump(by_alias=True, exclude_none=True)) or ir.ProcessingMode()
@@ -259,7 +261,7 @@ def rate_limit_service(store: Store, namespace: str, name: str) -> tuple[ir.Rate
         name=f"{ext.namespace}/{ext.name}", cluster=cluster_name(ext), domain=limit.domain, authority=grpc.authority,
         timeout_ms=duration_ms(limit.timeout, ""), fail_open=limit.fail_open,
         x_ratelimit_headers=limit.x_rate_limit_headers == "DraftVersion03",
-    ), _cluster(store, ext, grpc, grpc=True)
+    ), extension_cluster(store, ext, grpc, grpc=True)
 
 
 def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
@@ -288,7 +290,7 @@ def extension_status(store: Store, ext: GatewayExtension) -> dict[str, Any]:
         else:
             svc = ext.spec.ext_proc.grpc_service if ext.spec.ext_proc else None
         assert svc is not None
-        cluster = _cluster(store, ext, svc, grpc=isinstance(svc, ExtGrpcService))
+        cluster = extension_cluster(store, ext, svc, grpc=isinstance(svc, ExtGrpcService))
         ready = len(cluster.endpoints)
         ref = svc.backend_ref
         where = f"{ref.namespace or ext.namespace}/{ref.name}"

@@ -1,6 +1,7 @@
-"""rateLimit: `local`, a token bucket per route (Envoy's local_ratelimit filter), and
-`global`, descriptors a RateLimit GatewayExtension's service counts (Envoy's
-ratelimit filter speaking envoy.service.ratelimit.v3)."""
+"""rateLimit: `local`, a token bucket per route (Envoy's local_ratelimit filter), `global`, descriptors a
+RateLimit GatewayExtension's service counts (Envoy's ratelimit filter speaking
+envoy.service.ratelimit.v3), and `quota`, buckets a RateLimitQuota server assigns
+quota to (rate_limit_quota.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from lychgate.translate.policies.common import CompileContext, Invalid, duration
 from lychgate.translate.policies.ext_auth import normalize_ref
 from lychgate.translate.policies.extensions import rate_limit_service
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.policies.rate_limit_quota import compile_quota
 
 
 def descriptor_entry(entry: dict[str, Any], path: str) -> ir.DescriptorEntry:
@@ -27,15 +29,22 @@ class RateLimitField(PolicyField):
     name, attr = "rateLimit", "rate_limit"
 
     def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
-        if isinstance(value.get("global"), dict):
-            value["global"] = normalize_ref(policy, value["global"])
+        for part in ("global", "quota"):
+            if isinstance(value.get(part), dict):
+                value[part] = normalize_ref(policy, value[part])
         return value
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"rate_limit": None, "global_rate_limit": None}
+        out: dict[str, Any] = {"rate_limit": None, "global_rate_limit": None, "rate_limit_quota": None}
         # `local: {}` (no bucket) switches an inherited limit off.
         local = value.get("local") or {}
         bucket = local.get("tokenBucket")
+        if local.get("shareAcrossGateway"):
+            # kgateway divides the bucket among the Gateway's replicas (Envoy's
+            # local_cluster_rate_limit over a bootstrap local cluster of the replicas);
+            # lychgate's proxies have no such cluster yet, so the field is refused, not ignored.
+            raise Invalid(f"{path}.local.shareAcrossGateway",
+                          "true is not supported by lychgate yet (a bucket divided among the Gateway's replicas)")
         if bucket is not None:
             out["rate_limit"] = ir.TokenBucket(
                 max_tokens=bucket["maxTokens"], tokens_per_fill=bucket.get("tokensPerFill", 1),
@@ -54,6 +63,9 @@ class RateLimitField(PolicyField):
             service, cluster = rate_limit_service(ctx.store, ref["namespace"], ref["name"])
             ctx.clusters[cluster.name] = cluster
             out["global_rate_limit"] = ir.GlobalRateLimit(service, descriptors)
+        quota = value.get("quota")
+        if quota is not None:
+            out["rate_limit_quota"] = compile_quota(ctx, quota, f"{path}.quota")
         return out
 
 

@@ -34,6 +34,7 @@ from lychgate.xds.translator import (  # noqa: F401
     listener_settings,
     local_ratelimit,
     oauth2,
+    rate_limit_quota,
     ratelimit,
     rbac,
     rewrite,
