@@ -66,10 +66,30 @@ class LocalJWKS(Model):
     config_map_ref: LocalObjectReference | None = None  # data key `jwks`
 
 
+class JWKSAsyncFetch(Model):
+    """Fetch the keys when the listener starts and on a timer, not when a request needs them."""
+
+    fast_listener: bool | None = None
+    failed_refetch_duration: str | None = None
+
+
+class JWKSRetryBackOff(Model):
+    base_interval: str
+    max_interval: str | None = None
+
+
+class JWKSRetryPolicy(Model):
+    num_retries: int | None = Field(None, ge=1)
+    back_off: JWKSRetryBackOff | None = None
+
+
 class RemoteJWKS(Model):
     url: str = Field(min_length=1, max_length=2048)
     backend_ref: BackendObjectReference
     cache_duration: str | None = None
+    async_fetch: JWKSAsyncFetch | None = None
+    retry_policy: JWKSRetryPolicy | None = None
+    timeout: str | None = None
 
 
 class JWKS(Model):
