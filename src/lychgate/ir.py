@@ -314,6 +314,24 @@ class OAuth2Service:
     disable_id_token_cookie: bool = False
     disable_refresh_token_cookie: bool = False
     deny_redirect_headers: tuple[tuple[str, str, str], ...] = ()  # (name, Exact|RegularExpression, value)
+    jwt: OAuth2Jwt | None = None  # `jwt`: the tokens it keeps verified on every request
+
+
+@dataclass(frozen=True)
+class OAuth2Token:
+    """How one retrieved token (access or ID) is checked: its cookie, audiences, claims to headers."""
+
+    cookie: str
+    audiences: tuple[str, ...] = ()
+    claims_to_headers: tuple[tuple[str, str], ...] = ()  # (claim, header)
+
+
+@dataclass(frozen=True)
+class OAuth2Jwt:
+    jwks_uri: str
+    jwks_cluster: str
+    access_token: OAuth2Token | None = None
+    id_token: OAuth2Token | None = None
 
 
 @dataclass(frozen=True)
