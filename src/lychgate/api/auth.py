@@ -245,9 +245,17 @@ class OAuth2JWTProcessingConfig(Model):
     claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, max_length=32)
 
 
+class OAuth2JWKSBackend(Model):
+    backend_ref: BackendObjectReference
+
+
 class OAuth2JWTConfig(Model):
     jwks_uri: str | None = Field(None, alias="jwksURI")
+    jwks_backend: OAuth2JWKSBackend | None = None  # kgateway's newer name of jwksBackendRef
     jwks_backend_ref: BackendObjectReference | None = None
+
+    def keys_backend(self) -> BackendObjectReference | None:
+        return self.jwks_backend.backend_ref if self.jwks_backend else self.jwks_backend_ref
     access_token: OAuth2JWTProcessingConfig | None = None
     id_token: OAuth2JWTProcessingConfig | None = Field(None, alias="idToken")
 

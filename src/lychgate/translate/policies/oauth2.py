@@ -70,6 +70,10 @@ def validate(ext: GatewayExtension) -> None:
             raise Invalid("spec.oauth2.jwt.jwksURI", "either issuerURI or jwksURI must be set to verify tokens")
         if jwt.jwks_uri is not None:
             _url(jwt.jwks_uri, "spec.oauth2.jwt.jwksURI")
+        if jwt.jwks_backend is not None and jwt.jwks_backend_ref is not None:
+            raise Invalid("spec.oauth2.jwt", "set jwksBackend or (its older name) jwksBackendRef, not both")
+        if jwt.jwks_backend is not None:
+            check_backend(jwt.jwks_backend.backend_ref, "spec.oauth2.jwt.jwksBackend.backendRef")
         if jwt.jwks_backend_ref is not None:
             check_backend(jwt.jwks_backend_ref, "spec.oauth2.jwt.jwksBackendRef")
         cookies = spec.cookies
@@ -155,10 +159,11 @@ def _jwt(store: Store, ext: GatewayExtension, cluster: ir.Cluster, doc_of: Calla
         return None, []
     uri = jwt.jwks_uri or _discovered(doc_of(), "jwks_uri", spec.issuer_uri or "")
     clusters = []
-    if jwt.jwks_backend_ref is not None:
-        res = extension_backend.resolve(store, "GatewayExtension", ext.namespace, jwt.jwks_backend_ref)
+    keys_backend = jwt.keys_backend()
+    if keys_backend is not None:
+        res = extension_backend.resolve(store, "GatewayExtension", ext.namespace, keys_backend)
         if res.cluster is None:
-            raise Unresolved(res.reason, f"GatewayExtension {ext.key} spec.oauth2.jwt.jwksBackendRef: {res.message}")
+            raise Unresolved(res.reason, f"GatewayExtension {ext.namespace}/{ext.name} spec.oauth2.jwt.jwksBackend: {res.message}")
         host = urlsplit(uri).hostname or ""
         tls = res.cluster.tls or (ir.UpstreamTLS(sni=host, ca=None, sans=(("Hostname", host),))
                                   if uri.startswith("https:") else None)
