@@ -233,12 +233,24 @@ class ExtProcService:
     allowed_override_modes: tuple[ProcessingMode, ...] = ()
     forward_typed_metadata: tuple[str, ...] = ()
     forward_untyped_metadata: tuple[str, ...] = ()
+    receive_untyped_metadata: tuple[str, ...] = ()
+    request_attributes: tuple[str, ...] = ()  # CEL attribute expressions sent with every request
+    # filterStage: where its filter sits in the chain (xds/translator/filter_stage.py);
+    # kgateway's default is right after authorization.
+    stage: tuple[str, str] = ("AuthZ", "After")
+    stage_weight: int = 0
 
 
 @dataclass(frozen=True)
 class ExtProcRoute:
     service: ExtProcService
     processing_mode: ProcessingMode | None = None
+
+
+@dataclass(frozen=True)
+class JwksAsyncFetch:
+    fast_listener: bool = False
+    failed_refetch_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -257,6 +269,10 @@ class JwtProvider:
     remote_url: str | None = None
     remote_cluster: str | None = None
     cache_ms: int | None = None
+    fetch_timeout_ms: int | None = None  # remote.timeout (Envoy: 5 s)
+    # remote.asyncFetch: keys fetched at start and on a timer (None: on demand)
+    async_fetch: JwksAsyncFetch | None = None
+    fetch_retry: ServiceRetry | None = None  # remote.retryPolicy: attempts, backoff
 
 
 @dataclass(frozen=True)
@@ -298,6 +314,24 @@ class OAuth2Service:
     disable_id_token_cookie: bool = False
     disable_refresh_token_cookie: bool = False
     deny_redirect_headers: tuple[tuple[str, str, str], ...] = ()  # (name, Exact|RegularExpression, value)
+    jwt: OAuth2Jwt | None = None  # `jwt`: the tokens it keeps verified on every request
+
+
+@dataclass(frozen=True)
+class OAuth2Token:
+    """How one retrieved token (access or ID) is checked: its cookie, audiences, claims to headers."""
+
+    cookie: str
+    audiences: tuple[str, ...] = ()
+    claims_to_headers: tuple[tuple[str, str], ...] = ()  # (claim, header)
+
+
+@dataclass(frozen=True)
+class OAuth2Jwt:
+    jwks_uri: str
+    jwks_cluster: str
+    access_token: OAuth2Token | None = None
+    id_token: OAuth2Token | None = None
 
 
 @dataclass(frozen=True)
@@ -540,6 +574,9 @@ class RoutePolicy:
     # headerModifiers.filterStage: the header ops run in a header_mutation filter at
     # (stage, predicate) instead of on the route (xds/translator/header_stage.py).
     header_stage: tuple[str, str] | None = None
+    # buffer.filterStage: where the listener's one buffer filter sits (the earliest any
+    # route asks for; xds/translator/buffer.py).
+    buffer_stage: tuple[str, str] | None = None
     internal_redirect: InternalRedirect | None = None
     tracing: RouteTracing | None = None  # xds/translator/route_stats.py
     # statPrefix: Envoy's per-route stats prefix; {{ route_name }}, {{ route_namespace }},

@@ -40,6 +40,7 @@ from envoy.service.auth.v3 import external_auth_pb2_grpc as auth_grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2 as proc_pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as proc_grpc
 from envoy.type.v3 import http_status_pb2
+from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 
 from tests.harness import free_port
@@ -124,6 +125,8 @@ class ProcServer(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
 
     name: str
     seen: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # the :path of each request it processed
+    attributes: list[dict[str, Any]] = field(default_factory=list)  # requestAttributes Envoy sent
     port: int = 0
     server: Any = None
 
@@ -135,6 +138,9 @@ class ProcServer(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             self.seen.append(kind or "?")
             if kind == "request_headers":
                 headers = {h.key: (h.raw_value.decode() or h.value) for h in req.request_headers.headers.headers}
+                self.paths.append(headers.get(":path", ""))
+                if req.attributes:
+                    self.attributes.append({ns: json_format.MessageToDict(v) for ns, v in req.attributes.items()})
                 if "x-proc-block" in headers:
                     yield proc_pb.ProcessingResponse(immediate_response=proc_pb.ImmediateResponse(
                         status=http_status_pb2.HttpStatus(code=418), body=f"blocked by {self.name}\n".encode()))
@@ -191,16 +197,22 @@ class HttpAuthServer:
 
 @dataclass
 class JwksServer:
-    """Serves `keys` (a JWKS) at any path; counts the fetches."""
+    """Serves `keys` (a JWKS) at any path; counts the fetches. The first `fail_first`
+    fetches get 503; every answer comes `delay` seconds late."""
 
     keys: dict[str, Any] = field(default_factory=lambda: {"keys": []})
     port: int = 0
     fetches: int = 0
     runner: Any = None
+    fail_first: int = 0
+    delay: float = 0.0
 
     def app(self) -> web.Application:
         async def handle(request: web.Request) -> web.Response:
             self.fetches += 1
+            await asyncio.sleep(self.delay)
+            if self.fetches <= self.fail_first:
+                return web.Response(status=503, text="not now\n")
             return web.json_response(self.keys)
 
         app = web.Application()

@@ -152,3 +152,37 @@ def test_unreachable_jwks_rejects_every_request(stack: Stack) -> None:
     resp = stack.get("jwt-down.example.com", headers=bearer(idp.token(sub="dave")))
     assert resp.status_code == 401  # the keys cannot be fetched: no token verifies
     assert backend.hits == {}
+
+
+def test_remote_jwks_fetch_timeout_and_retries(stack: Stack) -> None:
+    idp = Issuer("https://fetch.example.com", "f1")
+
+    def fetching(name: str, fetch: str, delay: float = 0.0, fail_first: int = 0) -> tuple[str, str]:
+        jwks = stack.servers.jwks(idp.jwks())
+        jwks.delay, jwks.fail_first = delay, fail_first
+        stack.service(f"jwks-{name}", jwks.port)
+        return (jwt_ext(name, remote("idp", idp.iss, f"jwks-{name}", jwks.port).rstrip("\n") + "\n" + fetch),
+                policy(name, "  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: jwt-fetch, "
+                             f"sectionName: {name}}}]", f"  jwtAuth:\n    extensionRef: {{name: {name}}}"))
+
+    specs = {  # a JWKS server 0.5 s slow, and ones whose first answer is 503
+        "slow-short": fetching("slow-short", "            timeout: 100ms\n", delay=0.5),
+        "slow-long": fetching("slow-long", "            timeout: 3s\n", delay=0.5),
+        "flaky": fetching("flaky", "", fail_first=1),
+        "flaky-retried": fetching("flaky-retried", "            retryPolicy: {numRetries: 2, backOff: "
+                                                   "{baseInterval: 10ms, maxInterval: 50ms}}\n", fail_first=1),
+    }
+    rules = "\n".join(f"- name: {n}\n  matches: [{{path: {{value: /{n}}}}}]\n  backendRefs: [{{name: app, port: 80}}]"
+                      for n in specs)
+    stack.write("jwt-fetch.yaml", *(doc for pair in specs.values() for doc in pair),
+                stack.route("jwt-fetch", "jwt-fetch.example.com", rules))
+    for n in specs:
+        stack.wait("jwt-fetch.example.com", lambda r: r.status_code == 401, f"/{n}", f"{n} to require a token")
+    token = bearer(idp.token(sub="alice"))
+    # Fetched on demand (no asyncFetch): the first request waits for the keys.
+    assert stack.get("jwt-fetch.example.com", "/slow-short", headers=token).text == "Jwks remote fetch is failed"
+    assert stack.get("jwt-fetch.example.com", "/slow-long", headers=token).status_code == 200
+    # A failed fetch fails the request that needed it; with a retry policy it is fetched again.
+    assert stack.get("jwt-fetch.example.com", "/flaky-retried", headers=token).status_code == 200
+    assert stack.get("jwt-fetch.example.com", "/flaky", headers=token).text == "Jwks remote fetch is failed"
+    assert stack.get("jwt-fetch.example.com", "/flaky", headers=token).status_code == 200  # the next fetch works

@@ -66,10 +66,30 @@ class LocalJWKS(Model):
     config_map_ref: LocalObjectReference | None = None  # data key `jwks`
 
 
+class JWKSAsyncFetch(Model):
+    """Fetch the keys when the listener starts and on a timer, not when a request needs them."""
+
+    fast_listener: bool | None = None
+    failed_refetch_duration: str | None = None
+
+
+class JWKSRetryBackOff(Model):
+    base_interval: str
+    max_interval: str | None = None
+
+
+class JWKSRetryPolicy(Model):
+    num_retries: int | None = Field(None, ge=1)
+    back_off: JWKSRetryBackOff | None = None
+
+
 class RemoteJWKS(Model):
     url: str = Field(min_length=1, max_length=2048)
     backend_ref: BackendObjectReference
     cache_duration: str | None = None
+    async_fetch: JWKSAsyncFetch | None = None
+    retry_policy: JWKSRetryPolicy | None = None
+    timeout: str | None = None
 
 
 class JWKS(Model):
@@ -225,9 +245,17 @@ class OAuth2JWTProcessingConfig(Model):
     claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, max_length=32)
 
 
+class OAuth2JWKSBackend(Model):
+    backend_ref: BackendObjectReference
+
+
 class OAuth2JWTConfig(Model):
     jwks_uri: str | None = Field(None, alias="jwksURI")
+    jwks_backend: OAuth2JWKSBackend | None = None  # kgateway's newer name of jwksBackendRef
     jwks_backend_ref: BackendObjectReference | None = None
+
+    def keys_backend(self) -> BackendObjectReference | None:
+        return self.jwks_backend.backend_ref if self.jwks_backend else self.jwks_backend_ref
     access_token: OAuth2JWTProcessingConfig | None = None
     id_token: OAuth2JWTProcessingConfig | None = Field(None, alias="idToken")
 

@@ -58,6 +58,14 @@ class LocalPolicyTargetSelector(Model):
     section_name: str | None = None
 
 
+class FilterStageSpec(Model):
+    """Where in the HTTP filter chain a filter goes: a well-known stage and before, during or after it."""
+
+    stage: Literal["Fault", "AuthN", "AuthZ", "RateLimit", "Route"]
+    predicate: Literal["Before", "During", "After"] = "During"
+    weight: int = 0
+
+
 # --- extAuth / extProc (TrafficPolicy side) -------------------------------------------
 
 
@@ -240,14 +248,6 @@ class PolicyHeaderFilter(Model):
     remove: list[str] = Field(default_factory=list, max_length=16)
 
 
-class FilterStageSpec(Model):
-    """Where in the HTTP filter chain a filter goes: a well-known stage and before, during or after it."""
-
-    stage: Literal["Fault", "AuthN", "AuthZ", "RateLimit", "Route"]
-    predicate: Literal["Before", "During", "After"] = "During"
-    weight: int = 0
-
-
 class HeaderModifiers(Model):
     request: PolicyHeaderFilter | None = None
     response: PolicyHeaderFilter | None = None
@@ -257,6 +257,7 @@ class HeaderModifiers(Model):
 class Buffer(Model):
     max_request_size: int | str | None = None
     disable: PolicyDisable | None = None
+    filter_stage: FilterStageSpec | None = None
 
 
 class Timeouts(Model):
@@ -494,8 +495,15 @@ class MetadataNamespaces(Model):
     untyped: list[str] = Field(default_factory=list)
 
 
+class ReceivingNamespaces(Model):
+    """Envoy takes only untyped dynamic metadata back from an ext_proc server."""
+
+    untyped: list[str] = Field(default_factory=list)
+
+
 class MetadataOptions(Model):
     forwarding: MetadataNamespaces | None = None
+    receiving: ReceivingNamespaces | None = None
 
 
 class ExtProcProvider(Model):
@@ -509,6 +517,8 @@ class ExtProcProvider(Model):
     stat_prefix: str | None = Field(None, min_length=1)
     route_cache_action: Literal["FromResponse", "Clear", "Retain"] = "FromResponse"
     metadata_options: MetadataOptions | None = None
+    request_attributes: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list, max_length=64)
+    filter_stage: FilterStageSpec | None = None
 
 
 class RateLimitProvider(Model):

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from lychgate import ir
+from lychgate import cel, ir
 from lychgate.api.gateway import BackendObjectReference
 from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import (
@@ -107,6 +107,11 @@ def validate(ext: GatewayExtension) -> None:
             value = getattr(proc, attr)
             if value is not None:
                 duration_ms(value, f"spec.extProc.{label}", 1)
+        for i, expr in enumerate(proc.request_attributes):
+            try:  # Envoy compiles each one as a CEL expression; a bad one would fail the whole listener
+                cel.parse(expr)
+            except cel.CelError as err:
+                raise Invalid(f"spec.extProc.requestAttributes[{i}]", f"{expr!r} is not a CEL expression: {err}") from None
 
 
 def check_grpc(svc: ExtGrpcService, path: str) -> None:
@@ -245,11 +250,21 @@ def ext_proc_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtPro
             for m in proc.allowed_processing_mode_overrides),
         forward_typed_metadata=tuple(fwd.typed) if (fwd := _forwarding(proc)) else (),
         forward_untyped_metadata=tuple(fwd.untyped) if fwd else (),
+        receive_untyped_metadata=tuple(proc.metadata_options.receiving.untyped)
+        if proc.metadata_options and proc.metadata_options.receiving else (),
+        request_attributes=tuple(proc.request_attributes),
+        **_stage(proc),
     ), cluster
 
 
 def _forwarding(proc: ExtProcProvider) -> MetadataNamespaces | None:
     return proc.metadata_options.forwarding if proc.metadata_options else None
+
+
+def _stage(proc: ExtProcProvider) -> dict[str, Any]:
+    """filterStage as ir.ExtProcService fields; unset keeps kgateway's default (After AuthZ)."""
+    stage = proc.filter_stage
+    return {"stage": (stage.stage, stage.predicate), "stage_weight": stage.weight} if stage else {}
 
 
 def rate_limit_service(store: Store, namespace: str, name: str) -> tuple[ir.RateLimitService, ir.Cluster]:

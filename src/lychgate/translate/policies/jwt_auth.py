@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lychgate import ir
+from lychgate.api.auth import RemoteJWKS
 from lychgate.api.core import ConfigMap
 from lychgate.api.policy import GatewayExtension
 from lychgate.store import Store
@@ -73,8 +74,29 @@ def validate(ext: GatewayExtension) -> None:
             if url.scheme not in ("http", "https") or not url.hostname:
                 raise Invalid(f"{path}.jwks.remote.url", f"{jwks.remote.url!r} is not an http(s) URL with a host")
             check_backend(jwks.remote.backend_ref, f"{path}.jwks.remote.backendRef")
-            if jwks.remote.cache_duration is not None:
-                duration_ms(jwks.remote.cache_duration, f"{path}.jwks.remote.cacheDuration", 1)
+            _remote_fetch(jwks.remote, f"{path}.jwks.remote")
+
+
+def _remote_fetch(remote: RemoteJWKS, path: str) -> dict[str, Any]:
+    """How the keys are fetched (ir.JwtProvider fields); raises Invalid naming the field."""
+    def ms(value: str | None, label: str) -> int | None:
+        return duration_ms(value, f"{path}.{label}", 1) if value is not None else None
+
+    out: dict[str, Any] = {"cache_ms": ms(remote.cache_duration, "cacheDuration"),
+                           "fetch_timeout_ms": ms(remote.timeout, "timeout")}
+    if remote.async_fetch is not None:
+        fetch = remote.async_fetch
+        out["async_fetch"] = ir.JwksAsyncFetch(bool(fetch.fast_listener), ms(
+            fetch.failed_refetch_duration, "asyncFetch.failedRefetchDuration"))
+    if remote.retry_policy is not None:
+        back_off = remote.retry_policy.back_off
+        base = ms(back_off.base_interval, "retryPolicy.backOff.baseInterval") if back_off else None
+        top = ms(back_off.max_interval, "retryPolicy.backOff.maxInterval") if back_off else None
+        if base is not None and top is not None and top < base:
+            raise Invalid(f"{path}.retryPolicy.backOff.maxInterval", "must be at least baseInterval")
+        # kgateway: one retry unless numRetries says otherwise
+        out["fetch_retry"] = ir.ServiceRetry(remote.retry_policy.num_retries or 1, base, top)
+    return out
 
 
 def _keys(text: str, path: str) -> str:
@@ -100,7 +122,7 @@ def jwt_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionSe
     for i, p in enumerate(spec.providers):
         path = f"GatewayExtension {namespace}/{name} spec.jwt.providers[{i}]"
         local = remote_url = remote_cluster = None
-        cache_ms = None
+        fetch: dict[str, Any] = {}
         if p.jwks.local is not None:
             local = _local_keys(store, ext, p.jwks.local.inline, p.jwks.local.config_map_ref, path)
         elif p.jwks.remote is not None:
@@ -117,7 +139,7 @@ def jwt_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionSe
             clusters.append(ir.Cluster(name=remote_cluster, endpoints=res.cluster.endpoints,
                                        tls=tls or res.cluster.tls))
             remote_url = remote.url
-            cache_ms = duration_ms(remote.cache_duration, "") if remote.cache_duration else None
+            fetch = _remote_fetch(remote, path)
         src = p.token_source
         providers.append(ir.JwtProvider(
             name=f"{namespace}/{name}/{p.name}", issuer=p.issuer, audiences=tuple(p.audiences),
@@ -126,7 +148,7 @@ def jwt_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionSe
             query=src.query_parameter if src else None,
             claims_to_headers=tuple((c.name, c.header) for c in p.claims_to_headers),
             forward=bool(p.forward_token), local_jwks=local,
-            remote_url=remote_url, remote_cluster=remote_cluster, cache_ms=cache_ms,
+            remote_url=remote_url, remote_cluster=remote_cluster, **fetch,
         ))
     service = ir.JwtService(name=f"{namespace}/{name}", providers=tuple(providers),
                             allow_missing=spec.validation_mode == "AllowMissing")

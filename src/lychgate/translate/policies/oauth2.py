@@ -12,22 +12,25 @@ provider's end-session endpoint when one is set).
 
 With `issuerURI`, endpoints not set explicitly come from the provider's
 discovery document (oidc_discovery); until it is known the routes fail
-closed. Not implemented yet, reported on the extension (so policies using it
-fail closed): `jwt` (verifying the retrieved tokens).
+closed. `jwt` verifies the retrieved access and ID tokens on every request
+(xds/translator/oauth2.py): a request whose token cookie is missing or does not
+verify is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from lychgate import ir
+from lychgate.api.auth import OAuth2CookieNames, OAuth2JWTProcessingConfig
 from lychgate.api.policy import GatewayExtension
 from lychgate.store import Store
 from lychgate.translate.policies import extension_backend, oidc_discovery
-from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
+from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved, header_name
 from lychgate.translate.policies.ext_auth import normalize_ref
 from lychgate.translate.policies.extensions import (
     SERVICES,
@@ -61,8 +64,25 @@ def validate(ext: GatewayExtension) -> None:
                          (spec.token_endpoint, "tokenEndpoint"), (spec.end_session_endpoint, "endSessionEndpoint")):
         if value is not None:
             _url(value, f"spec.oauth2.{label}")
-    if spec.jwt is not None:
-        raise Invalid("spec.oauth2.jwt", "verifying the retrieved tokens is not supported by lychgate yet")
+    jwt = spec.jwt
+    if jwt is not None and (jwt.access_token is not None or jwt.id_token is not None):
+        if spec.issuer_uri is None and jwt.jwks_uri is None:
+            raise Invalid("spec.oauth2.jwt.jwksURI", "either issuerURI or jwksURI must be set to verify tokens")
+        if jwt.jwks_uri is not None:
+            _url(jwt.jwks_uri, "spec.oauth2.jwt.jwksURI")
+        if jwt.jwks_backend is not None and jwt.jwks_backend_ref is not None:
+            raise Invalid("spec.oauth2.jwt", "set jwksBackend or (its older name) jwksBackendRef, not both")
+        if jwt.jwks_backend is not None:
+            check_backend(jwt.jwks_backend.backend_ref, "spec.oauth2.jwt.jwksBackend.backendRef")
+        if jwt.jwks_backend_ref is not None:
+            check_backend(jwt.jwks_backend_ref, "spec.oauth2.jwt.jwksBackendRef")
+        cookies = spec.cookies
+        for token, label, off in ((jwt.access_token, "accessToken", cookies and cookies.disable_access_token_set_cookie),
+                                  (jwt.id_token, "idToken", cookies and cookies.disable_id_token_set_cookie)):
+            if token is not None and off:
+                raise Invalid(f"spec.oauth2.jwt.{label}", "the token's cookie must not be disabled when it is verified")
+            for j, claim in enumerate(token.claims_to_headers if token else []):
+                header_name(claim.header, f"spec.oauth2.jwt.{label}.claimsToHeaders[{j}].header")
     check_backend(spec.backend_ref, "spec.oauth2.backendRef")
     if spec.redirect_uri is not None and redirect_path(spec.redirect_uri) == "/":
         raise Invalid("spec.oauth2.redirectURI", f"{spec.redirect_uri!r} needs a path, like https://host/oauth2/redirect")
@@ -76,9 +96,14 @@ def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.Extensio
     assert spec is not None
     where = f"GatewayExtension {namespace}/{name} spec.oauth2"
     authorize, token, end_session = spec.authorization_endpoint, spec.token_endpoint, spec.end_session_endpoint
+
+    def doc_of() -> dict[str, Any]:
+        assert spec is not None and spec.issuer_uri is not None
+        return oidc_discovery.lookup(store, spec.issuer_uri, ext.key)
+
     if authorize is None or token is None:
         assert spec.issuer_uri is not None
-        doc = oidc_discovery.lookup(store, spec.issuer_uri, ext.key)
+        doc = doc_of()
         authorize = authorize or _discovered(doc, "authorization_endpoint", spec.issuer_uri)
         token = token or _discovered(doc, "token_endpoint", spec.issuer_uri)
         end_session = end_session or doc.get("end_session_endpoint")
@@ -99,6 +124,7 @@ def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.Extensio
     cluster = ir.Cluster(name=cluster_name(ext), endpoints=res.cluster.endpoints, tls=tls)
     cookies = spec.cookies
     names = cookies.names if cookies else None
+    jwt, jwt_clusters = _jwt(store, ext, cluster, doc_of, names)
     redirect = spec.redirect_uri or DEFAULT_REDIRECT
     # A stable per-extension key: cookies stay valid across passes and replicas,
     # and change when the client secret does.
@@ -118,7 +144,40 @@ def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.Extensio
         disable_refresh_token_cookie=bool(cookies and cookies.disable_refresh_token_set_cookie),
         deny_redirect_headers=tuple((h.name, h.type, h.value) for h in (spec.deny_redirect.headers
                                                                           if spec.deny_redirect else [])),
-    ), [cluster]
+        jwt=jwt,
+    ), [cluster, *jwt_clusters]
+
+
+def _jwt(store: Store, ext: GatewayExtension, cluster: ir.Cluster, doc_of: Callable[[], dict[str, Any]],
+         names: OAuth2CookieNames | None) -> tuple[ir.OAuth2Jwt | None, list[ir.Cluster]]:
+    """`jwt`: a jwt_authn filter right after the oauth2 one checks the tokens in its cookies,
+    keys from jwksURI (or the issuer's discovery document) through jwksBackendRef or backendRef."""
+    spec = ext.spec.oauth2
+    assert spec is not None
+    jwt = spec.jwt
+    if jwt is None or (jwt.access_token is None and jwt.id_token is None):
+        return None, []
+    uri = jwt.jwks_uri or _discovered(doc_of(), "jwks_uri", spec.issuer_uri or "")
+    clusters = []
+    keys_backend = jwt.keys_backend()
+    if keys_backend is not None:
+        res = extension_backend.resolve(store, "GatewayExtension", ext.namespace, keys_backend)
+        if res.cluster is None:
+            raise Unresolved(res.reason, f"GatewayExtension {ext.namespace}/{ext.name} spec.oauth2.jwt.jwksBackend: {res.message}")
+        host = urlsplit(uri).hostname or ""
+        tls = res.cluster.tls or (ir.UpstreamTLS(sni=host, ca=None, sans=(("Hostname", host),))
+                                  if uri.startswith("https:") else None)
+        cluster = ir.Cluster(name=f"{cluster_name(ext)}/jwks", endpoints=res.cluster.endpoints, tls=tls)
+        clusters.append(cluster)
+
+    def token(cfg: OAuth2JWTProcessingConfig | None, cookie: str) -> ir.OAuth2Token | None:
+        return None if cfg is None else ir.OAuth2Token(
+            cookie, tuple(cfg.audiences), tuple((c.name, c.header) for c in cfg.claims_to_headers))
+
+    # Envoy's cookie names unless the extension renames them.
+    return ir.OAuth2Jwt(uri, cluster.name,
+                        token(jwt.access_token, (names.access_token if names else None) or "BearerToken"),
+                        token(jwt.id_token, (names.id_token if names else None) or "IdToken")), clusters
 
 
 def _discovered(doc: dict[str, Any], key: str, issuer: str) -> str:

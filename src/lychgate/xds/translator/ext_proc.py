@@ -1,19 +1,22 @@
-"""extProc → one Envoy ext_proc filter per GatewayExtension, enabled per route."""
+"""extProc → one Envoy ext_proc filter per GatewayExtension, enabled per route.
+
+Each filter sits where its extension's `filterStage` puts it (filter_stage.py);
+kgateway's default is right after authorization.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2 as proc_pb
 from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2 as mode_pb
-from envoy.extensions.filters.network.http_connection_manager.v3 import (
-    http_connection_manager_pb2 as hcm_pb,
-)
 
 from lychgate import ir
 from lychgate.xds.translator.ext_authz import grpc_service
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.filter_stage import SOURCES, Placed
 from lychgate.xds.translator.policy_filters import (
-    add_disabled_filter,
     enable_on_route,
     extension_services,
     ms,
@@ -53,10 +56,13 @@ def ext_proc(service: ir.ExtProcService) -> proc_pb.ExternalProcessor:
         route_cache_action=_ROUTE_CACHE[service.route_cache_action],
         allow_mode_override=service.allow_mode_override,
         allowed_override_modes=[processing_mode(m) for m in service.allowed_override_modes],
+        request_attributes=list(service.request_attributes),
     )
     if service.forward_typed_metadata or service.forward_untyped_metadata:
         out.metadata_options.forwarding_namespaces.typed.extend(service.forward_typed_metadata)
         out.metadata_options.forwarding_namespaces.untyped.extend(service.forward_untyped_metadata)
+    if service.receive_untyped_metadata:
+        out.metadata_options.receiving_namespaces.untyped.extend(service.receive_untyped_metadata)
     if service.message_timeout_ms is not None:
         out.message_timeout.CopyFrom(ms(service.message_timeout_ms))
     if service.max_message_timeout_ms is not None:
@@ -64,14 +70,13 @@ def ext_proc(service: ir.ExtProcService) -> proc_pb.ExternalProcessor:
     return out
 
 
+def _placed(listener: ir.HTTPListener) -> Iterable[Placed]:
+    services = extension_services(listener, ir.ExtProcService, "ext_proc")
+    return [Placed(s.stage, filter_name(s), ext_proc(s), s.stage_weight) for s in services.values()]
+
+
 class ExtProc(Feature):
     name = "ext_proc"
-    order = 50
-
-    def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        services = extension_services(listener, ir.ExtProcService, "ext_proc")
-        for name in sorted(services):
-            add_disabled_filter(hcm, filter_name(services[name]), ext_proc(services[name]))
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
         proc = route.policy.ext_proc if route.policy is not None else None
@@ -83,4 +88,5 @@ class ExtProc(Feature):
         enable_on_route(out, filter_name(proc.service), proc_pb.ExtProcPerRoute(overrides=overrides))
 
 
+SOURCES.append(_placed)
 register(ExtProc())

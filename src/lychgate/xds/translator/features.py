@@ -25,7 +25,7 @@ class Feature:
 
     name = "feature"
     # Features run (and add HTTP filters) in this order, lowest first.
-    order = 100
+    order: float = 100
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
         """Add HTTP filters or settings to a listener's connection manager."""

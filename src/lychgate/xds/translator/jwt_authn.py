@@ -25,6 +25,7 @@ from lychgate.xds.translator.policy_filters import (
     enable_on_route,
     extension_services,
     ms,
+    retry_policy,
 )
 
 FILTER = "envoy.filters.http.jwt_authn"
@@ -47,11 +48,16 @@ def provider(p: ir.JwtProvider) -> jwt_pb.JwtProvider:
     if p.local_jwks is not None:
         out.local_jwks.inline_string = p.local_jwks
     elif p.remote_url is not None and p.remote_cluster is not None:
-        out.remote_jwks.http_uri.CopyFrom(http_uri_pb2.HttpUri(
-            uri=p.remote_url, cluster=p.remote_cluster, timeout=ms(JWKS_FETCH_TIMEOUT_MS)))
-        out.remote_jwks.cache_duration.CopyFrom(ms(p.cache_ms or DEFAULT_CACHE_MS))
-        # Fetch when the listener starts (and refetch on failure), not on the first request.
-        out.remote_jwks.async_fetch.SetInParent()
+        remote = out.remote_jwks
+        remote.http_uri.CopyFrom(http_uri_pb2.HttpUri(
+            uri=p.remote_url, cluster=p.remote_cluster, timeout=ms(p.fetch_timeout_ms or JWKS_FETCH_TIMEOUT_MS)))
+        remote.cache_duration.CopyFrom(ms(p.cache_ms or DEFAULT_CACHE_MS))
+        if p.async_fetch is not None:  # else fetched on demand, as kgateway does
+            remote.async_fetch.fast_listener = p.async_fetch.fast_listener
+            if p.async_fetch.failed_refetch_ms is not None:
+                remote.async_fetch.failed_refetch_duration.CopyFrom(ms(p.async_fetch.failed_refetch_ms))
+        if p.fetch_retry is not None:
+            remote.retry_policy.CopyFrom(retry_policy(p.fetch_retry))
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from envoy.config.core.v3 import base_pb2, config_source_pb2, http_uri_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
+from envoy.extensions.filters.http.jwt_authn.v3 import config_pb2 as jwt_pb
 from envoy.extensions.filters.http.oauth2.v3 import oauth_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
@@ -24,6 +25,7 @@ from envoy.type.matcher.v3 import path_pb2, regex_pb2, string_pb2
 from lychgate import ir
 from lychgate.xds import types
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.jwt_authn import JWKS_FETCH_TIMEOUT_MS
 from lychgate.xds.translator.policy_filters import (
     add_disabled_filter,
     enable_on_route,
@@ -32,6 +34,7 @@ from lychgate.xds.translator.policy_filters import (
 )
 
 PREFIX = "envoy.filters.http.oauth2/"
+JWT_REQUIREMENT = "oauth2"
 TOKEN_TIMEOUT_MS = 5000
 _SAME_SITE = {"Lax": oauth_pb2.CookieConfig.LAX, "Strict": oauth_pb2.CookieConfig.STRICT,
               "None": oauth_pb2.CookieConfig.NONE}
@@ -91,6 +94,34 @@ def oauth2(s: ir.OAuth2Service) -> oauth_pb2.OAuth2:
     return oauth_pb2.OAuth2(config=config)
 
 
+def jwt_filter_name(service: ir.OAuth2Service) -> str:
+    return f"{PREFIX}jwt/{service.name}"
+
+
+def oauth2_jwt(jwt: ir.OAuth2Jwt) -> jwt_pb.JwtAuthentication:
+    """`jwt`: both tokens (when configured) must verify, read from the filter's cookies;
+    their payloads land in jwt_authn metadata as `accessToken` and `idToken`."""
+    out = jwt_pb.JwtAuthentication()
+    names = []
+    for token, name, metadata in ((jwt.access_token, "oauth2/accessToken", "accessToken"),
+                                  (jwt.id_token, "oauth2/idToken", "idToken")):
+        if token is None:
+            continue
+        p = out.providers[name]
+        p.from_cookies.append(token.cookie)
+        p.payload_in_metadata = metadata
+        p.audiences.extend(token.audiences)
+        p.claim_to_headers.extend(jwt_pb.JwtClaimToHeader(claim_name=c, header_name=h)
+                                  for c, h in token.claims_to_headers)
+        p.clear_route_cache = bool(token.claims_to_headers)
+        p.remote_jwks.http_uri.CopyFrom(http_uri_pb2.HttpUri(uri=jwt.jwks_uri, cluster=jwt.jwks_cluster,
+                                                             timeout=ms(JWKS_FETCH_TIMEOUT_MS)))
+        names.append(name)
+    out.requirement_map[JWT_REQUIREMENT].requires_all.requirements.extend(
+        jwt_pb.JwtRequirement(provider_name=n) for n in names)
+    return out
+
+
 def _generic(name: str, value: str) -> secret_pb2.Secret:
     return secret_pb2.Secret(name=name, generic_secret=secret_pb2.GenericSecret(
         secret=base_pb2.DataSource(inline_string=value)))
@@ -103,12 +134,18 @@ class OAuth2(Feature):
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
         services = extension_services(listener, ir.OAuth2Service, "oauth2")
         for name in sorted(services):
-            add_disabled_filter(hcm, filter_name(services[name]), oauth2(services[name]))
+            service = services[name]
+            add_disabled_filter(hcm, filter_name(service), oauth2(service))
+            if service.jwt is not None:  # right after the login that sets the cookies it reads
+                add_disabled_filter(hcm, jwt_filter_name(service), oauth2_jwt(service.jwt))
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
         login = route.policy.oauth2 if route.policy is not None else None
         if login is not None:
             enable_on_route(out, filter_name(login.service), None)
+            if login.service.jwt is not None:
+                enable_on_route(out, jwt_filter_name(login.service),
+                                jwt_pb.PerRouteConfig(requirement_name=JWT_REQUIREMENT))
 
     def resources(self, gateway: ir.GatewayIR) -> Iterable[tuple[str, str, Any]]:
         seen: dict[str, ir.OAuth2Service] = {}
