@@ -342,6 +342,17 @@ class Acl:
 
     rules: tuple[tuple[str, bool, str], ...]  # (cidr, allow?, rule name)
     default_allow: bool
+    deny_status: int = 403
+    deny_headers: tuple[tuple[str, str], ...] = ()
+    blocked_by_header: str | None = None  # carries the deciding rule's name on a deny
+
+
+@dataclass(frozen=True)
+class RequestMirror:
+    """TrafficPolicy requestMirror: the Host of the copies the route's RequestMirror filters send."""
+
+    keep_host: bool | None = None  # True: no "-shadow" suffix (Envoy's default appends it)
+    host: str | None = None  # the copies' Host, replacing the request's
 
 
 @dataclass(frozen=True)
@@ -500,6 +511,7 @@ class RoutePolicy:
     # (stage, predicate) instead of on the route (xds/translator/header_stage.py).
     header_stage: tuple[str, str] | None = None
     internal_redirect: InternalRedirect | None = None
+    request_mirror: RequestMirror | None = None  # xds/translator/request_mirror.py
 
 
 @dataclass(frozen=True)

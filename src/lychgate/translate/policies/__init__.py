@@ -25,6 +25,7 @@ from lychgate.translate.policies import (  # noqa: F401  (imported to register t
     oauth2,
     rate_limit,
     rbac,
+    request_mirror,
     timeouts,
     transformation,
     url_rewrite,

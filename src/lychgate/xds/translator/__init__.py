@@ -36,6 +36,7 @@ from lychgate.xds.translator import (  # noqa: F401
     oauth2,
     ratelimit,
     rbac,
+    request_mirror,
     rewrite,
     route_policy,
     scoped,
