@@ -111,9 +111,15 @@ def direct_response_body(body: str) -> None:
                            "bytes for a direct response")
 
 
+# A CORS origin as kgateway accepts it: scheme://host[:port] (or "*" alone), where any
+# label of the host may be a "*" wildcard: https://*.example.com, https://a.b.*, https://*.
+ORIGIN = re.compile(r"^(\*|[a-zA-Z][a-zA-Z0-9+.-]*://(\*|[A-Za-z0-9-]+)(\.(\*|[A-Za-z0-9-]+))*(:[0-9]{1,5})?)$")
+
+
 def wildcard_origin_regex(origin: str) -> str:
-    """The regex an origin with a wildcard label becomes: https://*.example.com
-    takes one or more labels in place of the star."""
+    """The regex an origin with a wildcard label becomes: the star takes one or more
+    labels (https://*.example.com accepts https://a.b.example.com, https://a.b.* accepts
+    https://a.b.c), never a port or a path."""
     return re.escape(origin).replace(r"\*", "[^/:]+")
 
 

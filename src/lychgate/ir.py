@@ -376,6 +376,17 @@ class Acl:
 
     rules: tuple[tuple[str, bool, str], ...]  # (cidr, allow?, rule name)
     default_allow: bool
+    deny_status: int = 403
+    deny_headers: tuple[tuple[str, str], ...] = ()
+    blocked_by_header: str | None = None  # carries the deciding rule's name on a deny
+
+
+@dataclass(frozen=True)
+class RequestMirror:
+    """TrafficPolicy requestMirror: the Host of the copies the route's RequestMirror filters send."""
+
+    keep_host: bool | None = None  # True: no "-shadow" suffix (Envoy's default appends it)
+    host: str | None = None  # the copies' Host, replacing the request's
 
 
 @dataclass(frozen=True)
@@ -583,6 +594,7 @@ class RoutePolicy:
     # {{ rule_name }} are filled in per route (xds/translator/route_stats.py).
     stat_prefix: str | None = None
     direct_response: DirectResponse | None = None  # answered instead of forwarding
+    request_mirror: RequestMirror | None = None  # xds/translator/request_mirror.py
 
 
 @dataclass(frozen=True)

@@ -145,12 +145,39 @@ def test_mirror_sends_a_copy_with_the_rules_header_changes(stack: Stack) -> None
         assert seen["x-header-add-append"] == ["append-val-1,header-val-2"] or \
             seen["x-header-add-append"] == ["append-val-1", "header-val-2"]
         assert "x-header-remove" not in seen
-    assert copy.headers["host"] == ["mirror.example.com"]  # no "-shadow" suffix
+    assert copy.headers["host"] == ["mirror.example.com-shadow"]  # Envoy's default, as kgateway expects
 
     stack.get("mirror.example.com", "/two-mirrors/x")
     for name in ("v2", "v3"):
         wait_for(lambda name=name: "/two-mirrors/x" in stack.backends[name].paths(), 5, f"the copy at {name}")
     assert "/two-mirrors/x" not in stack.backends["v1"].paths()[:-1]  # v1 got it once, as the primary
+
+
+def test_traffic_policy_request_mirror_sets_the_copies_host(stack: Stack) -> None:
+    """kgateway's requestMirror: disableShadowHostSuffixAppend keeps the Host as it came,
+    hostRewriteLiteral replaces it; the route's own RequestMirror filter makes the copy."""
+    for name, setting in (("keep-host", "disableShadowHostSuffixAppend: true"),
+                          ("literal-host", "hostRewriteLiteral: shadow.internal:8080")):
+        stack.route(name, f"{name}.example.com", f"""
+            - matches: [{{path: {{value: /{name}}}}}]
+              filters: [{{type: RequestMirror, requestMirror: {{backendRef: {{name: v2, port: 80}}}}}}]
+              backendRefs: [{{name: v1, port: 80}}]
+        """)
+        stack.lg.write(f"policy-{name}.yaml", textwrap.dedent(f"""\
+            apiVersion: gateway.lychgate.dev/v1alpha1
+            kind: TrafficPolicy
+            metadata: {{name: {name}}}
+            spec:
+              targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {name}}}]
+              requestMirror: {{{setting}}}
+        """))
+    expected = {"keep-host": "keep-host.example.com", "literal-host": "shadow.internal:8080"}
+    for name, host in expected.items():
+        def copied(name: str = name, host: str = host) -> bool:
+            stack.get(f"{name}.example.com", f"/{name}/x")
+            return any(s.path == f"/{name}/x" and s.headers["host"] == [host] for s in stack.backends["v2"].seen)
+
+        wait_for(copied, 10, f"a copy of /{name} with Host {host}")
 
 
 def test_mirror_percent_and_fraction_copy_that_share(stack: Stack) -> None:

@@ -88,3 +88,38 @@ def test_api_key_secret_missing_fails_closed(stack: Stack) -> None:
                 policy("keys-missing", ref("keys-missing"), "  apiKeyAuth:\n    secretRef: {name: no-such-keys}"))
     assert_closed(stack, "keys-missing", "keys-missing.example.com", backend, "SecretNotFound",
                   "Secret default/no-such-keys not found")
+
+
+def test_api_key_authentication_older_names(stack: Stack) -> None:
+    """kgateway's api-key-auth.yaml: `apiKeyAuthentication` with `hideAPIKey: false`
+    (forward the key), and a cookie source."""
+    stack.write("keys-old.yaml", secret("keys-old", {"client1": "k-123"}),
+                stack.route("keys-old", "keys-old.example.com"),
+                policy("keys-old", ref("keys-old"), """  apiKeyAuthentication:
+    keySources: [{header: api-key}, {cookie: session-key}]
+    hideAPIKey: false
+    clientIdHeader: x-client-id
+    secretRef: {name: keys-old}"""))
+    stack.wait("keys-old.example.com", lambda r: r.status_code == 401, what="API keys to be required")
+    ok = stack.get("keys-old.example.com", headers={"api-key": "k-123"})
+    assert ok.status_code == 200
+    seen = body_of(ok)["headers"]
+    assert seen["api-key"] == "k-123" and seen["x-client-id"] == "client1"  # hideAPIKey: false forwards it
+    by_cookie = stack.get("keys-old.example.com", headers={"cookie": "session-key=k-123"})
+    assert by_cookie.status_code == 200 and body_of(by_cookie)["headers"]["x-client-id"] == "client1"
+    assert stack.get("keys-old.example.com", headers={"cookie": "session-key=k-000"}).status_code == 401
+
+
+def test_api_key_secret_update_applies_live(stack: Stack) -> None:
+    """kgateway's secret-update scenario: the Secret changes, the new key works, the old is refused."""
+    host = "keys-update.example.com"
+    stack.write("keys-update-secret.yaml", secret("keys-update", {"client1": "k-old"}))
+    stack.write("keys-update.yaml", stack.route("keys-update", host),
+                policy("keys-update", ref("keys-update"), """  apiKeyAuth:
+    forwardCredential: true
+    secretRef: {name: keys-update}"""))
+    stack.wait(host, lambda r: r.status_code == 200, headers={"api-key": "k-old"}, what="the first key")
+    stack.write("keys-update-secret.yaml", secret("keys-update", {"client1": "k-new"}))
+    stack.wait(host, lambda r: r.status_code == 200, headers={"api-key": "k-new"}, what="the new key")
+    assert stack.get(host, headers={"api-key": "k-old"}).status_code == 401
+

@@ -3,6 +3,8 @@ buffer, timeouts and retry."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.policies.conftest import Stack
@@ -49,6 +51,32 @@ def test_cors_preflight_and_actual_requests(stack: Stack) -> None:
     assert wildcard.headers["access-control-expose-headers"] == "x-backend"
     stranger = stack.get("cors.example.com", headers={"origin": "https://evil.example"})
     assert "access-control-allow-origin" not in stranger.headers
+
+
+def test_cors_origin_patterns_as_kgateway_writes_them(stack: Stack) -> None:
+    """kgateway's cors suite: an exact origin, a wildcard last label (https://a.b.*) and a
+    wildcard first label taking several labels (https://*.edu), checked by real preflights."""
+    stack.write("cors-patterns.yaml", stack.route("cors-patterns", "cors-patterns.example.com"),
+                policy("cors-patterns", "cors-patterns", """
+  cors:
+    allowOrigins: [https://notexample.com, "https://a.b.*", "https://*.edu"]
+    allowMethods: [GET, POST, DELETE]
+    allowHeaders: [x-custom-header]"""))
+
+    def preflight(origin: str) -> Any:
+        return stack.get("cors-patterns.example.com", method="OPTIONS",
+                         headers={"origin": origin, "access-control-request-method": "GET"})
+
+    stack.wait("cors-patterns.example.com", lambda r: "access-control-allow-origin" in r.headers, method="OPTIONS",
+               headers={"origin": "https://notexample.com", "access-control-request-method": "GET"},
+               what="CORS preflights to be answered")
+    for origin in ("https://notexample.com", "https://a.b.c", "https://test.cors.edu"):
+        resp = preflight(origin)
+        assert resp.status_code == 200 and resp.headers["access-control-allow-origin"] == origin, origin
+        assert resp.headers["access-control-allow-methods"] == "GET,POST,DELETE"
+    for origin in ("https://notedu.com", "https://edu", "http://a.b.c", "https://notexample.org",
+                   "https://api.notexample.com", "https:/a.b.c", "https://a.b.c:8443"):
+        assert "access-control-allow-origin" not in preflight(origin).headers, origin
 
 
 def test_header_modifiers_and_route_filters(stack: Stack) -> None:

@@ -123,13 +123,17 @@ def test_fault_injection_aborts_and_disable_turns_it_off(stack: Stack) -> None:
     assert stack.get("healthy.example.com").status_code == 200
 
 
-def test_header_values_from_secrets(stack: Stack) -> None:
-    stack.write("secret-headers.yaml", """
+def creds(token: str) -> str:
+    return f"""
 apiVersion: v1
 kind: Secret
-metadata: {name: upstream-creds}
-stringData: {token: s3cr3t, x-tenant: acme, x-region: eu}""",
-                stack.route("secret-headers", "secret-headers.example.com"),
+metadata: {{name: upstream-creds}}
+stringData: {{token: {token}, x-tenant: acme, x-region: eu}}"""
+
+
+def test_header_values_from_secrets(stack: Stack) -> None:
+    stack.write("secret-creds.yaml", creds("s3cr3t"))
+    stack.write("secret-headers.yaml", stack.route("secret-headers", "secret-headers.example.com"),
                 policy("secret-headers", "secret-headers", """
   headerModifiers:
     request:
@@ -143,6 +147,11 @@ stringData: {token: s3cr3t, x-tenant: acme, x-region: eu}""",
     assert (seen["x-api-key"], seen["x-tenant"], seen["x-static"]) == ("s3cr3t", "acme", "plain")
     assert "x-region" not in seen  # a name picks one key
 
+    # The Secret changes: the header follows, without touching the policy.
+    stack.write("secret-creds.yaml", creds("rotated"))
+    stack.wait("secret-headers.example.com", lambda r: body_of(r)["headers"].get("x-api-key") == "rotated",
+               what="the rotated Secret value")
+
     stack.write("all-headers.yaml", stack.route("all-headers", "all-headers.example.com"),
                 policy("all-headers", "all-headers", """
   headerModifiers:
@@ -150,7 +159,7 @@ stringData: {token: s3cr3t, x-tenant: acme, x-region: eu}""",
       add: [{secretRef: {name: upstream-creds}}]"""))
     seen = body_of(stack.wait("all-headers.example.com", lambda r: "x-region" in body_of(r)["headers"],
                               what="every entry of the Secret"))["headers"]
-    assert (seen["token"], seen["x-tenant"], seen["x-region"]) == ("s3cr3t", "acme", "eu")
+    assert (seen["token"], seen["x-tenant"], seen["x-region"]) == ("rotated", "acme", "eu")
 
 
 def test_filter_stage_puts_header_changes_before_authorization(stack: Stack) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from lychgate.api.base import Model
 from lychgate.api.gateway import (
@@ -145,14 +145,24 @@ class LabelSelector(Model):
 
 
 class APIKeyAuth(Model):
-    """TrafficPolicy `apiKeyAuth`: keys from Secrets (each entry: client id -> key)."""
+    """TrafficPolicy `apiKeyAuth` (older name `apiKeyAuthentication`): keys from
+    Secrets (each entry: client id -> key). `hideAPIKey` is the older, inverted
+    spelling of `forwardCredential`."""
 
     key_sources: list[APIKeySource] = Field(default_factory=list, max_length=16)
     forward_credential: bool | None = None
-    client_id_header: str | None = None
+    hide_api_key: bool | None = Field(None, alias="hideAPIKey")
+    client_id_header: str | None = Field(None, min_length=1, max_length=256)
     secret_ref: SecretObjectReference | None = None
     secret_selector: LabelSelector | None = None
     disable: PolicyDisable | None = None
+
+    @model_validator(mode="after")
+    def _one_spelling(self) -> APIKeyAuth:
+        if self.forward_credential is not None and self.hide_api_key is not None:
+            raise ValueError("forwardCredential and hideAPIKey (its older, inverted name) cannot both be set; "
+                             "use forwardCredential")
+        return self
 
 
 # --- rbac ------------------------------------------------------------------------------
@@ -199,9 +209,23 @@ class ACLResponseHeader(Model):
 
 
 class ACLDenyResponse(Model):
+    """How a denied request is answered. The blocked-by header is named by
+    `blockedByHeaderName` (kgateway's newest name) or `addBlockedByHeader` (older)."""
+
     status_code: int | None = Field(None, ge=100, le=599)
     headers: list[ACLResponseHeader] = Field(default_factory=list, max_length=16)
+    blocked_by_header_name: str | None = Field(None, min_length=1, max_length=256)
     add_blocked_by_header: str | None = Field(None, min_length=1, max_length=256)
+
+    @model_validator(mode="after")
+    def _some(self) -> ACLDenyResponse:
+        if self.blocked_by_header_name is not None and self.add_blocked_by_header is not None:
+            raise ValueError("blockedByHeaderName and addBlockedByHeader (its older name) cannot both be set; "
+                             "use blockedByHeaderName")
+        if self.status_code is None and not self.headers and self.blocked_by_header_name is None \
+                and self.add_blocked_by_header is None:
+            raise ValueError("at least one of statusCode, headers, blockedByHeaderName must be set")
+        return self
 
 
 class ACLPolicy(Model):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
+from pydantic.alias_generators import to_camel
 
 from lychgate.api.auth import (
     ACLPolicy,
@@ -248,9 +249,26 @@ class PolicyHeaderFilter(Model):
     remove: list[str] = Field(default_factory=list, max_length=16)
 
 
+class SecretObjectRef(Model):
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class SecretHeaderMapping(Model):
+    """One header set from one key of a Secret (kgateway's earlier `*HeadersFromSecret` shape)."""
+
+    secret_ref: SecretObjectRef
+    header: str = Field(min_length=1, max_length=256)
+    key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
+
+
 class HeaderModifiers(Model):
     request: PolicyHeaderFilter | None = None
     response: PolicyHeaderFilter | None = None
+    # kgateway's earlier shape of a header from a Secret; the same as a `set` entry
+    # with a secretRef, which is the newer (and documented) way.
+    request_headers_from_secret: list[SecretHeaderMapping] = Field(default_factory=list, max_length=16)
+    response_headers_from_secret: list[SecretHeaderMapping] = Field(default_factory=list, max_length=16)
     filter_stage: FilterStageSpec | None = None
 
 
@@ -398,6 +416,23 @@ class RouteTracing(Model):
 STAT_PREFIX_PATTERN = r"^([a-zA-Z0-9_%.-]|\{\{\s*(route_name|route_namespace|rule_name)\s*\}\})+$"
 
 
+class RequestMirrorPolicy(Model):
+    """`requestMirror`: how the copies of the route's RequestMirror filters carry the Host."""
+
+    disable_shadow_host_suffix_append: bool | None = None
+    host_rewrite_literal: str | None = Field(None, min_length=1, max_length=255)
+
+    @model_validator(mode="after")
+    def _some(self) -> RequestMirrorPolicy:
+        if self.disable_shadow_host_suffix_append is None and self.host_rewrite_literal is None:
+            raise ValueError("at least one of disableShadowHostSuffixAppend, hostRewriteLiteral must be set")
+        return self
+
+
+# Fields kgateway renamed: (newer, older). Both are accepted; setting both is refused.
+RENAMED_FIELDS = (("api_key_auth", "api_key_authentication"), ("acl", "http_acl"))
+
+
 class TrafficPolicySpec(Model):
     target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
     target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list, max_length=16)
@@ -413,9 +448,12 @@ class TrafficPolicySpec(Model):
     jwt_auth: JWTAuth | None = None
     basic_auth: BasicAuthPolicy | None = None
     api_key_auth: APIKeyAuth | None = None
+    api_key_authentication: APIKeyAuth | None = None  # kgateway's older name of apiKeyAuth
     rbac: Authorization | None = None
     csrf: CSRFPolicy | None = None
     acl: ACLPolicy | None = None
+    http_acl: ACLPolicy | None = None  # kgateway's other name of acl
+    request_mirror: RequestMirrorPolicy | None = None
     oauth2: OAuth2Policy | None = None
     internal_redirect: InternalRedirect | None = None
     fault_injection: FaultInjectionPolicy | None = None
@@ -427,6 +465,14 @@ class TrafficPolicySpec(Model):
     direct_response: DirectResponseSpec | None = None
     # kgateway's AI policy: refused as unsupported until the AI gateway lands (its own issue).
     ai: OpenModel | None = None
+
+    @model_validator(mode="after")
+    def _one_name(self) -> TrafficPolicySpec:
+        for new, old in RENAMED_FIELDS:
+            if getattr(self, new) is not None and getattr(self, old) is not None:
+                raise ValueError(f"{to_camel(new)} and {to_camel(old)} are two names of one field and cannot "
+                                 f"both be set; use {to_camel(new)}")
+        return self
 
 
 class TrafficPolicy(Resource):

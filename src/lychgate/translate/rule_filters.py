@@ -33,9 +33,6 @@ def duration_ms(value: str | None, field_name: str) -> int | None:
     return ((h * 60 + mi) * 60 + s) * 1000 + ms
 
 
-# The CRD's origin pattern: scheme://host[:port], the host optionally led by "*."
-# (or just "*"), or "*" alone.
-_ORIGIN = re.compile(r"^(\*|https?://((\*\.)?([a-zA-Z0-9-]+\.)*[a-zA-Z0-9-]+|\*)(:[0-9]{1,5})?)$")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "*"})
 _TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
 
@@ -45,9 +42,9 @@ def cors(spec: CORS, where: str) -> ir.Cors:
     allowCredentials is allowed here: Envoy always echoes the request's Origin
     (and method and headers), never a literal "*", as the spec requires then."""
     for i, origin in enumerate(spec.allow_origins):
-        if not _ORIGIN.match(origin):
+        if not envoy_limits.ORIGIN.match(origin):
             raise InvalidRule(f"{where}.allowOrigins[{i}] {origin!r} is not an origin like "
-                              "https://example.com, https://*.example.com or *")
+                              "https://example.com, https://*.example.com, https://a.b.* or *")
         if "*" in origin and origin != "*":
             try:
                 envoy_limits.regex(envoy_limits.wildcard_origin_regex(origin))

@@ -26,6 +26,7 @@ from lychgate.translate.policies import (  # noqa: F401  (imported to register t
     oauth2,
     rate_limit,
     rbac,
+    request_mirror,
     route_tracing,
     timeouts,
     transformation,

@@ -1,9 +1,9 @@
-"""apiKeyAuth: API keys from Secrets (Envoy api_key_auth).
+"""apiKeyAuth (older name apiKeyAuthentication): API keys from Secrets (Envoy api_key_auth).
 
 kgateway's shape: `secretRef` (one Secret) or `secretSelector` (Secrets in the
 policy's namespace by labels), each entry of a Secret being `client id: key`;
 `keySources` (header, query, cookie; default header `api-key`),
-`forwardCredential` and `clientIdHeader`. No Secret found, or none with a key,
+`forwardCredential` (older: `hideAPIKey`, its opposite) and `clientIdHeader`. No Secret found, or none with a key,
 fails the route closed.
 """
 
@@ -23,9 +23,12 @@ DEFAULT_SOURCE = ir.ApiKeySource(header="api-key")
 
 class ApiKeyAuthField(PolicyField):
     name, attr, security = "apiKeyAuth", "api_key_auth", True
+    older_attr = "api_key_authentication"
 
     def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
         value["fromNamespace"] = policy.namespace
+        if "hideAPIKey" in value:  # the older spelling says the opposite
+            value["forwardCredential"] = not value.pop("hideAPIKey")
         return value
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:

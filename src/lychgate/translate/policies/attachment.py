@@ -535,7 +535,13 @@ class PolicyIndex:
             setters = [a for a in prio if f.name in a.state.values]
             if not setters:
                 continue
-            contributors = setters if f.deep_mergeable and f.name in self.deep else setters[:1]
+            if f.deep_mergeable and f.name in self.deep:
+                contributors = setters
+            elif f.merges_within_tier:
+                route_tier = setters[0].target.level >= _LEVELS["HTTPRoute"]
+                contributors = [a for a in setters if (a.target.level >= _LEVELS["HTTPRoute"]) == route_tier]
+            else:
+                contributors = setters[:1]
             for a in setters:
                 _record(f.name, a, contributors, marking[id(a)])
             chosen.append((f, contributors))

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from lychgate import envoy_limits, ir
 from lychgate.translate.policies.common import CompileContext, Invalid, envoy_check, header_name
 from lychgate.translate.policies.fields import PolicyField, register
 
-_ORIGIN = re.compile(r"^(\*|[a-zA-Z][a-zA-Z0-9+.-]*://(\*\.)?[A-Za-z0-9.-]+(:\d{1,5})?)$")
 _METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "*"}
 
 
@@ -21,9 +19,10 @@ class CorsField(PolicyField):
             return {"cors": None}
         origins = value.get("allowOrigins") or []
         for i, origin in enumerate(origins):
-            if not _ORIGIN.match(origin):
+            if not envoy_limits.ORIGIN.match(origin):
                 raise Invalid(f"{path}.allowOrigins[{i}]",
-                              f"{origin!r} is not an origin like https://example.com, https://*.example.com or *")
+                              f"{origin!r} is not an origin like https://example.com, https://*.example.com, "
+                              "https://a.b.* or *")
             if "*" in origin and origin != "*":
                 envoy_check(envoy_limits.regex, envoy_limits.wildcard_origin_regex(origin), f"{path}.allowOrigins[{i}]")
         if not origins:

@@ -4,6 +4,8 @@ A value can come from a Secret (`secretRef`, kgateway's shape): `name` and `key`
 pick the header and the Secret's key (either one stands for both), and with
 neither every entry of the Secret becomes a header. A Secret in another
 namespace needs a ReferenceGrant there for TrafficPolicies of the policy's namespace.
+kgateway's earlier `requestHeadersFromSecret` / `responseHeadersFromSecret`
+(`secretRef`, `header`, `key`) are read as such `set` entries.
 `filterStage` moves the header changes from the route into a filter at that
 stage of the chain (xds/translator/header_stage.py).
 """
@@ -76,6 +78,13 @@ class HeaderModifiersField(PolicyField):
     name, attr = "headerModifiers", "header_modifiers"
 
     def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
+        for direction in ("request", "response"):
+            # requestHeadersFromSecret / responseHeadersFromSecret: `set` entries by another name.
+            mappings = value.pop(f"{direction}HeadersFromSecret", None)
+            if mappings:
+                ops = value[direction] = dict(value.get(direction) or {})
+                ops["set"] = list(ops.get("set") or []) + [
+                    {"name": m["header"], "secretRef": {**m["secretRef"], "key": m["key"]}} for m in mappings]
         for direction in ("request", "response"):
             for op in ("set", "add"):
                 for h in (value.get(direction) or {}).get(op) or []:

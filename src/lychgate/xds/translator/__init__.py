@@ -37,6 +37,7 @@ from lychgate.xds.translator import (  # noqa: F401
     rate_limit_quota,
     ratelimit,
     rbac,
+    request_mirror,
     rewrite,
     route_policy,
     route_stats,

@@ -190,12 +190,9 @@ def retry_policy(retry: ir.Retry, out: route_pb.RetryPolicy) -> None:
 
 
 def _mirror(mirror: ir.Mirror) -> route_pb.RouteAction.RequestMirrorPolicy:
-    out = route_pb.RouteAction.RequestMirrorPolicy(
-        cluster=mirror.cluster,
-        # The copy carries the original Host, not Envoy's default "<host>-shadow":
-        # the mirror backend sees the request the primary backend sees.
-        disable_shadow_host_suffix_append=True,
-    )
+    # Envoy's default Host for the copy, "<host>-shadow", is kept (kgateway's suite expects
+    # it); a TrafficPolicy's requestMirror changes it (xds/translator/request_mirror.py).
+    out = route_pb.RouteAction.RequestMirrorPolicy(cluster=mirror.cluster)
     if mirror.numerator < mirror.denominator:
         # Per million: exact for percents and close for any fraction.
         out.runtime_fraction.default_value.numerator = round(mirror.numerator * 1_000_000 / mirror.denominator)
