@@ -615,3 +615,12 @@ spec:
     st = off.status[ObjectKey("TrafficPolicy", "lychgate-system", "global-timeouts")]
     assert "matched no HTTPRoute with labels team=a in namespace lychgate-system" in \
         next(c for c in st["conditions"] if c["type"] == "Applied")["message"]
+
+
+def test_an_invalid_route_policy_does_not_fall_back_to_a_looser_gateway_one() -> None:
+    acl = "  acl:\n    defaultAction: allow\n    rules: [{cidrs: ['%s'], action: deny}]"
+    t = run(tp("gateway-acl", acl % "10.0.0.0/8", "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]")
+            + tp("route-acl", acl % "172.18.0.0/12"))
+    action = routes(t)["r/one"].action
+    assert isinstance(action, ir.DirectResponse) and action.status == 500
+    assert routes(t)["other/0"].policy is not None  # the Gateway's ACL still serves the other route

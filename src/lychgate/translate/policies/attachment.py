@@ -18,11 +18,11 @@ The rules, in the order they are applied to every route rule a Gateway serves:
    policy on one rule), as the most specific attachment point.
 5. A policy whose references cannot be followed (GatewayExtension missing,
    Service missing, ReferenceGrant missing) is valid but not applied.
-6. An invalid policy is not applied. Where it sets a field no valid policy
-   supplies for a route rule, that rule answers 500 until it is fixed (standard
-   validation, spec §7): a broken auth policy must not leave its routes open.
-   Where a valid policy supplies every field it sets, the valid ones apply
-   (kgateway). Other routes are not affected.
+6. An invalid policy is not applied. Where it sets a field no valid policy at
+   the same or a more specific point supplies for a route rule, that rule
+   answers 500 until it is fixed (standard validation, spec §7): a broken auth
+   policy must not leave its routes open. Where valid policies there supply
+   every field it sets, they apply (kgateway). Other routes are not affected.
 7. Likewise a policy whose security field (PolicyField.security: extAuth,
    jwtAuth, ...) cannot be resolved: rule 5 would publish the route without
    the authentication it asks for, so its routes answer 500 instead.
@@ -546,13 +546,14 @@ class PolicyIndex:
                 _record(f.name, a, contributors, marking[id(a)])
             chosen.append((f, contributors))
 
-        # A field only an invalid (or unresolvable security) policy sets would be served
-        # without what it asks for: the rule answers 500 instead (fail closed). Where a
-        # valid policy supplies the field, that one applies (kgateway's valid-and-invalid
-        # ACL case) and the invalid policy is reported, not served.
-        served = {f.name for f, _ in chosen}
+        # A field an invalid (or unresolvable security) policy sets would be served without
+        # what it asks for: the rule answers 500 instead (fail closed). Where a valid policy
+        # at the same or a more specific point supplies the field, that one applies
+        # (kgateway's valid-and-invalid ACL case) and the invalid policy is reported, not
+        # served; a looser one further up never stands in for it.
+        level = {f.name: contributors[0].target.level for f, contributors in chosen}
         blocking = [a for a in everything if (a.state.errors or a.state.closed_by)
-                    and not a.state.values.keys() <= served]
+                    and any(level.get(name, -1) < a.target.level for name in a.state.values)]
         if blocking:
             names = sorted({a.state.key for a in blocking})
             records = tuple((a.state.key, a.target, self._intern(Mark(
