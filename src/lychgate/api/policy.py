@@ -100,8 +100,18 @@ class HeaderTransformation(Model):
 
 
 class BodyTransformation(Model):
-    parse_as: Literal["AsString", "AsJson"] = "AsString"
+    parse_as: Literal["AsString", "AsJson", "None"] = "AsString"
     value: str | None = None
+
+
+class DynamicMetadataValue(Model):
+    string_value: str = Field(min_length=1)
+
+
+class DynamicMetadataTransformation(Model):
+    namespace: str = Field(min_length=1, max_length=256)
+    key: str = Field(min_length=1, max_length=256)
+    value: DynamicMetadataValue
 
 
 class Transform(Model):
@@ -109,6 +119,7 @@ class Transform(Model):
     add: list[HeaderTransformation] = Field(default_factory=list, max_length=16)
     remove: list[str] = Field(default_factory=list, max_length=16)
     body: BodyTransformation | None = None
+    dynamic_metadata: list[DynamicMetadataTransformation] = Field(default_factory=list, max_length=16)
 
 
 class TransformationPolicy(Model):
