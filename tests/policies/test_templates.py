@@ -8,6 +8,7 @@ import pytest
 from google.protobuf import json_format
 
 from lychgate import ir
+from lychgate.api.policy import Transform
 from lychgate.translate.policies.common import Invalid
 from lychgate.translate.policies.templates import compile_template
 from lychgate.xds.translator import transformation
@@ -117,3 +118,9 @@ def test_response_templates_stash_what_they_read_of_the_request() -> None:
     assert stash('{{ request_header("X-B") }}', '{{ request_header("x-a") }}') == ["x-a", "x-b"]
     assert stash("{{ path() }}") == []
     assert stash('{{ request_header(name) }}') == ["*"]
+
+
+def test_an_empty_yaml_list_is_an_empty_list() -> None:
+    # `set:` with nothing under it (kgateway's route delegation manifests) is null in YAML.
+    t = Transform.model_validate({"set": None, "add": [{"name": "origin", "value": "svc2"}], "remove": None})
+    assert t.set == [] and t.remove == [] and t.add[0].name == "origin"

@@ -97,9 +97,11 @@ local function transform(handle, M, src)
     h:replace("content-length", tostring(#body))
     if body == "" then h:remove("content-type") end
   end
-  local md = handle:streamInfo():dynamicMetadata()
-  for i, e in ipairs(M.meta) do
-    if metas[i] ~= "" then md:set(e[1], e[2], metas[i]) end
+  if #M.meta > 0 then
+    local md = handle:streamInfo():dynamicMetadata()
+    for i, e in ipairs(M.meta) do
+      if metas[i] ~= "" then md:set(e[1], e[2], metas[i]) end
+    end
   end
   return nil
 end
