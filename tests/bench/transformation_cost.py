@@ -1,8 +1,8 @@
 """What a transformation costs Envoy per request, in instructions.
 
 `python -m tests.bench.transformation_cost [--requests N]` (~2 min; needs valgrind).
-Not one of the reported benchmarks: the figure of docs/benchmarks.md
-("Transformation templates") comes from it.
+Not one of the reported benchmarks: the figure of docs/benchmarks/history.md
+("What a transformation costs per request") comes from it.
 
 One Envoy per case, under callgrind, one route answering a 200 with a small
 JSON body (a direct response, so no backend is measured), the listener's Lua
