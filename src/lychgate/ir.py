@@ -406,8 +406,9 @@ class Csrf:
 # A template is text with placeholders, compiled to parts:
 # ("text", s), ("header", name), ("request_header", name), ("path", ""),
 # ("method", ""), ("query", name), ("body", ""), ("field", "a.b.0").
-TemplatePart = tuple[str, str]
-Template = tuple[TemplatePart, ...]
+# A compiled transformation template: nested tuples of str/int/float/bool
+# (translate/policies/templates.py describes the nodes).
+Template = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -416,7 +417,9 @@ class MessageTransform:
     add: tuple[tuple[str, Template], ...] = ()
     remove: tuple[str, ...] = ()
     body: Template | None = None
-    parse_json: bool = False
+    parse_as: str = "AsString"  # AsString, AsJson or None (never buffer the body)
+    # (namespace, key, template): Envoy dynamic metadata set from a template
+    dynamic_metadata: tuple[tuple[str, str, Template], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -17,22 +17,17 @@ tells apart what wrk on a shared machine cannot.
 from __future__ import annotations
 
 import argparse
-import glob
 import http.client
-import json
 import os
-import re
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
 
 from lychgate import native
-from lychgate.deploy.local import envoy_binary
 from lychgate.xds.translator import scoped
+from tests.bench.callgrind import instructions_per_request
 from tests.bench.common import route_host, route_name
 
 HOSTS = [route_host(route_name(i, "h")) for i in range(2000)]
@@ -79,50 +74,18 @@ def _bootstrap(key: str, bits: int, port: int) -> dict[str, Any]:
 
 def _measure(directory: Path, key: str, bits: int, requests: int, port: int) -> float:
     """Envoy's instructions per request of one case (all its threads)."""
-    config = directory / f"{key}{bits}.json"
-    config.write_text(json.dumps(_bootstrap(key, bits, port)))
-    out = directory / f"{key}{bits}.callgrind"
-    log = directory / f"{key}{bits}.log"
     module = native.scope_module()
     env = {**os.environ, "ENVOY_DYNAMIC_MODULES_SEARCH_PATH": str(module.parent)} if module else None
-    envoy = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", envoy_binary(),
-                              "-c", str(config), "--concurrency", "1", "--disable-hot-restart",
-                              "--base-id", str(port), "-l", "error"],
-                             stderr=log.open("w"), env=env)
     host = HOSTS[-1].upper()
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
-        def send(n: int) -> None:
-            for _ in range(n):
-                conn.request("GET", "/", headers={"Host": host})
-                answer = conn.getresponse()
-                answer.read()
-                if answer.status != 200:
-                    raise RuntimeError(f"{key} {bits}: {host} answered {answer.status}")
+    def send_one(conn: http.client.HTTPConnection) -> int:
+        conn.request("GET", "/", headers={"Host": host})
+        answer = conn.getresponse()
+        answer.read()
+        return answer.status
 
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                send(1)
-                break
-            except OSError:
-                conn.close()
-                if time.monotonic() > deadline or envoy.poll() is not None:
-                    raise RuntimeError(f"{key} {bits}: Envoy did not start: {log.read_text()[-2000:]}") from None
-                time.sleep(1)
-        send(200)
-        subprocess.run(["callgrind_control", "-z", str(envoy.pid)], capture_output=True, check=True)
-        send(requests)
-        subprocess.run(["callgrind_control", "-d", str(envoy.pid)], capture_output=True, check=True)
-        total = 0
-        for dump in glob.glob(f"{out}.*"):
-            found = re.search(r"^(?:summary|totals): (\d+)", Path(dump).read_text(), re.M)
-            total += int(found.group(1)) if found else 0
-        return total / requests
-    finally:
-        envoy.terminate()
-        envoy.wait(60)
+    return instructions_per_request(directory, f"{key}{bits}", _bootstrap(key, bits, port), port, requests,
+                                    send_one, env)
 
 
 def main() -> None:

@@ -67,14 +67,15 @@ def _sorted_maps(value: Any) -> Any:
     """Protobuf maps (no stable JSON order: it follows insertion and hashing) with their keys sorted."""
     if isinstance(value, dict):
         out = {k: _sorted_maps(v) for k, v in value.items()}
-        if isinstance(out.get("jsonFormat"), dict):  # a Struct: its keys have no order
-            out["jsonFormat"] = _sorted_keys(out["jsonFormat"])
+        for struct in ("jsonFormat", "filterContext"):  # Structs: their keys have no order
+            if isinstance(out.get(struct), dict):
+                out[struct] = _sorted_keys(out[struct])
         for kind in ("prefixMatchMap", "exactMatchMap"):
             if isinstance(out.get(kind), dict) and isinstance(out[kind].get("map"), dict):
                 out[kind]["map"] = dict(sorted(out[kind]["map"].items()))
         # jwt_authn's maps, and the per-filter and per-extension maps of routes and clusters
         for kind in ("providers", "requirementMap", "typedPerFilterConfig", "typedExtensionProtocolOptions",
-                     "filterMetadata", "typedFilterMetadata"):
+                     "filterMetadata", "typedFilterMetadata", "bucketIdBuilder"):
             if isinstance(out.get(kind), dict):
                 out[kind] = dict(sorted(out[kind].items()))
         return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from lychgate.api.auth import (
@@ -111,8 +111,18 @@ class HeaderTransformation(Model):
 
 
 class BodyTransformation(Model):
-    parse_as: Literal["AsString", "AsJson"] = "AsString"
+    parse_as: Literal["AsString", "AsJson", "None"] = "AsString"
     value: str | None = None
+
+
+class DynamicMetadataValue(Model):
+    string_value: str = Field(min_length=1)
+
+
+class DynamicMetadataTransformation(Model):
+    namespace: str = Field(min_length=1, max_length=256)
+    key: str = Field(min_length=1, max_length=256)
+    value: DynamicMetadataValue
 
 
 class Transform(Model):
@@ -120,6 +130,13 @@ class Transform(Model):
     add: list[HeaderTransformation] = Field(default_factory=list, max_length=16)
     remove: list[str] = Field(default_factory=list, max_length=16)
     body: BodyTransformation | None = None
+    dynamic_metadata: list[DynamicMetadataTransformation] = Field(default_factory=list, max_length=16)
+
+    @field_validator("set", "add", "remove", "dynamic_metadata", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: object) -> object:
+        # `set:` with nothing under it is YAML null; kgateway (Go) reads it as an empty list.
+        return [] if value is None else value
 
 
 class TransformationPolicy(Model):

@@ -1,41 +1,36 @@
-"""transformation: change request and response headers and bodies from templates."""
+"""transformation: change request and response headers, bodies and dynamic metadata from templates."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, Invalid, header_name
+from lychgate.translate.policies.common import CompileContext, header_name
 from lychgate.translate.policies.fields import PolicyField, register
-from lychgate.translate.policies.templates import compile_template, uses
+from lychgate.translate.policies.templates import compile_template
 
 
-def _message(value: dict[str, Any], path: str, response: bool) -> ir.MessageTransform:
-    body = value.get("body")
-    parse_json = bool(body and body.get("parseAs") == "AsJson")
+def _message(value: dict[str, Any], path: str) -> ir.MessageTransform:
+    body = value.get("body") or {}
+    parse_as = body.get("parseAs") or "AsString"
     entries: dict[str, list[tuple[str, ir.Template]]] = {"set": [], "add": []}
-    templates: list[tuple[str, ir.Template]] = []
     for op in ("set", "add"):
         for i, h in enumerate(value.get(op) or []):
             where = f"{path}.{op}[{i}]"
-            name = header_name(h.get("name"), f"{where}.name", pseudo=not response)
-            template = compile_template(h.get("value", ""), f"{where}.value")
-            entries[op].append((name, template))
-            templates.append((f"{where}.value", template))
-    remove = []
-    for i, name in enumerate(value.get("remove") or []):
-        remove.append(header_name(name, f"{path}.remove[{i}]"))
+            # Pseudo-headers both ways, as kgateway: `:method` on requests, `:status` on responses.
+            name = header_name(h.get("name"), f"{where}.name", pseudo=True)
+            entries[op].append((name, compile_template(h.get("value") or "", f"{where}.value")))
+    remove = tuple(header_name(name, f"{path}.remove[{i}]") for i, name in enumerate(value.get("remove") or []))
     body_template = None
-    if body and body.get("value") is not None:
+    # With parseAs None the body is never buffered, so a body template is ignored (as kgateway).
+    if body.get("value") is not None and parse_as != "None":
         body_template = compile_template(body["value"], f"{path}.body.value")
-        templates.append((f"{path}.body.value", body_template))
-    for where, template in templates:
-        if uses(template, "field") and not parse_json:
-            field = next(a for k, a in template if k.removeprefix("json:") == "field")
-            raise Invalid(where, f"reads the JSON body field {field!r}, which needs {path}.body.parseAs: AsJson")
+    metadata = tuple(
+        (m["namespace"], m["key"], compile_template(m["value"]["stringValue"], f"{path}.dynamicMetadata[{i}].value.stringValue"))
+        for i, m in enumerate(value.get("dynamicMetadata") or []))
     return ir.MessageTransform(
-        set=tuple(entries["set"]), add=tuple(entries["add"]), remove=tuple(remove),
-        body=body_template, parse_json=parse_json,
+        set=tuple(entries["set"]), add=tuple(entries["add"]), remove=remove,
+        body=body_template, parse_as=parse_as, dynamic_metadata=metadata,
     )
 
 
@@ -43,8 +38,8 @@ class TransformationField(PolicyField):
     name, attr, deep_mergeable = "transformation", "transformation", True
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
-        request = _message(value["request"], f"{path}.request", False) if value.get("request") else None
-        response = _message(value["response"], f"{path}.response", True) if value.get("response") else None
+        request = _message(value["request"], f"{path}.request") if value.get("request") else None
+        response = _message(value["response"], f"{path}.response") if value.get("response") else None
         if request is None and response is None:
             return {"transformation": None}
         return {"transformation": ir.Transformation(request, response)}

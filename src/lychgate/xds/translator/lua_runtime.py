@@ -4,190 +4,34 @@ It is the listener's Lua filter code, the same for every route; a route with a
 transformation passes its compiled templates as plain data in the per-route
 `filter_context`, read with `handle:filterContext()`. Nothing a user writes is
 ever Lua code, there is one Lua state per worker however many routes transform,
-and a changed transformation changes only the route. The runtime:
+and a changed transformation changes only the route. The program is the JSON
+codec (lua_json.py), the template interpreter (lua_template.py) and this glue,
+which for each message (request, then response):
 
-- reads the request (and its JSON body when a template needs it), renders
-  every template against the original message, then removes, sets and adds
-  headers and replaces the body (fixing content-length);
-- stashes the request values that response templates read (request headers,
-  path, method) in dynamic metadata, as Envoy keeps nothing else between the
-  request and response halves of a Lua script;
-- does the same for the response.
+- buffers the body when a template or the body settings need it, and parses it
+  when `parseAs: AsJson` (a body that is not JSON answers 400, as kgateway);
+- answers 400 when a template reads JSON body fields but the body was not
+  parsed as JSON (kgateway's "undeclared variables");
+- renders every template against the original message, then sets headers (an
+  empty value removes the header), adds them (an empty value adds nothing),
+  removes headers, replaces the body (fixing content-length; an empty body
+  drops content-type) and sets dynamic metadata (empty values are not set);
+- stashes the request values response templates read (request headers, path,
+  method) in dynamic metadata, as Envoy keeps nothing else between the request
+  and response halves of a Lua script.
 
-A failure inside the runtime answers 500 on the request path (a request that
-cannot be transformed must not reach the backend half-transformed) and is
-logged on the response path.
+A template that fails to render (a field of an undefined value...) renders as
+"" and is logged, as kgateway's engines do. A failure of the runtime itself
+answers 500 on the request path (a request that cannot be transformed must not
+reach the backend half-transformed) and is logged on the response path.
 """
 
-RUNTIME = r"""
+from lychgate.xds.translator.lua_json import JSON
+from lychgate.xds.translator.lua_template import TEMPLATE
+
+GLUE = r"""
 local NS = "lychgate.transformation"
-local NULL = {}
-local ARRAY = {}
-
-local function utf8(cp)
-  if cp < 0x80 then return string.char(cp) end
-  if cp < 0x800 then return string.char(0xC0 + math.floor(cp / 0x40), 0x80 + cp % 0x40) end
-  if cp < 0x10000 then
-    return string.char(0xE0 + math.floor(cp / 0x1000), 0x80 + math.floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
-  end
-  return string.char(0xF0 + math.floor(cp / 0x40000), 0x80 + math.floor(cp / 0x1000) % 0x40,
-                     0x80 + math.floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
-end
-
-local ESCAPES = { ['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f', n = '\n', r = '\r', t = '\t' }
-
-local function skip(s, i)
-  local _, e = s:find("^[ \n\r\t]*", i)
-  return e + 1
-end
-
-local function decode_string(s, i)
-  local out, j = {}, i + 1
-  while true do
-    local c = s:sub(j, j)
-    if c == "" then error("unterminated string") end
-    if c == '"' then return table.concat(out), j + 1 end
-    if c == "\\" then
-      local e = s:sub(j + 1, j + 1)
-      if e == "u" then
-        local cp = tonumber(s:sub(j + 2, j + 5), 16)
-        if not cp then error("bad \\u escape") end
-        j = j + 6
-        if cp >= 0xD800 and cp <= 0xDBFF and s:sub(j, j + 1) == "\\u" then
-          local lo = tonumber(s:sub(j + 2, j + 5), 16)
-          if lo and lo >= 0xDC00 and lo <= 0xDFFF then
-            cp = 0x10000 + (cp - 0xD800) * 0x400 + (lo - 0xDC00)
-            j = j + 6
-          end
-        end
-        out[#out + 1] = utf8(cp)
-      else
-        local r = ESCAPES[e]
-        if not r then error("bad escape") end
-        out[#out + 1] = r
-        j = j + 2
-      end
-    else
-      local k = s:find('["\\]', j)
-      if not k then error("unterminated string") end
-      out[#out + 1] = s:sub(j, k - 1)
-      j = k
-    end
-  end
-end
-
-local decode
-decode = function(s, i)
-  i = skip(s, i)
-  local c = s:sub(i, i)
-  if c == "{" then
-    local obj = {}
-    i = skip(s, i + 1)
-    if s:sub(i, i) == "}" then return obj, i + 1 end
-    while true do
-      if s:sub(i, i) ~= '"' then error("expected a key") end
-      local k, v
-      k, i = decode_string(s, i)
-      i = skip(s, i)
-      if s:sub(i, i) ~= ":" then error("expected :") end
-      v, i = decode(s, i + 1)
-      obj[k] = v
-      i = skip(s, i)
-      c = s:sub(i, i)
-      if c == "}" then return obj, i + 1 end
-      if c ~= "," then error("expected , or }") end
-      i = skip(s, i + 1)
-    end
-  elseif c == "[" then
-    local arr = setmetatable({}, ARRAY)
-    i = skip(s, i + 1)
-    if s:sub(i, i) == "]" then return arr, i + 1 end
-    while true do
-      local v
-      v, i = decode(s, i)
-      arr[#arr + 1] = v
-      i = skip(s, i)
-      c = s:sub(i, i)
-      if c == "]" then return arr, i + 1 end
-      if c ~= "," then error("expected , or ]") end
-      i = i + 1
-    end
-  elseif c == '"' then
-    return decode_string(s, i)
-  elseif s:find("^true", i) then
-    return true, i + 4
-  elseif s:find("^false", i) then
-    return false, i + 5
-  elseif s:find("^null", i) then
-    return NULL, i + 4
-  end
-  local num = s:match("^-?%d+%.?%d*", i)
-  if not num then error("unexpected character at " .. i) end
-  local exp = s:match("^[eE][-+]?%d+", i + #num) or ""
-  local n = tonumber(num .. exp)
-  if not n then error("bad number") end
-  return n, i + #num + #exp
-end
-
-local function decode_all(s)
-  local v, i = decode(s, 1)
-  if skip(s, i) <= #s then error("trailing characters") end
-  return v
-end
-
-local function encode_string(s)
-  return '"' .. s:gsub('[%c"\\]', function(c)
-    if c == '"' then return '\\"' elseif c == "\\" then return "\\\\"
-    elseif c == "\n" then return "\\n" elseif c == "\r" then return "\\r" elseif c == "\t" then return "\\t" end
-    return string.format("\\u%04x", c:byte())
-  end) .. '"'
-end
-
-local encode
-local function number_text(v)
-  if v == math.floor(v) and math.abs(v) < 1e15 then return string.format("%d", v) end
-  return string.format("%.14g", v)
-end
-encode = function(v)
-  local t = type(v)
-  if v == nil or v == NULL then return "null" end
-  if t == "boolean" then return tostring(v) end
-  if t == "number" then return number_text(v) end
-  if t == "string" then return encode_string(v) end
-  local parts = {}
-  if getmetatable(v) == ARRAY then
-    for i = 1, #v do parts[i] = encode(v[i]) end
-    return "[" .. table.concat(parts, ",") .. "]"
-  end
-  local keys = {}
-  for k in pairs(v) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for i, k in ipairs(keys) do parts[i] = encode_string(k) .. ":" .. encode(v[k]) end
-  return "{" .. table.concat(parts, ",") .. "}"
-end
-
-local function text(v)
-  if v == nil or v == NULL then return "" end
-  local t = type(v)
-  if t == "string" then return v end
-  if t == "number" then return number_text(v) end
-  if t == "boolean" then return tostring(v) end
-  return encode(v)
-end
-
-local function field(doc, path)
-  local v = doc
-  for key in path:gmatch("[^.]+") do
-    if type(v) ~= "table" or v == NULL then return nil end
-    if getmetatable(v) == ARRAY then
-      local n = tonumber(key)
-      v = n and v[n + 1] or nil
-    else
-      v = v[key]
-    end
-  end
-  return v
-end
+math.randomseed(os.time() + math.floor(os.clock() * 1000000))
 
 local function url_decode(s)
   s = s:gsub("+", " ")
@@ -195,70 +39,79 @@ local function url_decode(s)
 end
 
 local function query_param(path, name)
-  local q = path:match("%?(.*)$")
-  if not q then return nil end
+  local q = (path or ""):match("%?(.*)$")
+  if not q then return "" end
   for pair in q:gmatch("[^&]+") do
     local k, v = pair:match("^([^=]*)=?(.*)$")
     if url_decode(k) == name then return url_decode(v) end
   end
-  return nil
-end
-
-local function render(parts, src)
-  local out = {}
-  for i, p in ipairs(parts) do
-    local kind, arg = p[1], p[2]
-    local as_json = kind:sub(1, 5) == "json:"
-    if as_json then kind = kind:sub(6) end
-    local v
-    if kind == "text" then v = arg
-    elseif kind == "header" then v = src.header(arg)
-    elseif kind == "request_header" then v = src.request_header(arg)
-    elseif kind == "path" then v = (src.path or ""):gsub("%?.*$", "")
-    elseif kind == "method" then v = src.method
-    elseif kind == "query" then v = query_param(src.path or "", arg)
-    elseif kind == "body" then v = src.body
-    elseif kind == "field" then v = field(src.doc, arg)
-    end
-    if as_json then out[i] = encode(v) else out[i] = text(v) end
-  end
-  return table.concat(out)
+  return ""
 end
 
 local function header_value(v)
   return (v:gsub("[%z\r\n]", ""))
 end
 
+local function rendered(handle, template, ctx, what)
+  local out, err = render(template, ctx)
+  if out == nil then
+    handle:logWarn("lychgate transformation: " .. what .. " renders empty: " .. tostring(err))
+    return ""
+  end
+  return out
+end
+
+-- Transforms one message; returns why it must be refused (400), or nil.
 local function transform(handle, M, src)
   local buffer
   if M.read_body then
     -- Waits for the whole body; header objects taken before this are no longer valid.
     buffer = handle:body(true)
     src.body = buffer and buffer:getBytes(0, buffer:length()) or ""
-    if M.json then
-      local ok, doc = pcall(decode_all, src.body)
-      if ok then src.doc = doc end
-    end
   end
+  local ctx = {src = src, random = {}}
+  if M.parse == "AsJson" and src.body and src.body:find("%S") then
+    local ok, doc = pcall(decode_all, src.body)
+    if not ok then return "the body is not JSON: " .. tostring(doc), buffer end
+    ctx.doc = doc
+    if is_object(doc) then ctx.obj = doc end
+  end
+  if M.free and ctx.doc == nil then
+    return "a template reads JSON body fields but the body was not parsed as JSON", buffer
+  end
+  local sets, adds, metas = {}, {}, {}
+  for i, e in ipairs(M.set) do sets[i] = rendered(handle, e[2], ctx, "header " .. e[1]) end
+  for i, e in ipairs(M.add) do adds[i] = rendered(handle, e[2], ctx, "header " .. e[1]) end
+  for i, e in ipairs(M.meta) do metas[i] = rendered(handle, e[3], ctx, "dynamic metadata " .. e[2]) end
+  local body = M.body and rendered(handle, M.body, ctx, "the body")
   local h = handle:headers()
-  local sets, adds = {}, {}
-  for i, e in ipairs(M.set) do sets[i] = render(e[2], src) end
-  for i, e in ipairs(M.add) do adds[i] = render(e[2], src) end
-  local body = M.body and render(M.body, src)
+  for i, e in ipairs(M.set) do
+    if sets[i] == "" then h:remove(e[1]) else h:replace(e[1], header_value(sets[i])) end
+  end
+  for i, e in ipairs(M.add) do
+    if adds[i] ~= "" then h:add(e[1], header_value(adds[i])) end
+  end
   for _, name in ipairs(M.remove) do h:remove(name) end
-  for i, e in ipairs(M.set) do h:replace(e[1], header_value(sets[i])) end
-  for i, e in ipairs(M.add) do h:add(e[1], header_value(adds[i])) end
   if body and buffer then
     buffer:setBytes(body)
     h:replace("content-length", tostring(#body))
+    if body == "" then h:remove("content-type") end
   end
+  if #M.meta > 0 then
+    local md = handle:streamInfo():dynamicMetadata()
+    for i, e in ipairs(M.meta) do
+      if metas[i] ~= "" then md:set(e[1], e[2], metas[i]) end
+    end
+  end
+  return nil
 end
 
 -- filter_context {transformation = [request, response, stash]}, each message
--- [set, add, remove, body, json, read_body]; false where there is none.
+-- [set, add, remove, body, parse, read_body, free, metadata]; false where there is none.
 local function message(m)
   if not m then return nil end
-  return {set = m[1], add = m[2], remove = m[3], body = m[4] or nil, json = m[5], read_body = m[6]}
+  return {set = m[1], add = m[2], remove = m[3], body = m[4] or nil, parse = m[5], read_body = m[6],
+          free = m[7], meta = m[8]}
 end
 
 local function context(handle)
@@ -266,29 +119,40 @@ local function context(handle)
   return {request = message(t[1]), response = message(t[2]), stash = t[3] or nil}
 end
 
-function envoy_on_request(handle)
-  local T = context(handle)
+local function stash(handle, names)
   local h = handle:headers()
-  local path, method = h:get(":path") or "", h:get(":method") or ""
-  if T.stash then
-    local md = handle:streamInfo():dynamicMetadata()
-    md:set(NS, "path", path)
-    md:set(NS, "method", method)
-    for _, name in ipairs(T.stash) do
+  local md = handle:streamInfo():dynamicMetadata()
+  md:set(NS, "path", h:get(":path") or "")
+  md:set(NS, "method", h:get(":method") or "")
+  for _, name in ipairs(names) do
+    if name == "*" then
+      for k, v in pairs(h) do md:set(NS, "h:" .. k, v) end
+    else
       local v = h:get(name)
       if v then md:set(NS, "h:" .. name, v) end
     end
   end
+end
+
+function envoy_on_request(handle)
+  local T = context(handle)
+  if T.stash then stash(handle, T.stash) end
   if not T.request then return end
+  local h = handle:headers()
+  local path, method = h:get(":path") or "", h:get(":method") or ""
   local src = {
     header = function(n) return handle:headers():get(n) end,
     request_header = function(n) return handle:headers():get(n) end,
+    query = function(n) return query_param(path, n) end,
     path = path, method = method,
   }
-  local ok, err = pcall(transform, handle, T.request, src)
+  local ok, refused = pcall(transform, handle, T.request, src)
   if not ok then
-    handle:logErr("lychgate transformation of the request failed: " .. tostring(err))
+    handle:logErr("lychgate transformation of the request failed: " .. tostring(refused))
     handle:respond({[":status"] = "500"}, "the request could not be transformed\n")
+  elseif refused then
+    handle:respond({[":status"] = "400", ["content-type"] = "text/plain"},
+                   "the request could not be transformed: " .. refused .. "\n")
   end
 end
 
@@ -299,11 +163,24 @@ function envoy_on_response(handle)
   local src = {
     header = function(n) return handle:headers():get(n) end,
     request_header = function(n) return md["h:" .. n] end,
+    query = function(n) return query_param(md.path, n) end,
     path = md.path, method = md.method,
   }
-  local ok, err = pcall(transform, handle, T.response, src)
+  local ok, refused, buffer = pcall(transform, handle, T.response, src)
   if not ok then
-    handle:logErr("lychgate transformation of the response failed: " .. tostring(err))
+    handle:logErr("lychgate transformation of the response failed: " .. tostring(refused))
+  elseif refused then
+    -- kgateway answers 400 when a response cannot be transformed.
+    local h = handle:headers()
+    h:replace(":status", "400")
+    if buffer then
+      local text = "the response could not be transformed: " .. refused .. "\n"
+      buffer:setBytes(text)
+      h:replace("content-length", tostring(#text))
+      h:replace("content-type", "text/plain")
+    end
   end
 end
 """
+
+RUNTIME = JSON + TEMPLATE + GLUE

@@ -23,30 +23,44 @@ from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.lua_runtime import RUNTIME
 from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route
+from lychgate.xds.translator.template_uses import uses
 
 FILTER = "envoy.filters.http.lua/transformation"
-_REQUEST_PARTS = {"request_header", "path", "method", "query"}
+# What response templates read of the request, stashed by the request half.
+_REQUEST_PARTS = {"request_header", "path", "method", "query_param"}
 
 
 def _templates(m: ir.MessageTransform) -> list[ir.Template]:
-    out = [t for _, t in m.set] + [t for _, t in m.add]
+    out = [t for _, t in m.set] + [t for _, t in m.add] + [t for _, _, t in m.dynamic_metadata]
     return out + ([m.body] if m.body is not None else [])
 
 
+def _data(node: Any) -> Any:
+    """Tuples as lists, for a protobuf Struct."""
+    return [_data(x) for x in node] if isinstance(node, tuple) else node
+
+
 def _message(m: ir.MessageTransform | None) -> list[Any] | bool:
-    """[set, add, remove, body or false, parse JSON?, read the body?] (positional: see lua_runtime)."""
+    """[set, add, remove, body or false, parseAs, read the body?, reads JSON fields?, metadata]
+    (positional: see lua_runtime)."""
     if m is None:
         return False
-    templates = _templates(m)
-    read_body = m.body is not None or m.parse_json or any(
-        k.removeprefix("json:") in ("body", "field") for t in templates for k, _ in t)
+    found = [uses(t) for t in _templates(m)]
+    functions = set().union(*(u.functions for u in found))
+    free = any(u.free for u in found)
+    # A response that will be refused (fields read, body not parsed as JSON) is
+    # buffered too, so its body can be replaced by the reason.
+    read_body = m.parse_as != "None" and (
+        m.body is not None or m.parse_as == "AsJson" or bool(functions & {"body", "context"}) or free)
     return [
-        [[name, [list(p) for p in t]] for name, t in m.set],
-        [[name, [list(p) for p in t]] for name, t in m.add],
+        [[name, _data(t)] for name, t in m.set],
+        [[name, _data(t)] for name, t in m.add],
         list(m.remove),
-        [list(p) for p in m.body] if m.body is not None else False,
-        m.parse_json,
+        _data(m.body) if m.body is not None else False,
+        m.parse_as,
         read_body,
+        free,
+        [[ns, key, _data(t)] for ns, key, t in m.dynamic_metadata],
     ]
 
 
@@ -55,15 +69,15 @@ def context(t: ir.Transformation) -> list[Any]:
 
     Lists, not maps: protobuf Struct maps have no stable order, and the same
     transformation must always produce the same bytes (and golden files).
-    `stash` names the request headers the response templates read (false when
-    they read nothing of the request).
+    `stash` names the request headers the response templates read ("*" for
+    all, when a name is computed; false when they read nothing of the request).
     """
     stash: list[str] | bool = False
     if t.response is not None:
-        used = [(k.removeprefix("json:"), a) for tpl in _templates(t.response) for k, a in tpl]
-        used = [(k, a) for k, a in used if k in _REQUEST_PARTS]
-        if used:
-            stash = sorted({a for k, a in used if k == "request_header"})
+        found = [uses(tpl) for tpl in _templates(t.response)]
+        if any(u.functions & _REQUEST_PARTS for u in found):
+            names = set().union(*(u.request_headers for u in found))
+            stash = ["*"] if any(u.any_request_header for u in found) else sorted(names)
     return [_message(t.request), _message(t.response), stash]
 
 
