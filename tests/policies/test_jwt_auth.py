@@ -186,3 +186,54 @@ def test_remote_jwks_fetch_timeout_and_retries(stack: Stack) -> None:
     assert stack.get("jwt-fetch.example.com", "/flaky-retried", headers=token).status_code == 200
     assert stack.get("jwt-fetch.example.com", "/flaky", headers=token).text == "Jwks remote fetch is failed"
     assert stack.get("jwt-fetch.example.com", "/flaky", headers=token).status_code == 200  # the next fetch works
+
+
+def test_kgateway_older_jwt_shapes_with_rbac_on_a_rule(stack: Stack) -> None:
+    """kgateway's jwt-rbac scenario in its oldest shape: a GatewayExtension of `type:
+    JWTProviders` with providers by name and a PEM `local.key`, a TrafficPolicy naming it
+    under the older `jwt`, put on one rule by an ExtensionRef filter, with RBAC over the
+    verified claims. The other rule of the route stays open."""
+    from cryptography.hazmat.primitives import serialization
+
+    idp = Issuer("https://dev.example.com", "pem")
+    pem = idp.key.public_key().public_bytes(serialization.Encoding.PEM,
+                                             serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    key = "\n".join("            " + line for line in pem.strip().splitlines())
+    stack.write("jwt-oldest.yaml", f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {{name: jwt-oldest}}
+spec:
+  type: JWTProviders
+  jwtProviders:
+    my-example:
+      issuer: https://dev.example.com
+      claimsToHeaders: [{{name: email, header: x-email}}]
+      jwks:
+        local:
+          key: |
+{key}
+""", stack.route("jwt-oldest", "jwt-oldest.example.com", """
+- matches: [{path: {value: /status/200}}]
+  backendRefs: [{name: app, port: 80}]
+- matches: [{path: {value: /get}}]
+  filters: [{type: ExtensionRef, extensionRef: {group: gateway.lychgate.dev, kind: TrafficPolicy, name: jwt-oldest}}]
+  backendRefs: [{name: app, port: 80}]"""), """
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {name: jwt-oldest}
+spec:
+  jwt:
+    extensionRef: {name: jwt-oldest}
+  rbac:
+    policy:
+      matchExpressions:
+        - "metadata.filter_metadata['envoy.filters.http.jwt_authn']['payload']['email'] == 'dev2@kgateway.io'"
+""")
+    host = "jwt-oldest.example.com"
+    stack.wait(host, lambda r: r.status_code == 401, "/get", what="the rule to ask for a token")
+    allowed = stack.get(host, "/get", headers=bearer(idp.token(email="dev2@kgateway.io")))
+    assert allowed.status_code == 200 and body_of(allowed)["headers"]["x-email"] == "dev2@kgateway.io"
+    assert stack.get(host, "/get", headers=bearer(idp.token(email="dev1@kgateway.io"))).status_code == 403
+    assert stack.get(host, "/status/200").status_code == 200  # the other rule is not protected
+    assert condition(stack.status("GatewayExtension", "jwt-oldest")["conditions"], "Accepted")["status"] == "True"

@@ -9,9 +9,10 @@ to authenticate. What a value means is checked by translation
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import Field, model_validator
+from pydantic.alias_generators import to_camel
 
 from lychgate.api.base import Model
 from lychgate.api.gateway import (
@@ -63,7 +64,12 @@ class JWTClaimToHeader(Model):
 
 class LocalJWKS(Model):
     inline: str | None = Field(None, min_length=1, max_length=16384)
+    key: str | None = Field(None, min_length=1, max_length=16384)  # kgateway's older name of inline
     config_map_ref: LocalObjectReference | None = None  # data key `jwks`
+
+    @model_validator(mode="after")
+    def _older_name(self) -> LocalJWKS:
+        return _renamed(self, "inline", "key")
 
 
 class JWKSAsyncFetch(Model):
@@ -97,8 +103,7 @@ class JWKS(Model):
     remote: RemoteJWKS | None = None
 
 
-class NamedJWTProvider(Model):
-    name: str = Field(min_length=1, max_length=253)
+class JWTProvider(Model):
     issuer: str = Field("", max_length=2048)
     audiences: list[str] = Field(default_factory=list, max_length=32)
     token_source: JWTTokenSource | None = None
@@ -107,11 +112,36 @@ class NamedJWTProvider(Model):
     forward_token: bool | None = None
 
 
+class NamedJWTProvider(JWTProvider):
+    name: str = Field(min_length=1, max_length=253)
+
+
 class JWTProviders(Model):
     """GatewayExtension `jwt` (type JWT)."""
 
     validation_mode: Literal["Strict", "AllowMissing"] | None = None
     providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32)
+    # kgateway's older name of providers
+    jwt_providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32)
+
+    @model_validator(mode="after")
+    def _older_name(self) -> JWTProviders:
+        return _renamed(self, "providers", "jwt_providers")
+
+
+M = TypeVar("M", bound=Model)
+
+
+def _renamed(model: M, new: str, old: str) -> M:
+    """A field kgateway renamed, written under its older name: moved to the newer one
+    (translation reads only that); both at once is refused."""
+    if not getattr(model, old):
+        return model
+    if getattr(model, new):
+        raise ValueError(f"{to_camel(new)} and {to_camel(old)} are two names of one field and cannot "
+                         f"both be set; use {to_camel(new)}")
+    empty: list[object] | None = [] if isinstance(getattr(model, old), list) else None
+    return model.model_copy(update={new: getattr(model, old), old: empty})
 
 
 # --- basicAuth -------------------------------------------------------------------------

@@ -26,7 +26,9 @@ from lychgate.api.auth import (
     BasicAuthPolicy,
     CSRFPolicy,
     JWTAuth,
+    JWTProvider,
     JWTProviders,
+    NamedJWTProvider,
     NamespacedObjectReference,
     OAuth2Policy,
     OAuth2Provider,
@@ -447,7 +449,7 @@ class RequestMirrorPolicy(Model):
 
 
 # Fields kgateway renamed: (newer, older). Both are accepted; setting both is refused.
-RENAMED_FIELDS = (("api_key_auth", "api_key_authentication"), ("acl", "http_acl"))
+RENAMED_FIELDS = (("api_key_auth", "api_key_authentication"), ("acl", "http_acl"), ("jwt_auth", "jwt"))
 
 
 class TrafficPolicySpec(Model):
@@ -463,6 +465,7 @@ class TrafficPolicySpec(Model):
     timeouts: Timeouts | None = None
     retry: Retry | None = None
     jwt_auth: JWTAuth | None = None
+    jwt: JWTAuth | None = None  # kgateway's older name of jwtAuth
     basic_auth: BasicAuthPolicy | None = None
     api_key_auth: APIKeyAuth | None = None
     api_key_authentication: APIKeyAuth | None = None  # kgateway's older name of apiKeyAuth
@@ -602,13 +605,26 @@ class RateLimitQuotaProvider(Model):
 
 
 class GatewayExtensionSpec(Model):
-    type: Literal["ExtAuth", "ExtProc", "RateLimit", "RateLimitQuota", "JWT", "OAuth2"] | None = None
+    # JWTProviders: kgateway's older name of the JWT type (with `jwtProviders` below).
+    type: Literal["ExtAuth", "ExtProc", "RateLimit", "RateLimitQuota", "JWT", "JWTProviders", "OAuth2"] | None = None
     ext_auth: ExtAuthProvider | None = None
     ext_proc: ExtProcProvider | None = None
     rate_limit: RateLimitProvider | None = None
     rate_limit_quota: RateLimitQuotaProvider | None = None
     jwt: JWTProviders | None = None
+    # kgateway's oldest JWT shape: providers by name, beside `type: JWTProviders`; read as `jwt`.
+    jwt_providers: dict[str, JWTProvider] | None = None
     oauth2: OAuth2Provider | None = None
+
+    @model_validator(mode="after")
+    def _oldest_jwt_shape(self) -> GatewayExtensionSpec:
+        if self.jwt_providers is None:
+            return self if self.type != "JWTProviders" else self.model_copy(update={"type": "JWT"})
+        if self.jwt is not None:
+            raise ValueError("jwt and jwtProviders (its oldest shape) cannot both be set; use jwt")
+        providers = [NamedJWTProvider(name=name, **dict(p)) for name, p in self.jwt_providers.items()]
+        return self.model_copy(update={"jwt": JWTProviders(providers=providers), "jwt_providers": None,
+                                       "type": "JWT" if self.type in ("JWT", "JWTProviders") else self.type})
 
 
 class GatewayExtension(Resource):

@@ -11,9 +11,13 @@ the routes of policies using it answer 500 (jwtAuth is a security field).
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 from urllib.parse import urlsplit
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from lychgate import ir
 from lychgate.api.auth import RemoteJWKS
@@ -100,9 +104,10 @@ def _remote_fetch(remote: RemoteJWKS, path: str) -> dict[str, Any]:
 
 
 def _keys(text: str, path: str) -> str:
-    """A JWKS as Envoy reads it: a key set as is, a single JWK wrapped in a set, PEM as is."""
+    """A JWKS as Envoy reads it: a key set as is, a single JWK wrapped in a set, a PEM
+    public key turned into a JWK (Envoy's local_jwks takes JSON only)."""
     if text.lstrip().startswith("-----BEGIN"):
-        return text
+        return json.dumps({"keys": [_pem_jwk(text, path)]})
     try:
         value = json.loads(text)
     except ValueError:
@@ -173,6 +178,7 @@ def _local_keys(store: Store, ext: GatewayExtension, inline: str | None, ref: An
 
 class JwtAuthField(ExtensionField):
     name, attr, security = "jwtAuth", "jwt_auth", True
+    older_attr = "jwt"  # kgateway's older name
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         if check_switch(value, path):
@@ -185,3 +191,27 @@ class JwtAuthField(ExtensionField):
 VALIDATORS[JWT] = validate
 SERVICES[JWT] = jwt_service
 register(JwtAuthField())
+
+
+def _b64(number: int, size: int | None = None) -> str:
+    raw = number.to_bytes(size or (number.bit_length() + 7) // 8, "big")
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+_CURVES = {"secp256r1": ("P-256", 32), "secp384r1": ("P-384", 48), "secp521r1": ("P-521", 66)}
+
+
+def _pem_jwk(text: str, path: str) -> dict[str, str]:
+    """A PEM public key (RSA or EC, as kgateway takes them) as a JWK."""
+    try:
+        key = serialization.load_pem_public_key(text.strip().encode())
+    except ValueError:
+        raise Invalid(path, "is not a PEM public key (-----BEGIN PUBLIC KEY-----)") from None
+    if isinstance(key, rsa.RSAPublicKey):
+        numbers = key.public_numbers()
+        return {"kty": "RSA", "n": _b64(numbers.n), "e": _b64(numbers.e)}
+    if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in _CURVES:
+        crv, size = _CURVES[key.curve.name]
+        point = key.public_numbers()
+        return {"kty": "EC", "crv": crv, "x": _b64(point.x, size), "y": _b64(point.y, size)}
+    raise Invalid(path, "only RSA and EC (P-256, P-384, P-521) public keys can verify tokens")
