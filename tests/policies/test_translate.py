@@ -623,3 +623,32 @@ def test_an_invalid_route_policy_does_not_fall_back_to_a_looser_gateway_one() ->
     action = routes(t)["r/one"].action
     assert isinstance(action, ir.DirectResponse) and action.status == 500
     assert routes(t)["other/0"].policy is not None  # the Gateway's ACL still serves the other route
+
+
+def test_a_policy_named_on_a_rule_s_only_backend_applies_to_the_rule() -> None:
+    """kgateway's extproc backend-filter case: the ExtensionRef filter sits on the backendRef.
+    On a rule's only backend that is the rule's policy; on one of several it is refused."""
+    backend_filter = "filters: [{type: ExtensionRef, extensionRef: {group: gateway.lychgate.dev, kind: TrafficPolicy, name: per-backend}}]"
+    route = f"""---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: backends}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [backends.example.com]
+  rules:
+    - matches: [{{path: {{value: /with}}}}]
+      backendRefs: [{{name: app, port: 80, {backend_filter}}}]
+    - matches: [{{path: {{value: /without}}}}]
+      backendRefs: [{{name: app, port: 80}}]
+    - matches: [{{path: {{value: /split}}}}]
+      backendRefs: [{{name: app, port: 80, {backend_filter}}}, {{name: authz, port: 9000}}]
+"""
+    t = run(tp("per-backend", "  timeouts: {request: 3s}", targets="") + route)
+    rs = routes(t)
+    assert rs["backends/0"].policy is not None and rs["backends/0"].policy.timeout_ms == 3000
+    assert rs["backends/1"].policy is None
+    split = rs["backends/2"].action
+    assert isinstance(split, ir.DirectResponse) and split.status == 500
+    conditions = t.status[ObjectKey("HTTPRoute", "default", "backends")]["parents"][0]["conditions"]
+    assert any("a TrafficPolicy on one of several backendRefs is not supported" in c["message"] for c in conditions)

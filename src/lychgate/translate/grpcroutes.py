@@ -28,7 +28,7 @@ from lychgate.translate.routes import (
     header_ops,
     resolve_backend,
 )
-from lychgate.translate.rule_filters import policy_must_exist
+from lychgate.translate.rule_filters import backend_policy, policy_must_exist
 
 _FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier")
 _NAME = "[^/]+"
@@ -59,7 +59,7 @@ def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRul
     request, response = _filters(store, route, rule.filters, "filters")
     backends: list[ir.WeightedCluster] = []
     for b, ref in enumerate(rule.backend_refs):
-        req, resp = _filters(store, route, ref.filters, f"backendRefs[{b}].filters")
+        req, resp = _filters(store, route, ref.filters, f"backendRefs[{b}].filters", len(rule.backend_refs))
         cluster = resolve_backend(store, route, ref, out).cluster
         if cluster is not None and cluster.protocol != "h2c":
             # gRPC needs HTTP/2 whatever the Service port's appProtocol says.
@@ -75,14 +75,18 @@ def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRul
                                    request_headers=request, response_headers=response))
 
 
-def _filters(store: Store, route: GRPCRoute, filters: list[GRPCRouteFilter], where: str
+def _filters(store: Store, route: GRPCRoute, filters: list[GRPCRouteFilter], where: str, backends: int = 0
              ) -> tuple[ir.HeaderOps, ir.HeaderOps]:
+    """A rule's filters (`backends` 0) or a backendRef's (`backends`: how many the rule has)."""
     request = response = ir.HeaderOps()
     for i, f in enumerate(filters):
         ref = f.extension_ref
-        if f.type == "ExtensionRef" and ref is not None and is_policy_ref(ref.group, ref.kind) and where == "filters":
+        if f.type == "ExtensionRef" and ref is not None and is_policy_ref(ref.group, ref.kind):
             # The policy applies to this rule (translate/policies/attachment.py).
-            policy_must_exist(store, route.namespace, ref.name, f"{where}[{i}].extensionRef")
+            if backends:
+                backend_policy(store, route.namespace, ref.name, backends, f"{where}[{i}].extensionRef")
+            else:
+                policy_must_exist(store, route.namespace, ref.name, f"{where}[{i}].extensionRef")
             continue
         if f.type not in _FILTERS:
             raise InvalidRule(f"filter {f.type} is not supported on GRPCRoute yet")

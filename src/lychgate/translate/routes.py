@@ -27,7 +27,12 @@ from lychgate.translate import backend_config, direct_response, rule_filters
 from lychgate.translate.backends import aws_lambda_of
 from lychgate.translate.quarantine import Entry
 from lychgate.translate.references import Resolution, resolve_service
-from lychgate.translate.rule_filters import InvalidRule, duration_ms, policy_must_exist
+from lychgate.translate.rule_filters import (
+    InvalidRule,
+    backend_policy,
+    duration_ms,
+    policy_must_exist,
+)
 
 # Filter type -> the model attribute that carries its configuration.
 SUPPORTED_FILTERS: dict[str, str] = {
@@ -188,9 +193,12 @@ def _forward(
     backends: list[ir.WeightedCluster] = []
     websocket = False
     for b, ref in enumerate(rule.backend_refs):
-        for f in ref.filters:
+        for i, f in enumerate(ref.filters):
             _check_filter(f)
-            if f.type not in BACKEND_FILTERS:
+            if f.type == "ExtensionRef" and f.extension_ref and is_policy_ref(f.extension_ref.group, f.extension_ref.kind):
+                backend_policy(store, route.namespace, f.extension_ref.name, len(rule.backend_refs),
+                               f"backendRefs[{b}].filters[{i}].extensionRef")
+            elif f.type not in BACKEND_FILTERS:
                 raise InvalidRule(f"filter {f.type} is not supported on a backendRef; put it on the rule")
         res = resolve_backend(store, route, ref, out)
         if ref.weight == 0:

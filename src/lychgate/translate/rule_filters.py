@@ -121,3 +121,13 @@ def policy_must_exist(store: Store, namespace: str, name: str, where: str) -> No
     may be the rule's authentication), until it is created."""
     if store.get(TrafficPolicy, namespace, name) is None:
         raise InvalidRule(f"{where}: TrafficPolicy {namespace}/{name} not found")
+
+
+def backend_policy(store: Store, namespace: str, name: str, backends: int, where: str) -> None:
+    """An ExtensionRef filter on a backendRef naming a TrafficPolicy: on a rule's only
+    backend it is the rule's policy (translate/policies/attachment.py); a policy for one of
+    several backends is refused rather than applied to all of them."""
+    if backends > 1:
+        raise InvalidRule(f"{where}: a TrafficPolicy on one of several backendRefs is not supported by lychgate; "
+                          "name it in an ExtensionRef filter of the rule instead")
+    policy_must_exist(store, namespace, name, where)

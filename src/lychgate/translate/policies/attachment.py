@@ -632,14 +632,18 @@ def _record(name: str, a: Attachment, contributors: list[Attachment], marking: _
 
 
 def _extension_refs(route: HTTPRoute | GRPCRoute) -> Iterator[tuple[str, int, str]]:
-    """(policy name, rule index, field path) of each ExtensionRef filter naming a TrafficPolicy."""
+    """(policy name, rule index, field path) of each ExtensionRef filter naming a TrafficPolicy:
+    the rule's, and its only backendRef's (routes.py refuses one on one of several backends)."""
     rules: Sequence[HTTPRouteRule | GRPCRouteRule] = route.spec.rules
     for i, rule in enumerate(rules):
-        filters: Sequence[HTTPRouteFilter | GRPCRouteFilter] = rule.filters
-        for j, f in enumerate(filters):
-            ref = f.extension_ref
-            if f.type == "ExtensionRef" and ref is not None and is_policy_ref(ref.group, ref.kind):
-                yield ref.name, i, f"{route.KIND} {route.namespace}/{route.name} rules[{i}].filters[{j}].extensionRef"
+        places: list[tuple[str, Sequence[HTTPRouteFilter | GRPCRouteFilter]]] = [(f"rules[{i}]", rule.filters)]
+        if len(rule.backend_refs) == 1:
+            places.append((f"rules[{i}].backendRefs[0]", rule.backend_refs[0].filters))
+        for where, filters in places:
+            for j, f in enumerate(filters):
+                ref = f.extension_ref
+                if f.type == "ExtensionRef" and ref is not None and is_policy_ref(ref.group, ref.kind):
+                    yield ref.name, i, f"{route.KIND} {route.namespace}/{route.name} {where}.filters[{j}].extensionRef"
 
 
 def _reached_by(changes: set[Read]) -> set[Read]:
