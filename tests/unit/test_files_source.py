@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import HTTPRoute
@@ -131,3 +132,40 @@ def test_a_rename_over_another_name_moves_the_objects(tmp_path: Path) -> None:
     asyncio.run(rename_and_watch())
     assert _route(store).spec.rules[0].backend_refs[0].name == "one"
     assert source.all_problems() == []
+
+
+def test_a_yaml_null_is_an_absent_field() -> None:
+    """`matches:` or `set:` with nothing under it, as hand-written manifests often have: the
+    API server drops null fields of a CRD object, so lychgate reads them as absent (defaults)."""
+    from lychgate.api.gateway import HTTPRoute
+    from lychgate.api.policy import TrafficPolicy
+    from lychgate.api.registry import parse
+
+    route = parse(yaml.safe_load("""
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+    - matches:
+      filters:
+      backendRefs: [{name: app, port: 80}]
+"""))
+    assert isinstance(route, HTTPRoute)
+    assert route.spec.rules[0].matches == HTTPRoute.model_validate(
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "x"},
+         "spec": {"rules": [{}]}}).spec.rules[0].matches  # the Gateway API default: PathPrefix /
+    policy = parse(yaml.safe_load("""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {name: p}
+spec:
+  transformation:
+    response:
+      set:
+      add: [{name: origin, value: svc2}]
+"""))
+    assert isinstance(policy, TrafficPolicy) and policy.spec.transformation is not None
+    response = policy.spec.transformation.response
+    assert response is not None and response.set == [] and response.add[0].name == "origin"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar, NamedTuple
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -23,6 +23,15 @@ class Model(BaseModel):
         extra="forbid",
         frozen=True,
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_absent(cls, data: Any) -> Any:
+        """`matches:` or `set:` with nothing under it is YAML null; the API server drops null
+        fields of a CRD object before validating it, so a null field is an absent one here too."""
+        if isinstance(data, dict) and None in data.values():
+            return {k: v for k, v in data.items() if v is not None}
+        return data
 
 
 class OpenModel(Model):

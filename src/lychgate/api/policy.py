@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from lychgate.api.auth import (
@@ -133,12 +133,6 @@ class Transform(Model):
     remove: list[str] = Field(default_factory=list, max_length=16)
     body: BodyTransformation | None = None
     dynamic_metadata: list[DynamicMetadataTransformation] = Field(default_factory=list, max_length=16)
-
-    @field_validator("set", "add", "remove", "dynamic_metadata", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: object) -> object:
-        # `set:` with nothing under it is YAML null; kgateway (Go) reads it as an empty list.
-        return [] if value is None else value
 
 
 class TransformationPolicy(Model):
