@@ -592,6 +592,8 @@ class RoutePolicy:
     # route asks for; xds/translator/buffer.py).
     buffer_stage: tuple[str, str] | None = None
     internal_redirect: InternalRedirect | None = None
+    # httpUpgrade: (upgrade type, terminate CONNECT) the routes accept (xds/translator/http_upgrade.py)
+    http_upgrades: tuple[tuple[str, bool], ...] = ()
     tracing: RouteTracing | None = None  # xds/translator/route_stats.py
     # statPrefix: Envoy's per-route stats prefix; {{ route_name }}, {{ route_namespace }},
     # {{ rule_name }} are filled in per route (xds/translator/route_stats.py).

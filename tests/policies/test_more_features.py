@@ -50,6 +50,30 @@ def test_url_rewrite_by_regex(stack: Stack) -> None:
     assert body_of(stack.get("regex.example.com", "/other"))["path"] == "/other"  # no match: unchanged
 
 
+def test_http_upgrade_lets_websocket_reach_the_backend_of_one_route(stack: Stack) -> None:
+    """kgateway's TrafficPolicy httpUpgrade: Envoy refuses upgrades (403) unless the route
+    (or its listener) accepts them; with the policy the upgrade request reaches the backend,
+    on that route only. Beside a buffer (which would hold the stream) it is refused."""
+    websocket = {"connection": "upgrade", "upgrade": "websocket", "sec-websocket-version": "13",
+                 "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    stack.write("upgrade.yaml", stack.route("upgrade", "upgrade.example.com"),
+                stack.route("no-upgrade", "no-upgrade.example.com"),
+                policy("upgrade", "upgrade", "  httpUpgrade: [{type: websocket}]"))
+    resp = stack.wait("upgrade.example.com", lambda r: r.status_code == 200, path="/ws", headers=websocket,
+                      what="the upgrade to reach the backend")
+    assert resp.headers.get("x-backend") == "app"
+    assert stack.get("no-upgrade.example.com", "/ws", headers=websocket).status_code == 403
+
+    stack.write("upgrade.yaml", stack.route("upgrade", "upgrade.example.com"),
+                stack.route("no-upgrade", "no-upgrade.example.com"),
+                policy("upgrade", "upgrade", "  httpUpgrade: [{type: websocket}]\n  buffer: {maxRequestSize: 1Ki}"))
+    stack.wait("upgrade.example.com", lambda r: r.status_code == 500, path="/ws",
+               what="the invalid policy to fail its route closed")
+    accepted = next(c for c in stack.status("TrafficPolicy", "upgrade")["conditions"] if c["type"] == "Accepted")
+    assert accepted["message"] == ("invalid field spec.httpUpgrade: cannot be used together with buffer "
+                                   "(it would hold the upgraded stream)")
+
+
 def test_auto_host_rewrite_to_the_backend_host_name(stack: Stack) -> None:
     outside = stack.servers.echo("outside")
     stack.write("auto-host.yaml",

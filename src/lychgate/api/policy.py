@@ -407,6 +407,17 @@ class Compression(Model):
         return self
 
 
+class HTTPUpgradeConnect(Model):
+    terminate: bool | None = None  # Envoy ends the CONNECT tunnel and sends its payload on
+
+
+class HTTPUpgrade(Model):
+    """`httpUpgrade[]`: an upgrade (websocket, CONNECT, ...) the routes accept."""
+
+    type: str = Field(min_length=1, max_length=64)
+    connect: HTTPUpgradeConnect | None = None
+
+
 class RouteTracing(Model):
     """`tracing`: per-route overrides of the listener's tracing (ListenerPolicy
     `httpSettings.tracing` names the collector; without one these change nothing)."""
@@ -474,6 +485,7 @@ class TrafficPolicySpec(Model):
     url_rewrite: URLRewrite | None = None
     compression: Compression | None = None
     auto_host_rewrite: bool | None = None
+    http_upgrade: list[HTTPUpgrade] | None = Field(None, max_length=16)
     tracing: RouteTracing | None = None
     stat_prefix: str | None = Field(None, min_length=1, max_length=256, pattern=STAT_PREFIX_PATTERN)
     direct_response: DirectResponseSpec | None = None

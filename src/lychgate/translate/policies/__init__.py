@@ -21,6 +21,7 @@ from lychgate.translate.policies import (  # noqa: F401  (imported to register t
     ext_proc,
     fault_injection,
     header_modifiers,
+    http_upgrade,
     internal_redirect,
     jwt_auth,
     oauth2,

@@ -29,6 +29,7 @@ from lychgate.xds.translator import (  # noqa: F401
     ext_proc,
     fault,
     header_stage,
+    http_upgrade,
     inference,
     jwt_authn,
     listener_settings,
