@@ -561,7 +561,9 @@ class RoutePolicy:
     """What the TrafficPolicies attached to a route make of it (None: not set)."""
 
     ext_auth: ExtAuthRoute | None = None
-    ext_proc: ExtProcRoute | None = None
+    # One per ExtProc GatewayExtension enabled on the route, each its own filter: several
+    # only with policyMerge DeepMerge for extProc (translate/policies/ext_proc.py).
+    ext_proc: tuple[ExtProcRoute, ...] = ()
     jwt_auth: JwtAuthRoute | None = None
     oauth2: OAuth2Route | None = None
     basic_auth: BasicAuth | None = None

@@ -29,6 +29,8 @@ CASES = sorted(p.stem for p in (HERE / "in").glob("*.yaml"))
 # Cases that lower the route count from which a virtual host gets a matcher tree,
 # so a few routes show it.
 MATCHER_MIN_ROUTES = {"route-matcher": 4}
+# Cases translated with a policyMerge setting (the Helm value / --policy-merge).
+POLICY_MERGE = {"policy-ext-proc-merge": {"trafficPolicy": {"extProc": "DeepMerge"}}}
 
 
 def _address(gw: Gateway) -> str:
@@ -42,7 +44,8 @@ def render(case: str) -> dict[str, Any]:
     source = FileSource(HERE / "in" / f"{case}.yaml", store)
     source.load_all()
     # The optional integrations are on: cases without their kinds are unaffected.
-    result = translate(store, _address, waypoint_enabled=True, inference_enabled=True)
+    result = translate(store, _address, policy_merge=POLICY_MERGE.get(case), waypoint_enabled=True,
+                       inference_enabled=True)
     out: dict[str, Any] = {}
     if source.all_problems():
         out["problems"] = [str(p) for p in source.all_problems()]

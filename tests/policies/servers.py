@@ -126,6 +126,8 @@ class ProcServer(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
     name: str
     seen: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)  # the :path of each request it processed
+    # the request headers of each request it processed: what the filters before it left
+    requests: list[dict[str, str]] = field(default_factory=list)
     attributes: list[dict[str, Any]] = field(default_factory=list)  # requestAttributes Envoy sent
     port: int = 0
     server: Any = None
@@ -139,6 +141,7 @@ class ProcServer(proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
             if kind == "request_headers":
                 headers = {h.key: (h.raw_value.decode() or h.value) for h in req.request_headers.headers.headers}
                 self.paths.append(headers.get(":path", ""))
+                self.requests.append(headers)
                 if req.attributes:
                     self.attributes.append({ns: json_format.MessageToDict(v) for ns, v in req.attributes.items()})
                 if "x-proc-block" in headers:

@@ -59,7 +59,7 @@ def test_every_object_is_accepted_and_applied(name: str) -> None:
 def test_ext_auth_and_ext_proc_fields_translate_as_in_kgateway() -> None:
     policies = rule_policies(load("extensions.yaml"))
     grpc = policies["grpc"]
-    assert grpc is not None and grpc.ext_auth is not None and grpc.ext_proc is not None
+    assert grpc is not None and grpc.ext_auth is not None and len(grpc.ext_proc) == 1
     auth = grpc.ext_auth.service
     assert (auth.protocol, auth.authority, auth.timeout_ms) == ("grpc", "authz.internal", 250)
     assert auth.retry == ir.ServiceRetry(3, 25, 250)
@@ -70,7 +70,7 @@ def test_ext_auth_and_ext_proc_fields_translate_as_in_kgateway() -> None:
     assert grpc.ext_auth.context_extensions == (("tier", "gold"),)
     assert grpc.ext_auth.with_request_body == ir.BodyBuffer(1024)
 
-    proc = grpc.ext_proc.service
+    proc = grpc.ext_proc[0].service
     assert proc.retry == ir.ServiceRetry(1, 1000, None)
     assert proc.processing_mode == ir.ProcessingMode("SEND", "SKIP", "BUFFERED", "STREAMED", "SKIP", "SEND")
     assert proc.allow_mode_override
@@ -81,7 +81,7 @@ def test_ext_auth_and_ext_proc_fields_translate_as_in_kgateway() -> None:
     assert (proc.stat_prefix, proc.route_cache_action) == ("processor", "FromResponse")
     assert (proc.forward_typed_metadata, proc.forward_untyped_metadata) == (("envoy.filters.http.jwt_authn",),
                                                                            ("team",))
-    assert grpc.ext_proc.processing_mode == ir.ProcessingMode(request_header="SKIP", response_body="BUFFERED")
+    assert grpc.ext_proc[0].processing_mode == ir.ProcessingMode(request_header="SKIP", response_body="BUFFERED")
 
     http = policies["http"]
     assert http is not None and http.ext_auth is not None
@@ -97,7 +97,7 @@ def test_ext_auth_and_ext_proc_fields_translate_as_in_kgateway() -> None:
     assert backend is not None and backend.ext_auth is not None
     assert backend.ext_auth.service.cluster == "extension/default/backend-auth"
     open_rule = policies["open"]
-    assert open_rule is None or (open_rule.ext_auth is None and open_rule.ext_proc is None)
+    assert open_rule is None or (open_rule.ext_auth is None and not open_rule.ext_proc)
 
 
 def test_backend_reference_becomes_the_extension_cluster() -> None:

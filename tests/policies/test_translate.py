@@ -397,25 +397,6 @@ def test_every_usable_extension_has_a_filter_before_any_policy_uses_it() -> None
     assert "extension/default/auth" in {c.name for c in next(iter(t.gateways.values())).clusters}
 
 
-def test_deep_merge_of_ext_proc_processing_modes() -> None:
-    ext = """---
-apiVersion: gateway.lychgate.dev/v1alpha1
-kind: GatewayExtension
-metadata: {name: proc}
-spec:
-  extProc:
-    grpcService: {backendRef: {name: authz, port: 9000}}
-"""
-    a = tp("a", "  extProc:\n    extensionRef: {name: proc}\n    processingMode: {requestBodyMode: BUFFERED}")
-    b = tp("b", "  extProc:\n    extensionRef: {name: proc}\n"
-                "    processingMode: {requestBodyMode: STREAMED, responseHeaderMode: SEND}")
-    shallow = routes(run(ext + a + b))["r/one"].policy
-    deep = routes(run(ext + a + b, merge={"trafficPolicy": {"extProc": "DeepMerge"}}))["r/one"].policy
-    assert shallow is not None and shallow.ext_proc is not None and deep is not None and deep.ext_proc is not None
-    assert shallow.ext_proc.processing_mode == ir.ProcessingMode(request_body="BUFFERED")
-    assert deep.ext_proc.processing_mode == ir.ProcessingMode(request_body="BUFFERED", response_header="SEND")
-
-
 GRPC = """
 ---
 apiVersion: v1

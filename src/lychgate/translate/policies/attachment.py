@@ -12,7 +12,9 @@ The rules, in the order they are applied to every route rule a Gateway serves:
    and the newer policy's status names each field it lost and to whom.
 3. With `policyMerge.trafficPolicy.<field>: DeepMerge` (extAuth, extProc,
    transformation) that field merges across all of those policies instead,
-   the higher-priority value winning where both set the same leaf.
+   the higher-priority value winning where both set the same leaf (extProc
+   keeps one entry per GatewayExtension, so each extension named runs:
+   PolicyField.superseded says which values take part).
 4. A TrafficPolicy without targets that an HTTPRoute rule names in an
    `ExtensionRef` filter applies to that rule alone (kgateway's way to put a
    policy on one rule), as the most specific attachment point.
@@ -535,15 +537,18 @@ class PolicyIndex:
             setters = [a for a in prio if f.name in a.state.values]
             if not setters:
                 continue
+            superseded_by: dict[int, tuple[Attachment, str]] = {}
             if f.deep_mergeable and f.name in self.deep:
-                contributors = setters
+                over = f.superseded([a.state.values[f.name] for a in setters])
+                contributors = [a for a, o in zip(setters, over, strict=True) if o is None]
+                superseded_by = {id(a): (setters[o[0]], o[1]) for a, o in zip(setters, over, strict=True) if o}
             elif f.merges_within_tier:
                 route_tier = setters[0].target.level >= _LEVELS["HTTPRoute"]
                 contributors = [a for a in setters if (a.target.level >= _LEVELS["HTTPRoute"]) == route_tier]
             else:
                 contributors = setters[:1]
             for a in setters:
-                _record(f.name, a, contributors, marking[id(a)])
+                _record(f.name, a, contributors, marking[id(a)], superseded_by.get(id(a)))
             chosen.append((f, contributors))
 
         # A field an invalid (or unresolvable security) policy sets would be served without
@@ -585,7 +590,7 @@ class PolicyIndex:
                 # Values valid alone that cannot be served together (a merge): fail closed.
                 keys = ", ".join(a.state.key for a in contributors)
                 return Resolved(None, f"{f.name} of TrafficPolicies {keys} cannot be combined: {err}", {})
-        if all(v is None or v == _NO_HEADERS for v in settings.values()):
+        if all(v is None or v == () or v == _NO_HEADERS for v in settings.values()):
             return Resolved(None, None, ctx.clusters)
         return Resolved(ir.RoutePolicy(**settings), None, ctx.clusters)
 
@@ -611,8 +616,10 @@ class PolicyIndex:
             status[ext.key] = extension_status(self.store, ext)
 
 
-def _record(name: str, a: Attachment, contributors: list[Attachment], marking: _Marking) -> None:
-    """What resolving one field of one route rule did to attachment `a`."""
+def _record(name: str, a: Attachment, contributors: list[Attachment], marking: _Marking,
+            superseded_by: tuple[Attachment, str] | None = None) -> None:
+    """What resolving one field of one route rule did to attachment `a` (`superseded_by`:
+    the policy whose value left `a`'s out of a deep merge, and why)."""
     winner = contributors[0]
     if a is winner:
         marking.applied.add(name)
@@ -622,13 +629,17 @@ def _record(name: str, a: Attachment, contributors: list[Attachment], marking: _
     if any(c is a for c in contributors):
         marking.merged_into[name] = winner.state.key
         return
+    because = ""
+    if superseded_by is not None:
+        winner, reason = superseded_by
+        because = f", {reason}"
     if winner.target == a.target:
         why = f"overridden by older policy {winner.state.key}"
     elif winner.target.level > a.target.level:
         why = f"overridden by policy {winner.state.key} on the more specific {winner.target}"
     else:
         why = f"overridden by older policy {winner.state.key} on {winner.target}"
-    marking.lost.add((name, why))
+    marking.lost.add((name, why + because))
 
 
 def _extension_refs(route: HTTPRoute | GRPCRoute) -> Iterator[tuple[str, int, str]]:

@@ -8,6 +8,7 @@ module here plus one in xds/translator.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from lychgate.api.policy import TrafficPolicy
@@ -66,6 +67,11 @@ class PolicyField:
     def merge(self, high: dict[str, Any], low: dict[str, Any]) -> dict[str, Any]:
         merged: dict[str, Any] = deep_merge(high, low)
         return merged
+
+    def superseded(self, values: Sequence[dict[str, Any]]) -> list[tuple[int, str] | None]:
+        """Deep merge: for each value (highest priority first) None when it takes part in
+        the merge, else (index of the value that supersedes it, why). By default all do."""
+        return [None] * len(values)
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         """Settings of ir.RoutePolicy for this value; raises Invalid or Unresolved."""

@@ -1,7 +1,9 @@
 """extProc → one Envoy ext_proc filter per GatewayExtension, enabled per route.
 
 Each filter sits where its extension's `filterStage` puts it (filter_stage.py);
-kgateway's default is right after authorization.
+kgateway's default is right after authorization. A route enables the filter of
+every extension its policy carries (several with policyMerge DeepMerge), so a
+request meets them in filter-chain order: by stage, then higher weight, then name.
 """
 
 from __future__ import annotations
@@ -79,13 +81,11 @@ class ExtProc(Feature):
     name = "ext_proc"
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
-        proc = route.policy.ext_proc if route.policy is not None else None
-        if proc is None:
-            return
-        overrides = proc_pb.ExtProcOverrides()
-        if proc.processing_mode is not None:
-            overrides.processing_mode.CopyFrom(processing_mode(proc.processing_mode))
-        enable_on_route(out, filter_name(proc.service), proc_pb.ExtProcPerRoute(overrides=overrides))
+        for proc in route.policy.ext_proc if route.policy is not None else ():
+            overrides = proc_pb.ExtProcOverrides()
+            if proc.processing_mode is not None:
+                overrides.processing_mode.CopyFrom(processing_mode(proc.processing_mode))
+            enable_on_route(out, filter_name(proc.service), proc_pb.ExtProcPerRoute(overrides=overrides))
 
 
 SOURCES.append(_placed)

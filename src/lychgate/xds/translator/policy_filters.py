@@ -46,12 +46,14 @@ def policies(listener: ir.HTTPListener) -> tuple[ir.RoutePolicy, ...]:
 
 def extension_services(listener: ir.HTTPListener, cls: type[S], field: str) -> dict[str, S]:
     """The extension services (of one type) a listener needs a filter for, by name:
-    every usable GatewayExtension, and any a route's policy names."""
+    every usable GatewayExtension, and any a route's policy names (the field holds
+    one route setting, or a tuple of them: ext_proc)."""
     services = {s.name: s for s in listener.extensions if isinstance(s, cls)}
     for p in policies(listener):
         used = getattr(p, field)
-        if used is not None:
-            services[used.service.name] = used.service
+        for one in used if isinstance(used, tuple) else (used,):
+            if one is not None:
+                services[one.service.name] = one.service
     return services
 
 
