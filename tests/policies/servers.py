@@ -14,6 +14,10 @@
   verifier) and /logout.
 - BodyEcho: a backend that echoes method, path, headers and the request body,
   and can fail or delay on request.
+- HeaderAuthServer: the ext-authz service kgateway's suites run: allows a request
+  carrying `x-ext-authz: allow` and tells the backend so in a header.
+- Httpbin: the go-httpbin endpoints kgateway's suites call (/status, /delay,
+  /redirect-to, /html, /json, /headers, /get, /post) and a WebSocket echo at /ws.
 
 Every server records what it saw, so tests can assert which one was called and
 with what context, not only what the client got back.
@@ -115,6 +119,26 @@ class AuthServer(auth_grpc.AuthorizationServicer):  # type: ignore[misc]
 
     def reset(self) -> None:
         self.checks.clear()
+
+
+@dataclass
+class HeaderAuthServer(AuthServer):
+    """Allows `x-ext-authz: allow` and adds `x-ext-authz-check-result: allowed` to the request;
+    denies anything else with 403, as the ext-authz server of kgateway's extauth suite."""
+
+    async def Check(self, request: auth_pb.CheckRequest, context: Any) -> auth_pb.CheckResponse:
+        http = request.attributes.request.http
+        headers = dict(http.headers)
+        self.checks.append(Check(http.path, headers, dict(request.attributes.context_extensions), http.body))
+        if headers.get("x-ext-authz") == "allow":
+            return auth_pb.CheckResponse(
+                status=status_pb2.Status(code=code_pb2.OK),
+                ok_response=auth_pb.OkHttpResponse(headers=[_header("x-ext-authz-check-result", "allowed")]))
+        return auth_pb.CheckResponse(
+            status=status_pb2.Status(code=code_pb2.PERMISSION_DENIED),
+            denied_response=auth_pb.DeniedHttpResponse(
+                status=http_status_pb2.HttpStatus(code=http_status_pb2.Forbidden),
+                headers=[_header("x-ext-authz-check-result", "denied")]))
 
 
 @dataclass
@@ -329,6 +353,54 @@ class BodyEcho:
         return app
 
 
+@dataclass
+class Httpbin:
+    """What kgateway's suites ask of go-httpbin: /status/<code>, /delay/<seconds>,
+    /redirect-to?url=&status_code=, /html (chunked), /json (with a Content-Length),
+    /headers (every request header as a list of values), /get and /post (echo the body),
+    /ws (a WebSocket that echoes each text message)."""
+
+    port: int = 0
+    runner: Any = None
+    hits: dict[str, int] = field(default_factory=dict)
+    html: str = "<html><body>" + "<p>go-httpbin says hello</p>" * 40 + "</body></html>"
+
+    def app(self) -> web.Application:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            self.hits[request.path] = self.hits.get(request.path, 0) + 1
+            parts = request.path.strip("/").split("/")
+            body = await request.read()
+            if parts[0] == "status" and len(parts) > 1 and parts[1].isdigit():
+                return web.Response(status=int(parts[1]))
+            if parts[0] == "delay" and len(parts) > 1:
+                await asyncio.sleep(float(parts[1]))
+            if parts[0] == "redirect-to":
+                return web.Response(status=int(request.query.get("status_code", "302")),
+                                    headers={"location": request.query["url"]})
+            if parts[0] == "html":
+                resp = web.StreamResponse(headers={"content-type": "text/html; charset=utf-8"})
+                resp.enable_chunked_encoding()
+                await resp.prepare(request)
+                await resp.write(self.html.encode())
+                await resp.write_eof()
+                return resp
+            if parts[0] == "ws":
+                ws = web.WebSocketResponse()
+                await ws.prepare(request)
+                async for msg in ws:
+                    await ws.send_str(msg.data)
+                return ws
+            headers: dict[str, list[str]] = {}
+            for k, v in request.headers.items():
+                headers.setdefault(k.title(), []).append(v)
+            return web.json_response({"headers": headers, "path": request.path_qs, "method": request.method,
+                                      "data": body.decode(errors="replace")})
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        return app
+
+
 class Servers:
     """Starts and stops the test services on one background loop."""
 
@@ -364,7 +436,7 @@ class Servers:
         self.grpc(server)
         return server
 
-    def http(self, target: HttpAuthServer | BodyEcho | JwksServer | OidcProvider) -> int:
+    def http(self, target: HttpAuthServer | BodyEcho | JwksServer | OidcProvider | Httpbin) -> int:
         port = free_port()
 
         async def go() -> web.AppRunner:

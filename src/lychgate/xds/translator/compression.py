@@ -45,8 +45,11 @@ CONTENT_TYPES = ("application/javascript", "application/json", "application/xhtm
                  "text/css", "text/html", "text/plain", "text/xml")
 _COMPRESSORS = {"Gzip": ("gzip", gzip_compressor_pb2.Gzip), "Brotli": ("brotli", brotli_compressor_pb2.Brotli),
                 "Zstd": ("zstd", zstd_compressor_pb2.Zstd)}
-_DECOMPRESSORS = {"Gzip": ("gzip", gzip_decompressor_pb2.Gzip), "Brotli": ("brotli", brotli_decompressor_pb2.Brotli),
-                  "Zstd": ("zstd", zstd_decompressor_pb2.Zstd)}
+# Named as Envoy names the extensions, as kgateway does: the name is part of the filter's
+# stats (http.<listener>.decompressor.envoy.compression.gzip.decompressor.gzip.request.decompressed).
+_DECOMPRESSORS = {library: (f"envoy.compression.{library.lower()}.decompressor", message) for library, message in
+                  (("Gzip", gzip_decompressor_pb2.Gzip), ("Brotli", brotli_decompressor_pb2.Brotli),
+                   ("Zstd", zstd_decompressor_pb2.Zstd))}
 DEFAULT = ir.ResponseCompression()
 
 Setting = tuple[str, int | None, tuple[str, ...]]  # codec, min length, content types
