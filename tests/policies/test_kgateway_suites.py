@@ -371,8 +371,6 @@ def test_header_modifiers_on_every_level(s: Suites, edge_policy: list[str]) -> N
     assert seen["X-Custom-Request-Header"] == ["custom-request-value-gw"]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: a policy attached to a ListenerSet after its routes are "
-                   "programmed reports NoRoutes and is not applied until a route changes")
 def test_listener_set_level_header_modifiers_alone(s: Suites, edge_policy: list[str]) -> None:
     """TestListenerSetLevelHeaderModifiers: only a ListenerSet policy; its response headers too."""
     listener_set_routes(s)

@@ -99,11 +99,14 @@ class Aggregate:
 
     def touch_targets(self, targets: Iterable[Target]) -> None:
         """Mark dirty the virtual hosts that serve route rules under these policy targets
-        (a Gateway or one of its listeners: all of the Gateway's)."""
+        (a Gateway or one of its listeners: all of the Gateway's; a ListenerSet: the routes
+        attached through it)."""
         gateways: set[GatewayKey] = set()
         for t in targets:
             if t.kind == "Gateway":
                 gateways.add((t.namespace, t.name))
+            elif t.kind == "ListenerSet":
+                self._touch_listener_set(t.namespace, t.name)
             elif (entry := self.routes.get(ObjectKey(t.kind, t.namespace, t.name))) is not None:
                 for gw, _, table, names in entry[1].attachments:
                     self.dirty.update((gw, table, host) for host in names)
@@ -111,6 +114,18 @@ class Aggregate:
             for (gw, table), served in self.hosts.items():
                 if gw in gateways:
                     self.dirty.update((gw, table, host) for host in served)
+
+    def _touch_listener_set(self, namespace: str, name: str) -> None:
+        """The virtual hosts of the routes attached through a ListenerSet's listeners (their
+        ids are "namespace/set/listener", ListenerState.id)."""
+        prefix = f"{namespace}/{name}/"
+        for (gw, listener), keys in self.listener_routes.items():
+            if not listener.startswith(prefix):
+                continue
+            for key in keys:
+                if (entry := self.routes.get(key)) is not None:
+                    self.dirty.update((g, table, host) for g, through, table, names in entry[1].attachments
+                                      if g == gw and through == listener for host in names)
 
     def remove(self, key: ObjectKey) -> None:
         old = self.routes.pop(key, None)
