@@ -344,8 +344,6 @@ def headers_seen(s: Suites, port: int, check: Any) -> tuple[dict[str, list[str]]
     return resp.json()["headers"], resp
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: lychgate lets the most specific headerModifiers replace the "
-                   "others; kgateway applies every tier (route, ListenerSet, Gateway adds all kept, the Gateway's set wins)")
 def test_header_modifiers_on_every_level(s: Suites, edge_policy: list[str]) -> None:
     """TestMultiLevelHeaderModifiersWithListenerSet and TestListenerSetLevelHeaderModifiers:
     every level's add is kept (route, ListenerSet, Gateway); the Gateway's set wins."""

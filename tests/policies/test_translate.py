@@ -119,28 +119,51 @@ def test_no_policies_leaves_routes_untouched() -> None:
 
 
 def test_more_specific_attachment_points_win() -> None:
+    def timeout(seconds: int) -> str:
+        return f"  timeouts: {{request: {seconds}s}}"
+
     t = run(
-        tp("gateway", headers("gateway"), "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]")
-        + tp("listener", headers("listener"),
+        tp("gateway", timeout(1), "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]")
+        + tp("listener", timeout(2),
              "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: web}]")
-        + tp("route", headers("route") + "\n  timeouts: {request: 9s}")
-        + tp("rule", headers("rule"),
+        + tp("route", timeout(3) + "\n  retry: {retryOn: [5xx]}")
+        + tp("rule", timeout(4),
              "targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: two}]")
     )
     rs = routes(t)
-    assert response_header(rs["r/one"]) == "route"
-    assert response_header(rs["r/two"]) == "rule"
-    assert rs["r/two"].policy is not None and rs["r/two"].policy.timeout_ms == 9000  # other fields still inherited
-    assert response_header(rs["other/0"]) == "listener"
-    assert rs["r/one"].policy is not None
+    timeouts = {name: r.policy.timeout_ms if r.policy else None for name, r in rs.items()}
+    assert timeouts == {"r/one": 3000, "r/two": 4000, "other/0": 2000}
+    assert rs["r/two"].policy is not None and rs["r/two"].policy.retry is not None  # other fields still inherited
     # The route says which policies shaped it, and how.
     affected = next(c for c in t.status[ObjectKey("HTTPRoute", "default", "r")]["parents"][0]["conditions"]
                     if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected")["message"]
-    assert "TrafficPolicy default/route: applied: headerModifiers, timeouts" in affected
-    assert "TrafficPolicy default/gateway: not applied (Overridden): headerModifiers overridden by" in affected
+    assert "TrafficPolicy default/route: applied: retry, timeouts" in affected
+    assert "TrafficPolicy default/gateway: not applied (Overridden): timeouts overridden by" in affected
     gateway = applied(t, "gateway", 0)
     assert gateway["status"] == "False" and gateway["reason"] == "Overridden"
     assert "overridden by policy default/listener on the more specific Gateway default/gw listener web" in gateway["message"]
+
+
+def test_header_modifiers_of_every_tier_apply() -> None:
+    """kgateway applies headerModifiers of the route, its ListenerSet and its Gateway: every
+    `add` stays (route's first), and on a header both `set`, the Gateway's is left (it is
+    applied last, as a virtual host's after its route's). Within a tier the most specific wins."""
+    def mods(value: str) -> str:
+        return (f"  headerModifiers:\n    response:\n      set: [{{name: x-v, value: {value}}}]\n"
+                f"      add: [{{name: x-trail, value: {value}}}]")
+
+    t = run(
+        tp("gateway", mods("gateway"), "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]")
+        + tp("listener", mods("listener"),
+             "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: web}]")
+        + tp("route", mods("route"))
+    )
+    policy = routes(t)["r/one"].policy
+    assert policy is not None
+    assert policy.response_headers.set == (("x-v", "route"), ("x-v", "listener"))
+    assert policy.response_headers.add == (("x-trail", "route"), ("x-trail", "listener"))
+    assert applied(t, "route", 0)["message"] == "applied: headerModifiers"
+    assert "headerModifiers overridden by policy default/listener" in applied(t, "gateway", 0)["message"]
 
 
 def test_policies_on_one_target_merge_field_by_field_oldest_first() -> None:

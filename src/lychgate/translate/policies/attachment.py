@@ -76,6 +76,7 @@ TARGET_KINDS = {(GATEWAY_GROUP, "Gateway"): "Gateway", (GATEWAY_GROUP, "HTTPRout
                 (GATEWAY_GROUP, "GRPCRoute"): "GRPCRoute", (GATEWAY_GROUP, "ListenerSet"): "ListenerSet",
                 (X_GATEWAY_GROUP, "XListenerSet"): "ListenerSet"}
 _LEVELS = {"Gateway": 0, "ListenerSet": 2, "HTTPRoute": 4, "GRPCRoute": 4}
+_TIERS = {"Gateway": "Gateway", "ListenerSet": "ListenerSet", "HTTPRoute": "route", "GRPCRoute": "route"}
 
 
 @dataclass(frozen=True)
@@ -545,10 +546,18 @@ class PolicyIndex:
             elif f.merges_within_tier:
                 route_tier = setters[0].target.level >= _LEVELS["HTTPRoute"]
                 contributors = [a for a in setters if (a.target.level >= _LEVELS["HTTPRoute"]) == route_tier]
+            elif f.layers_across_tiers:  # the winner of each tier: route, ListenerSet, Gateway
+                tiers: dict[str, Attachment] = {}
+                for a in setters:
+                    tiers.setdefault(_TIERS[a.target.kind], a)
+                contributors = list(tiers.values())
             else:
                 contributors = setters[:1]
             for a in setters:
-                _record(f.name, a, contributors, marking[id(a)], superseded_by.get(id(a)))
+                if f.layers_across_tiers and a in contributors:
+                    marking[id(a)].applied.add(f.name)  # each tier's value applies in full
+                else:
+                    _record(f.name, a, contributors, marking[id(a)], superseded_by.get(id(a)))
             chosen.append((f, contributors))
 
         # A field an invalid (or unresolvable security) policy sets would be served without

@@ -44,6 +44,9 @@ class PolicyField:
     # Policies at one tier (Gateway and its listeners; routes and their rules) merge this
     # field (merge()) without a policyMerge setting; a route-tier value replaces the Gateway's.
     merges_within_tier = False
+    # The most specific value of each tier (route, ListenerSet, Gateway) applies, layered by
+    # merge(route's, outer tier's): kgateway applies headerModifiers of every tier.
+    layers_across_tiers = False
     deep_mergeable = False  # policyMerge.trafficPolicy.<name>: DeepMerge is allowed
     # Authentication / authorization: when its references cannot be resolved the
     # routes the policy targets answer 500 instead of serving unprotected.

@@ -76,6 +76,25 @@ def _ops(store: Store, value: dict[str, Any] | None, path: str) -> ir.HeaderOps:
 
 class HeaderModifiersField(PolicyField):
     name, attr = "headerModifiers", "header_modifiers"
+    layers_across_tiers = True
+
+    def merge(self, high: dict[str, Any], low: dict[str, Any]) -> dict[str, Any]:
+        """A route's header changes, then its ListenerSet's, then its Gateway's, as kgateway
+        applies them: every tier's `add`s stay, and on a header both `set`, the outer tier's
+        value is the one left (it is applied last, as Envoy applies a virtual host's after
+        its route's)."""
+        out: dict[str, Any] = {}
+        for direction in ("request", "response"):
+            inner, outer = high.get(direction) or {}, low.get(direction) or {}
+            if not inner and not outer:
+                continue
+            ops = {op: list(inner.get(op) or []) + list(outer.get(op) or []) for op in ("set", "add")}
+            ops["remove"] = list(dict.fromkeys([*(inner.get("remove") or []), *(outer.get("remove") or [])]))
+            out[direction] = {k: v for k, v in ops.items() if v}
+        stage = high.get("filterStage") or low.get("filterStage")
+        if stage:
+            out["filterStage"] = stage
+        return out
 
     def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
         for direction in ("request", "response"):
