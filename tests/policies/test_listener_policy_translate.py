@@ -111,7 +111,8 @@ def test_selectors_and_missing_targets() -> None:
     assert (nomatch["reason"], nomatch["message"]) == (
         "NoTargetMatched", "not applied: spec.targetSelectors[0] matched no Gateway with labels tier=none in namespace default")
     missing = cond(status(t, "no-listener")["ancestors"][0]["conditions"], "Applied")
-    assert (missing["reason"], missing["message"]) == ("TargetNotFound", "Gateway default/gw has no listener named zz")
+    assert (missing["reason"], missing["message"]) == ("TargetNotFound",
+                                                       "not applied: Gateway default/gw has no listener named zz")
 
 
 @pytest.mark.parametrize("spec, error", [

@@ -341,14 +341,15 @@ spec:
     - {group: gateway.networking.k8s.io, kind: Gateway, name: foreign}
     - {group: gateway.networking.k8s.io, kind: HTTPRoute, name: gone}
     - {group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: three}"""))
-    messages = {a["ancestorRef"].get("sectionName") or a["ancestorRef"]["name"]:
-                next(c for c in a["conditions"] if c["type"] == "Applied")["message"]
-                for a in t.status[ObjectKey("TrafficPolicy", "default", "p")]["ancestors"]}
-    assert messages == {
-        "foreign": "Gateway default/foreign is not served by lychgate (gatewayClassName someone-else)",
-        "gone": "HTTPRoute default/gone not found",
-        "three": "HTTPRoute default/r has no rule named three (rules: one, two)",
-    }
+    # As kgateway reports them: no ancestor per missing target, one StatusSummary naming them all.
+    [summary] = t.status[ObjectKey("TrafficPolicy", "default", "p")]["ancestors"]
+    assert summary["ancestorRef"] == {"group": "gateway.lychgate.dev", "kind": "StatusSummary", "name": "StatusSummary"}
+    conditions = {c["type"]: c for c in summary["conditions"]}
+    assert (conditions["Accepted"]["status"], conditions["Accepted"]["reason"]) == ("False", "TargetNotFound")
+    assert conditions["Accepted"]["message"] == (
+        "Gateway default/foreign is not served by lychgate (gatewayClassName someone-else); "
+        "HTTPRoute default/gone not found; HTTPRoute default/r has no rule named three (rules: one, two)")
+    assert conditions["Attached"]["status"] == "False"
 
 
 @pytest.mark.parametrize(("body", "error"), [
@@ -462,7 +463,7 @@ def test_grpc_routes_and_their_rules_are_targets() -> None:
                                                      "default/grpc-health on the more specific GRPCRoute default/g "
                                                      "rule health")
     assert applied(t, "grpc-missing", 0)["message"] == (
-        "GRPCRoute default/g has no rule named nope (rules: orders, health)")
+        "not applied: GRPCRoute default/g has no rule named nope (rules: orders, health)")
     route = t.status[ObjectKey("GRPCRoute", "default", "g")]["parents"][0]["conditions"]
     affected = next(c for c in route if c["type"] == "gateway.lychgate.dev/TrafficPolicyAffected")
     assert "TrafficPolicy default/grpc-health: applied: rbac" in affected["message"]

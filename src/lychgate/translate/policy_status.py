@@ -1,4 +1,5 @@
-"""The status every policy kind writes (GEP-713 ancestors): Accepted, Applied per target, and a summary.
+"""The status every policy kind writes (GEP-713 ancestors): Accepted, Applied per target, a
+StatusSummary ancestor for targets that do not exist (kgateway's), and a summary.
 
 TrafficPolicy (policies/attachment.py) and ListenerPolicy (listener_policy.py)
 decide differently what applied where; they say it the same way.
@@ -9,9 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lychgate.api.lychgate import GROUP
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
 
 MAX_ANCESTORS = 16
+TARGET_NOT_FOUND = "TargetNotFound"
+STATUS_SUMMARY = {"group": GROUP, "kind": "StatusSummary", "name": "StatusSummary"}
 
 
 @dataclass(frozen=True)
@@ -32,9 +36,19 @@ def policy_status(errors: list[str], notes: list[str], results: list[TargetResul
         accepted = condition("Accepted", False, "Invalid", f"invalid field {shown}", generation)
     else:
         accepted = condition("Accepted", True, "Valid", "the policy is valid", generation)
+    # Targets that do not exist have no ancestor of their own: kgateway reports them together
+    # on a StatusSummary ancestor (Accepted=False, TargetNotFound), beside the targets' entries.
+    missing = [r for r in results if r.reason == TARGET_NOT_FOUND]
     ancestors = [{"ancestorRef": r.ancestor_ref, "controllerName": CONTROLLER_NAME,
                   "conditions": [dict(accepted), condition("Applied", r.ok, r.reason, r.message, generation)]}
-                 for r in results]
+                 for r in results if r.reason != TARGET_NOT_FOUND]
+    if missing:
+        unresolved = "; ".join(r.message for r in missing)
+        ancestors.append({"ancestorRef": STATUS_SUMMARY, "controllerName": CONTROLLER_NAME, "conditions": [
+            condition("Accepted", False, TARGET_NOT_FOUND, unresolved, generation),
+            condition("Attached", False, TARGET_NOT_FOUND,
+                      "Policy is not attached to targets that could not be resolved", generation),
+            condition("Applied", False, TARGET_NOT_FOUND, f"not applied: {unresolved}", generation)]})
     noted = "; ".join(notes)
     if errors:
         summary = condition("Applied", False, "Invalid", "not applied: the policy is invalid", generation)
