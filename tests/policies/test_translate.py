@@ -370,6 +370,9 @@ spec:
     ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
      "  retry: {retryOn: [sometimes]}", "spec.retry.retryOn[0]: 'sometimes' is not one of"),
     ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
+     "  retry: {retryOn: [5xx], perTryTimeout: 2s}\n  timeouts: {request: 2s}",
+     "spec.retry.perTryTimeout: must be less than timeouts.request (2s)"),
+    ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
      "  rateLimit: {local: {tokenBucket: {maxTokens: 1, fillInterval: 10ms}}}",
      "spec.rateLimit.local.tokenBucket.fillInterval: '10ms' is shorter than the minimum of 50ms"),
     ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate import ir
+from lychgate.api.policy import TrafficPolicy
 from lychgate.translate.policies.common import CompileContext, Invalid, duration_ms
 from lychgate.translate.policies.fields import PolicyField, register
 
+_REQUEST_TIMEOUT = "policyRequestTimeout"  # set by normalize: the same policy's timeouts.request
 RETRY_ON = {
     "5xx", "gateway-error", "reset", "reset-before-request", "connect-failure", "envoy-ratelimited",
     "retriable-4xx", "refused-stream", "retriable-status-codes", "http3-post-connect-failure",
@@ -32,7 +34,23 @@ class TimeoutsField(PolicyField):
 class RetryField(PolicyField):
     name, attr = "retry", "retry"
 
+    def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
+        # kgateway's rule across two fields of one policy: a try must end before the request.
+        timeouts = policy.spec.timeouts
+        if timeouts is not None and timeouts.request is not None and "perTryTimeout" in value:
+            value[_REQUEST_TIMEOUT] = timeouts.request
+        return value
+
+    def merge(self, high: dict[str, Any], low: dict[str, Any]) -> dict[str, Any]:
+        merged: dict[str, Any] = {k: v for k, v in super().merge(high, low).items() if k != _REQUEST_TIMEOUT}
+        return merged
+
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
+        request = value.get(_REQUEST_TIMEOUT)
+        if request is not None:
+            per_try_ms = duration_ms(value["perTryTimeout"], f"{path}.perTryTimeout", 1)
+            if per_try_ms >= duration_ms(request, "spec.timeouts.request"):
+                raise Invalid(f"{path}.perTryTimeout", f"must be less than timeouts.request ({request})")
         retry_on = value.get("retryOn") or []
         codes = value.get("statusCodes") or []
         if not retry_on and not codes:
