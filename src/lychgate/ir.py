@@ -435,6 +435,8 @@ class TokenBucket:
     fill_interval_ms: int
     percent_enabled: int = 100
     percent_enforced: int = 100
+    # Each proxy holds 1/N of the bucket, N the Gateway's proxies (xds/replicas.py).
+    share_across_gateway: bool = False
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from lychgate.api.lychgate import GatewayParameters
 from lychgate.api.registry import ManifestError, parse
 from lychgate.deploy.local import envoy_binary
 from lychgate.deploy.manifests import BOOTSTRAP_FILE, ProxyContext, proxy_objects
+from lychgate.xds.replicas import LOCAL_CLUSTER
 from tests.harness import wait_for
 from tests.kube.helpers import gateway, gateway_parameters
 
@@ -67,8 +68,11 @@ def envoy(tmp_path: Path) -> Iterator[Any]:
         config = tmp_path / "envoy.json"
         boot = json.loads(objects(stats)["ConfigMap"]["data"][BOOTSTRAP_FILE])
         # No control plane runs here: without xDS Envoy starts its static listeners at once
-        # (with it, they wait for the first configuration, 15 s when none answers).
-        del boot["dynamic_resources"]
+        # (with it, they wait for the first configuration, 15 s when none answers). The local
+        # cluster's members come over ADS: it goes too.
+        del boot["dynamic_resources"], boot["cluster_manager"]
+        boot["static_resources"]["clusters"] = [
+            c for c in boot["static_resources"]["clusters"] if c["name"] != LOCAL_CLUSTER]
         config.write_text(json.dumps(boot))
         checked = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(config)],
                                  capture_output=True, text=True, timeout=60)

@@ -376,8 +376,8 @@ spec:
      "  rateLimit: {local: {tokenBucket: {maxTokens: 1, fillInterval: 10ms}}}",
      "spec.rateLimit.local.tokenBucket.fillInterval: '10ms' is shorter than the minimum of 50ms"),
     ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
-     "  rateLimit: {local: {tokenBucket: {maxTokens: 4, fillInterval: 1s}, shareAcrossGateway: true}}",
-     "spec.rateLimit.local.shareAcrossGateway: true is not supported by lychgate yet"),
+     "  rateLimit: {local: {percentEnforced: 50, shareAcrossGateway: true}}",
+     "spec.rateLimit.local.shareAcrossGateway: true needs tokenBucket"),
     ("  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}]\n"
      "  rateLimit: {quota: {extensionRef: {name: q}, bucket: [{key: k, type: Generic}]}}",
      "spec.rateLimit.quota.bucket[0]: a Generic entry sets value (and not header)"),

@@ -36,7 +36,8 @@ def gateway(timeout_ms: int = 5000, port: int = 3000) -> ir.GatewayIR:
 
 
 class Client:
-    def __init__(self, address: str, delta: bool = False) -> None:
+    def __init__(self, address: str, delta: bool = False, node: str = NODE) -> None:
+        self.node = node
         self.channel = grpc.aio.insecure_channel(address)
         self.requests: asyncio.Queue[Any] = asyncio.Queue()
         stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(self.channel)
@@ -61,7 +62,7 @@ class Client:
         req = discovery_pb2.DiscoveryRequest(type_url=type_url, resource_names=names or [],
                                              version_info=version, response_nonce=nonce)
         if self.first:
-            req.node.CopyFrom(base_pb2.Node(id=NODE, cluster="default.gw"))
+            req.node.CopyFrom(base_pb2.Node(id=self.node, cluster=self.node.replace("/", ".")))
             self.first = False
         if error is not None:
             req.error_detail.CopyFrom(status_pb2.Status(code=3, message=error))
@@ -191,7 +192,7 @@ class DeltaClient(Client):
             initial_resource_versions=initial or {},
         )
         if self.first:
-            req.node.CopyFrom(base_pb2.Node(id=NODE, cluster="default.gw"))
+            req.node.CopyFrom(base_pb2.Node(id=self.node, cluster=self.node.replace("/", ".")))
             self.first = False
         if error is not None:
             req.error_detail.CopyFrom(status_pb2.Status(code=3, message=error))

@@ -76,3 +76,15 @@ async def test_a_listener_that_fails_on_its_own_blames_no_route(tmp_path: Path) 
     resources.add(types.LISTENER, "http-80", listener)
     [blocked] = await pre.check(resources)
     assert blocked.type_url == types.LISTENER and blocked.routes == ()
+
+
+async def test_a_bucket_shared_across_the_gateway_passes(tmp_path: Path) -> None:
+    """Envoy refuses local_cluster_rate_limit without a local cluster: the check's
+    bootstrap names the one proxies have (deploy/bootstrap.py)."""
+    pre = Preflight(envoy_binary(), tmp_path)
+    gateway = _gateway(("shared", "/a/.*"))
+    [vh] = gateway.listeners[0].virtual_hosts
+    bucket = ir.TokenBucket(max_tokens=4, tokens_per_fill=4, fill_interval_ms=60_000, share_across_gateway=True)
+    route = replace(vh.routes[0], policy=ir.RoutePolicy(rate_limit=bucket))
+    listener = replace(gateway.listeners[0], virtual_hosts=(replace(vh, routes=(route,)),))
+    assert await pre.check(build(replace(gateway, listeners=(listener,)))) == []

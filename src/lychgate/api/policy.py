@@ -155,8 +155,8 @@ class LocalRateLimitPolicy(Model):
     # it refuses (enforced); percentEnforced 0 is shadow mode: counted, never refused.
     percent_enabled: int | None = Field(None, ge=0, le=100)
     percent_enforced: int | None = Field(None, ge=0, le=100)
-    # kgateway: the bucket is the Gateway's, divided among its proxy replicas. Only
-    # false is served (translate/policies/rate_limit.py says why).
+    # kgateway: the bucket is the Gateway's, divided evenly among its proxy replicas
+    # (Envoy's local_cluster_rate_limit over the local cluster, xds/replicas.py).
     share_across_gateway: bool | None = None
 
 

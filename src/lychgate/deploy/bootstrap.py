@@ -1,7 +1,8 @@
 """The Envoy bootstrap every proxy starts with, locally and in Kubernetes.
 
 It names the Gateway the proxy serves (node id "namespace/name") and points
-ADS at the control plane; everything else arrives over xDS.
+ADS at the control plane; everything else arrives over xDS, the endpoints of
+the local cluster (the Gateway's proxies, xds/replicas.py) included.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from lychgate.xds.replicas import LOCAL_CLUSTER
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,9 @@ def bootstrap(
             },
         }
     ads = {"ads": {}, "resource_api_version": "V3"}
+    # Envoy takes a local cluster only from the bootstrap; its members come over EDS.
+    local_cluster = {"name": LOCAL_CLUSTER, "type": "EDS", "connect_timeout": "1s",
+                     "eds_cluster_config": {"eds_config": ads}}
     return {
         "node": {
             "id": node_id(namespace, name),
@@ -103,7 +109,8 @@ def bootstrap(
             "lds_config": ads,
             "cds_config": ads,
         },
-        "static_resources": {"clusters": [xds_cluster]},
+        "cluster_manager": {"local_cluster_name": LOCAL_CLUSTER},
+        "static_resources": {"clusters": [xds_cluster, local_cluster]},
     }
 
 

@@ -12,9 +12,11 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from envoy.config.endpoint.v3 import endpoint_pb2
 from google.protobuf import any_pb2
 
 from lychgate.xds import types
+from lychgate.xds.replicas import LOCAL_CLUSTER, replica_assignment
 from lychgate.xds.translator import Resources
 
 
@@ -47,7 +49,6 @@ def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Sna
         packed[type_url] = {}
         hashes[type_url] = {}
         changed: list[str] = []
-        type_hash = hashlib.blake2b(digest_size=8)
         for name in sorted(byname):
             message = byname[name]
             digest = getattr(message, "digest", None)  # parts-hashed (translator/wire.py)
@@ -61,21 +62,54 @@ def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Sna
                 changed.append(name)
             packed[type_url][name] = any_msg
             hashes[type_url][name] = digest
-            type_hash.update(name.encode())
-            type_hash.update(digest.encode())
-        versions[type_url] = type_hash.hexdigest()
+        versions[type_url] = _type_version(hashes[type_url])
         before = previous.hashes.get(type_url) if previous is not None else None
         if before is not None:
             steps[type_url] = (before, frozenset(changed), frozenset(before.keys() - hashes[type_url].keys()))
     return Snapshot(resources=packed, versions=versions, hashes=hashes, steps=steps)
 
 
+def _type_version(hashes: dict[str, str]) -> str:
+    type_hash = hashlib.blake2b(digest_size=8)
+    for name in sorted(hashes):
+        type_hash.update(name.encode())
+        type_hash.update(hashes[name].encode())
+    return type_hash.hexdigest()
+
+
+def _with_endpoints(old: Snapshot, assignment: endpoint_pb2.ClusterLoadAssignment) -> Snapshot:
+    """`old` with one ClusterLoadAssignment replaced and every other type shared
+    as it is (the same dicts: a delta stream holding them sends nothing of them)."""
+    type_url, name = types.ENDPOINT, assignment.cluster_name
+    blob = assignment.SerializeToString(deterministic=True)
+    digest = hashlib.blake2b(blob, digest_size=8).hexdigest()
+    before = old.hashes.get(type_url, {})
+    if before.get(name) == digest:
+        return old
+    hashes = {**before, name: digest}
+    packed = {**old.resources.get(type_url, {}), name: any_pb2.Any(type_url=type_url, value=blob)}
+    return Snapshot(
+        resources={**old.resources, type_url: packed},
+        versions={**old.versions, type_url: _type_version(hashes)},
+        hashes={**old.hashes, type_url: hashes},
+        steps={**old.steps, type_url: (before, frozenset({name}), frozenset())},
+    )
+
+
+_NO_REPLICAS = replica_assignment(())
+
+
 class SnapshotCache:
-    """Current snapshot per node (Gateway "namespace/name"), with change wakeups."""
+    """Current snapshot per node (Gateway "namespace/name"), with change wakeups.
+
+    Each snapshot also holds the node's local cluster endpoints (xds/replicas.py),
+    which follow the proxies connected rather than translation: a proxy that
+    connects or leaves replaces that one resource, nothing else is rebuilt."""
 
     def __init__(self) -> None:
         self._snapshots: dict[str, Snapshot] = {}
         self._watchers: dict[str, set[asyncio.Event]] = {}
+        self._replicas: dict[str, endpoint_pb2.ClusterLoadAssignment] = {}
 
     def get(self, node: str) -> Snapshot | None:
         return self._snapshots.get(node)
@@ -84,9 +118,27 @@ class SnapshotCache:
         return sorted(self._snapshots)
 
     def set(self, node: str, resources: Resources) -> Snapshot:
-        """Install a new snapshot; watchers wake only if some version changed."""
+        """Install a new snapshot of `resources` and the node's local cluster;
+        watchers wake only if some version changed."""
         old = self._snapshots.get(node)
-        snap = make_snapshot(resources, old)
+        endpoints = {**resources.by_type.get(types.ENDPOINT, {}),
+                     LOCAL_CLUSTER: self._replicas.get(node, _NO_REPLICAS)}
+        snap = make_snapshot(Resources({**resources.by_type, types.ENDPOINT: endpoints}), old)
+        return self._install(node, old, snap)
+
+    def set_replicas(self, node: str, peers: list[str]) -> None:
+        """The proxies of `node` now connected, by gRPC peer address."""
+        assignment = replica_assignment(peers)
+        if peers:
+            self._replicas[node] = assignment
+        else:
+            self._replicas.pop(node, None)
+        old = self._snapshots.get(node)
+        if old is not None:
+            self._install(node, old, _with_endpoints(old, assignment))
+
+    def _install(self, node: str, old: Snapshot | None, snap: Snapshot) -> Snapshot:
+        """Install a new snapshot; watchers wake only if some version changed."""
         if old is not None and old.versions == snap.versions:
             return old
         self._snapshots[node] = snap

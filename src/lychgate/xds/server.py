@@ -243,6 +243,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 same.pop(conn.id, None)
                 if not same:
                     self._by_gateway.pop(conn.gateway, None)
+                self._replicas_changed(conn.gateway)
                 metrics.CONNECTED_PROXIES.labels(conn.gateway).dec()
                 log.info("proxy %s disconnected", conn.node_id)
                 self._safe_feedback(conn)
@@ -262,9 +263,14 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self.connections[conn.id] = conn
         self._by_gateway.setdefault(conn.gateway, {})[conn.id] = conn
         self.cache.watch(conn.gateway, wake)
+        self._replicas_changed(conn.gateway)
         metrics.CONNECTED_PROXIES.labels(conn.gateway).inc()
         log.info("proxy %s connected from %s (%s xDS)", conn.node_id, conn.peer, protocol)
         return conn
+
+    def _replicas_changed(self, gateway: str) -> None:
+        """The Gateway's local cluster lists its proxies connected now (xds/replicas.py)."""
+        self.cache.set_replicas(gateway, [c.peer for c in self._by_gateway.get(gateway, {}).values()])
 
     def _handle_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> None:
         type_url = request.type_url

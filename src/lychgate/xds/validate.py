@@ -35,6 +35,7 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from lychgate.log import component_logger
 from lychgate.xds import types
 from lychgate.xds.cache import route_hash
+from lychgate.xds.replicas import LOCAL_CLUSTER
 from lychgate.xds.translator import Resources, as_message
 from lychgate.xds.translator.route_matcher import routes_of
 
@@ -173,8 +174,9 @@ class Preflight:
 def _base() -> bootstrap_pb2.Bootstrap:
     """What every check's bootstrap has, as a proxy's has it (deploy/bootstrap.py):
     an ADS source, so resources that name it (secrets over SDS, scoped routes)
-    validate as they do on a proxy (nothing connects in validate mode), and the
-    internal listener extension waypoints use."""
+    validate as they do on a proxy (nothing connects in validate mode), the
+    local cluster (Envoy refuses a rate limit shared across the Gateway's
+    replicas without one), and the internal listener extension waypoints use."""
     boot = bootstrap_pb2.Bootstrap()
     boot.node.id, boot.node.cluster = "lychgate-preflight", "lychgate-preflight"  # SDS needs a node
     boot.dynamic_resources.ads_config.api_type = boot.dynamic_resources.ads_config.DELTA_GRPC
@@ -189,6 +191,11 @@ def _base() -> bootstrap_pb2.Bootstrap:
     endpoint = xds.load_assignment.endpoints.add().lb_endpoints.add().endpoint
     endpoint.address.socket_address.address, endpoint.address.socket_address.port_value = "127.0.0.1", 1
     xds.load_assignment.cluster_name = XDS_CLUSTER
+    boot.cluster_manager.local_cluster_name = LOCAL_CLUSTER
+    local = boot.static_resources.clusters.add(name=LOCAL_CLUSTER, type=cluster_pb2.Cluster.EDS)
+    local.connect_timeout.seconds = 1
+    local.eds_cluster_config.eds_config.ads.SetInParent()
+    local.eds_cluster_config.eds_config.resource_api_version = 2  # V3
     internal = boot.bootstrap_extensions.add(name="envoy.bootstrap.internal_listener")
     internal.typed_config.Pack(internal_listener_pb2.InternalListener())
     return boot

@@ -1,4 +1,5 @@
-"""rateLimit: `local`, a token bucket per route (Envoy's local_ratelimit filter), `global`, descriptors a
+"""rateLimit: `local`, a token bucket per route (Envoy's local_ratelimit filter; with
+shareAcrossGateway each proxy of the Gateway holds an even share of it), `global`, descriptors a
 RateLimit GatewayExtension's service counts (Envoy's ratelimit filter speaking
 envoy.service.ratelimit.v3), and `quota`, buckets a RateLimitQuota server assigns
 quota to (rate_limit_quota.py)."""
@@ -39,17 +40,16 @@ class RateLimitField(PolicyField):
         # `local: {}` (no bucket) switches an inherited limit off.
         local = value.get("local") or {}
         bucket = local.get("tokenBucket")
-        if local.get("shareAcrossGateway"):
-            # kgateway divides the bucket among the Gateway's replicas (Envoy's
-            # local_cluster_rate_limit over a bootstrap local cluster of the replicas);
-            # lychgate's proxies have no such cluster yet, so the field is refused, not ignored.
-            raise Invalid(f"{path}.local.shareAcrossGateway",
-                          "true is not supported by lychgate yet (a bucket divided among the Gateway's replicas)")
+        share = bool(local.get("shareAcrossGateway"))
+        if share and bucket is None:
+            # The share is of a bucket: with none there is nothing to divide (kgateway refuses it too).
+            raise Invalid(f"{path}.local.shareAcrossGateway", "true needs tokenBucket")
         if bucket is not None:
             out["rate_limit"] = ir.TokenBucket(
                 max_tokens=bucket["maxTokens"], tokens_per_fill=bucket.get("tokensPerFill", 1),
                 fill_interval_ms=duration_ms(bucket["fillInterval"], f"{path}.local.tokenBucket.fillInterval", 50),
                 percent_enabled=local.get("percentEnabled", 100), percent_enforced=local.get("percentEnforced", 100),
+                share_across_gateway=share,
             )
         limit = value.get("global")
         if limit is not None:

@@ -1,4 +1,8 @@
-"""rateLimit.local → Envoy's local_ratelimit filter with a token bucket per route."""
+"""rateLimit.local → Envoy's local_ratelimit filter with a token bucket per route.
+
+A bucket shared across the Gateway sets local_cluster_rate_limit: Envoy then
+divides it by the number of hosts of its local cluster, the Gateway's proxies
+(xds/replicas.py), and uses all of it while that cluster is empty."""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ def _percent(value: int, key: str) -> base_pb2.RuntimeFractionalPercent:
 
 
 def route_limit(bucket: ir.TokenBucket) -> lrl_pb.LocalRateLimit:
-    return lrl_pb.LocalRateLimit(
+    limit = lrl_pb.LocalRateLimit(
         stat_prefix=STAT_PREFIX,
         token_bucket=token_bucket_pb2.TokenBucket(
             max_tokens=bucket.max_tokens, tokens_per_fill={"value": bucket.tokens_per_fill},
@@ -33,6 +37,9 @@ def route_limit(bucket: ir.TokenBucket) -> lrl_pb.LocalRateLimit:
         filter_enforced=_percent(bucket.percent_enforced, "lychgate_local_rate_limit"),
         enable_x_ratelimit_headers=ratelimit_pb2.DRAFT_VERSION_03,
     )
+    if bucket.share_across_gateway:
+        limit.local_cluster_rate_limit.SetInParent()
+    return limit
 
 
 class LocalRateLimit(PolicyFilter):
