@@ -42,7 +42,7 @@ def test_cors_preflight_and_actual_requests(stack: Stack) -> None:
                       headers=preflight, what="CORS preflights to be answered")
     assert resp.status_code == 200
     assert resp.headers["access-control-allow-origin"] == "https://app.example.com"
-    assert resp.headers["access-control-allow-methods"] == "GET,PUT"
+    assert resp.headers["access-control-allow-methods"] == "GET, PUT"
     assert resp.headers["access-control-allow-headers"] == "x-api-key"
     assert resp.headers["access-control-max-age"] == "600"
     assert resp.headers["access-control-allow-credentials"] == "true"
@@ -73,7 +73,7 @@ def test_cors_origin_patterns_as_kgateway_writes_them(stack: Stack) -> None:
     for origin in ("https://notexample.com", "https://a.b.c", "https://test.cors.edu"):
         resp = preflight(origin)
         assert resp.status_code == 200 and resp.headers["access-control-allow-origin"] == origin, origin
-        assert resp.headers["access-control-allow-methods"] == "GET,POST,DELETE"
+        assert resp.headers["access-control-allow-methods"] == "GET, POST, DELETE"
     for origin in ("https://notedu.com", "https://edu", "http://a.b.c", "https://notexample.org",
                    "https://api.notexample.com", "https:/a.b.c", "https://a.b.c:8443"):
         assert "access-control-allow-origin" not in preflight(origin).headers, origin

@@ -4,7 +4,7 @@ kgateway's shape: `secretRef` (one Secret) or `secretSelector` (Secrets in the
 policy's namespace by labels), each entry of a Secret being `client id: key`;
 `keySources` (header, query, cookie; default header `api-key`),
 `forwardCredential` (older: `hideAPIKey`, its opposite) and `clientIdHeader`. No Secret found, or none with a key,
-fails the route closed.
+fails the route closed; two clients with one key make the policy invalid.
 """
 
 from __future__ import annotations
@@ -63,10 +63,7 @@ class ApiKeyAuthField(PolicyField):
             what = f"Secrets with labels {','.join(f'{k}={v}' for k, v in sorted(labels.items()))} in {ns}"
             if not secrets:
                 raise Unresolved("SecretNotFound", f"{path}.secretSelector: no {what}")
-        credentials: dict[str, str] = {}
-        for s in secrets:
-            for client, key in entries(s).items():
-                credentials.setdefault(key, client)
+        credentials = unique_credentials(secrets, path)
         if not credentials:
             raise Unresolved("InvalidSecret", f"{path}: {what} hold no API keys")
         return {"api_key_auth": ir.ApiKeyAuth(
@@ -74,6 +71,23 @@ class ApiKeyAuthField(PolicyField):
             sources=tuple(sources) or (DEFAULT_SOURCE,),
             client_id_header=client_header, forward_credential=bool(value.get("forwardCredential")),
         )}
+
+
+def unique_credentials(secrets: list[Secret], path: str) -> dict[str, str]:
+    """key -> client over every Secret. Envoy refuses a key listed twice (the whole route
+    table with it), so the same client and key in two Secrets collapse into one; two clients
+    sharing a key cannot say who the caller is, so the policy is invalid (as kgateway does).
+    The message names the clients and Secrets, never the key."""
+    found = sorted((client, key, f"{s.namespace}/{s.name}") for s in secrets for client, key in entries(s).items() if key)
+    credentials: dict[str, tuple[str, str]] = {}
+    clashes = []
+    for client, key, source in found:
+        first = credentials.setdefault(key, (client, source))
+        if first[0] != client:
+            clashes.append(f"client {first[0]!r} in Secret {first[1]} and client {client!r} in Secret {source}")
+    if clashes:
+        raise Invalid(path, "duplicate API key value shared by " + "; ".join(clashes))
+    return {key: client for key, (client, _) in credentials.items()}
 
 
 register(ApiKeyAuthField())

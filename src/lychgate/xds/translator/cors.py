@@ -29,9 +29,10 @@ def origin_matcher(origin: str) -> string_pb2.StringMatcher:
 def cors_policy(c: ir.Cors) -> cors_pb2.CorsPolicy:
     out = cors_pb2.CorsPolicy(
         allow_origin_string_match=[origin_matcher(o) for o in c.allow_origins],
-        allow_methods=",".join(c.allow_methods),
-        allow_headers=",".join(c.allow_headers),
-        expose_headers=",".join(c.expose_headers),
+        # ", " as kgateway joins them: its suites compare these headers as whole strings.
+        allow_methods=", ".join(c.allow_methods),
+        allow_headers=", ".join(c.allow_headers),
+        expose_headers=", ".join(c.expose_headers),
         # Envoy forwards a preflight from an origin it does not allow to the backend by
         # default; Gateway API wants the gateway to answer it (200, no CORS headers), so
         # the backend never sees OPTIONS from a foreign origin.
