@@ -192,7 +192,8 @@ def test_invalid_policy_fails_its_routes_closed_and_nothing_else(stack: Stack) -
                                           " descriptors: [{entries: [{type: Header, header: 'x y'}]}]}}"),
     )
     resp = stack.wait("invalid.example.com", lambda r: r.status_code == 500, what="the targeted route to answer 500")
-    assert resp.text == "a policy of this route is invalid; see the TrafficPolicy status\n"
+    assert resp.text == ("invalid route configuration detected and replaced with a direct response. "
+                         "A policy of this route is invalid; see the TrafficPolicy status.\n")
     assert stack.get("invalid-neighbour.example.com").status_code == 200
     st = stack.status("TrafficPolicy", "invalid")
     accepted = condition(st["conditions"], "Accepted")

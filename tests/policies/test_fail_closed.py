@@ -34,7 +34,8 @@ def own_backend(stack: Stack, name: str) -> tuple[BodyEcho, str]:
 
 def assert_closed(stack: Stack, name: str, host: str, backend: BodyEcho, reason: str, cause: str) -> None:
     resp = stack.wait(host, lambda r: r.status_code == 500, what="the route to fail closed")
-    assert resp.text == "a policy of this route is invalid; see the TrafficPolicy status\n"
+    assert resp.text == ("invalid route configuration detected and replaced with a direct response. "
+                         "A policy of this route is invalid; see the TrafficPolicy status.\n")
     assert stack.get(host, headers={"authorization": "Bearer good"}).status_code == 500  # credentials change nothing
     assert backend.hits == {}  # the backend never saw a request
     applied = stack.applied(name)

@@ -28,6 +28,7 @@ from lychgate.translate.backends import aws_lambda_of
 from lychgate.translate.quarantine import Entry
 from lychgate.translate.references import Resolution, resolve_service
 from lychgate.translate.rule_filters import (
+    REPLACED_ROUTE_BODY,
     InvalidRule,
     backend_policy,
     duration_ms,
@@ -73,7 +74,7 @@ class CompiledRoute:
 
 # Bodies say where to look, not what is wrong: clients must not learn the
 # names of Services and namespaces behind the gateway. The status says why.
-INVALID_RULE_BODY = "this route rule is invalid; see the HTTPRoute status\n"
+INVALID_RULE_BODY = f"{REPLACED_ROUTE_BODY}This route rule is invalid; see the HTTPRoute status.\n"
 NO_BACKEND_BODY = "this route has no valid backend; see the HTTPRoute status\n"
 
 

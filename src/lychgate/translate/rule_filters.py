@@ -14,6 +14,9 @@ from lychgate.api.gateway import CORS, HTTPRouteRetry, RequestMirror
 from lychgate.api.policy import TrafficPolicy
 from lychgate.store import Store
 
+# What a route rule replaced for invalid configuration answers (with 500), in kgateway's words.
+REPLACED_ROUTE_BODY = "invalid route configuration detected and replaced with a direct response. "
+
 
 class InvalidRule(ValueError):
     """A rule Envoy cannot or must not serve as written."""

@@ -67,8 +67,10 @@ from lychgate.translate.policies.extensions import extension_status, extension_t
 from lychgate.translate.policies.fields import FIELDS, UNSUPPORTED, PolicyField
 from lychgate.translate.policies.ledger import Ledger, Mark, Owner, Record
 from lychgate.translate.policies.outcomes import StatusWriter
+from lychgate.translate.rule_filters import REPLACED_ROUTE_BODY
 
-INVALID_POLICY_BODY = "a policy of this route is invalid; see the TrafficPolicy status\n"
+# kgateway's words first (its suites look for them), then where to look.
+INVALID_POLICY_BODY = (f"{REPLACED_ROUTE_BODY}A policy of this route is invalid; see the TrafficPolicy status.\n")
 _NO_HEADERS = ir.HeaderOps()
 ROUTE_KINDS: dict[str, type[HTTPRoute] | type[GRPCRoute]] = {"HTTPRoute": HTTPRoute, "GRPCRoute": GRPCRoute}
 # What targetRefs may name, by group: the experimental XListenerSet is a ListenerSet here.
