@@ -38,12 +38,24 @@ def test_kgateway_manifest_loads_unchanged() -> None:
     assert policy.spec.tls is not None and policy.spec.tls.simple_tls is True
 
 
+def test_dns_older_names_read_as_the_newer_ones() -> None:
+    """kgateway's e2e manifests still write `dnsRefreshRate`/`dnsJitter`; they mean what
+    `refreshRate`/`jitter` mean."""
+    raw = yaml.safe_load(KGATEWAY_EXAMPLE)
+    raw["spec"]["dns"] = {"dnsRefreshRate": "60s", "dnsJitter": "15s"}
+    policy = parse(raw)
+    assert isinstance(policy, BackendConfigPolicy) and policy.spec.dns is not None
+    assert (policy.spec.dns.refresh_rate, policy.spec.dns.jitter) == ("60s", "15s")
+    assert policy.spec.dns.dns_refresh_rate is None and policy.spec.dns.dns_jitter is None
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"loadBalancer": {"random": {}, "roundRobin": {}}}, "exactly one of leastRequest, roundRobin, ringHash, maglev, random"),
     ({"loadBalancer": {}}, "exactly one of leastRequest"),
     ({"http1ProtocolOptions": {}, "http2ProtocolOptions": {}}, "at most one of http1ProtocolOptions, http2ProtocolOptions"),
     ({"tls": {"sni": "a"}}, "exactly one of secretRef, files, insecureSkipVerify, wellKnownCACertificates"),
     ({"connectTimeout": "5 seconds"}, "spec.connectTimeout"),
+    ({"dns": {"refreshRate": "60s", "dnsRefreshRate": "30s"}}, "refreshRate and dnsRefreshRate are two names"),
     ({"circuitBreakers": {"trackRemaining": True}}, "at least one of maxConnections"),
     ({"healthCheck": {"timeout": "1s", "interval": "1s", "unhealthyThreshold": 1, "healthyThreshold": 1}},
      "exactly one of http, grpc, tcp"),

@@ -9,12 +9,11 @@ to authenticate. What a value means is checked by translation
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from typing import Literal
 
 from pydantic import Field, model_validator
-from pydantic.alias_generators import to_camel
 
-from lychgate.api.base import Model
+from lychgate.api.base import Model, renamed
 from lychgate.api.gateway import (
     BackendObjectReference,
     BackendRef,
@@ -69,7 +68,7 @@ class LocalJWKS(Model):
 
     @model_validator(mode="after")
     def _older_name(self) -> LocalJWKS:
-        return _renamed(self, "inline", "key")
+        return renamed(self, "inline", "key")
 
 
 class JWKSAsyncFetch(Model):
@@ -126,22 +125,7 @@ class JWTProviders(Model):
 
     @model_validator(mode="after")
     def _older_name(self) -> JWTProviders:
-        return _renamed(self, "providers", "jwt_providers")
-
-
-M = TypeVar("M", bound=Model)
-
-
-def _renamed(model: M, new: str, old: str) -> M:
-    """A field kgateway renamed, written under its older name: moved to the newer one
-    (translation reads only that); both at once is refused."""
-    if not getattr(model, old):
-        return model
-    if getattr(model, new):
-        raise ValueError(f"{to_camel(new)} and {to_camel(old)} are two names of one field and cannot "
-                         f"both be set; use {to_camel(new)}")
-    empty: list[object] | None = [] if isinstance(getattr(model, old), list) else None
-    return model.model_copy(update={new: getattr(model, old), old: empty})
+        return renamed(self, "providers", "jwt_providers")
 
 
 # --- basicAuth -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from lychgate.api.base import Model, Resource
+from lychgate.api.base import Model, Resource, renamed
 from lychgate.api.lychgate import GROUP, Quantity
 from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
 
@@ -56,6 +56,13 @@ class DNS(Model):
     refresh_rate: Duration | None = None
     jitter: Duration | None = None
     respect_ttl: bool | None = Field(None, alias="respectTTL")
+    # kgateway's older names of refreshRate and jitter
+    dns_refresh_rate: Duration | None = None
+    dns_jitter: Duration | None = None
+
+    @model_validator(mode="after")
+    def _older_names(self) -> DNS:
+        return renamed(renamed(self, "refresh_rate", "dns_refresh_rate"), "jitter", "dns_jitter")
 
 
 class Http1ProtocolOptions(Model):

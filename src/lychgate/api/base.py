@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -32,6 +32,21 @@ class Model(BaseModel):
         if isinstance(data, dict) and None in data.values():
             return {k: v for k, v in data.items() if v is not None}
         return data
+
+
+M = TypeVar("M", bound=Model)
+
+
+def renamed(model: M, new: str, old: str) -> M:
+    """A field kgateway renamed, written under its older name: moved to the newer one
+    (translation reads only that); both at once is refused."""
+    if not getattr(model, old):
+        return model
+    if getattr(model, new):
+        raise ValueError(f"{to_camel(new)} and {to_camel(old)} are two names of one field and cannot "
+                         f"both be set; use {to_camel(new)}")
+    empty: list[object] | None = [] if isinstance(getattr(model, old), list) else None
+    return model.model_copy(update={new: getattr(model, old), old: empty})
 
 
 class OpenModel(Model):
