@@ -82,6 +82,32 @@ stringData: {accessKey: AKIDEXAMPLE, secretKey: wJalrXUtnFEMI/K7MDENG+bPxRfiCYEX
     assert call["event"]["method"] == "GET" and call["invocation_type"] == "RequestResponse"
 
 
+def test_lambda_backend_in_kgateways_newer_shape(stack: Stack) -> None:
+    """`aws.lambda.accountId` (the account beside the function) with a qualifier and an
+    asynchronous invocation: the ARN the function is invoked by carries both."""
+    fn = lambda_server.start(stack.servers, "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+    stack.write("lambda-new.yaml", """
+apiVersion: v1
+kind: Secret
+metadata: {name: aws-creds-new}
+stringData: {accessKey: AKIDEXAMPLE, secretKey: wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY}""",
+                backend("fn-new", f"""  type: AWS
+  aws:
+    auth: {{type: Secret, secretRef: {{name: aws-creds-new}}}}
+    lambda:
+      accountId: "111122223333"
+      functionName: hello-function
+      qualifier: dev
+      invocationMode: Async
+      endpointURL: http://127.0.0.1:{fn.port}"""),
+                stack.route("fn-new", "fn-new.example.com", to_backend("fn-new")))
+    stack.wait("fn-new.example.com", lambda r: bool(fn.invocations) or bool(fn.rejected), what="an invocation")
+    assert fn.rejected == []
+    call = fn.invocations[-1]
+    assert call["function"] == "arn:aws:lambda:us-east-1:111122223333:function:hello-function:dev"
+    assert call["invocation_type"] == "Event"
+
+
 def test_unusable_backends_answer_500_and_say_why(stack: Stack) -> None:
     stack.write("broken.yaml",
                 backend("no-creds", "  aws:\n    accountId: '000000000000'\n    lambda: {functionName: hello}\n"

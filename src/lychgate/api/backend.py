@@ -10,7 +10,7 @@ configuration given.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -49,7 +49,11 @@ class AwsAuth(Model):
         return self
 
 
+AccountId = Annotated[str, Field(min_length=1, max_length=12, pattern=r"^[0-9]{12}$")]
+
+
 class AwsLambda(Model):
+    account_id: AccountId | None = None
     endpoint_url: str | None = Field(None, alias="endpointURL", max_length=2048,
                                      pattern=r"^https?://[-a-zA-Z0-9@:%.+~#?&/=]+$")
     function_name: str = Field(pattern=r"^[A-Za-z0-9-_]{1,140}$")
@@ -60,9 +64,23 @@ class AwsLambda(Model):
 
 class AwsBackend(Model):
     lambda_: AwsLambda = Field(alias="lambda")
-    account_id: str = Field(min_length=1, max_length=12, pattern=r"^[0-9]{12}$")
+    # kgateway's older place of the account: lambda.accountId is read first
+    account_id: AccountId | None = None
     auth: AwsAuth | None = None
     region: str = Field("us-east-1", min_length=1, max_length=63, pattern=r"^[a-z0-9-]+$")
+
+    @model_validator(mode="after")
+    def _account(self) -> AwsBackend:
+        if self.lambda_.account_id is None and self.account_id is None:
+            raise ValueError("lambda.accountId (or the older accountId) must be specified")
+        return self
+
+    @property
+    def account(self) -> str:
+        """The function's account: `lambda.accountId`, else the older `accountId`, as kgateway reads them."""
+        account = self.lambda_.account_id or self.account_id
+        assert account is not None
+        return account
 
 
 BackendType = Literal["AWS", "Static", "DynamicForwardProxy"]

@@ -39,7 +39,7 @@ def function(store: Store, backend: Backend) -> ir.AwsLambda:
     aws = backend.spec.aws
     assert aws is not None
     fn = aws.lambda_
-    arn = f"arn:aws:lambda:{aws.region}:{aws.account_id}:function:{fn.function_name}"
+    arn = f"arn:aws:lambda:{aws.region}:{aws.account}:function:{fn.function_name}"
     if fn.qualifier != "$LATEST":
         arn += f":{fn.qualifier}"
     credentials = None
