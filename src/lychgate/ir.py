@@ -881,6 +881,31 @@ class BackendConfig:
     dns_jitter_ms: int | None = None
     dns_respect_ttl: bool | None = None
     proxy_protocol: Literal["V1", "V2"] | None = None
+    tunnel: TunnelConfig | None = None
+
+
+@dataclass(frozen=True)
+class TunnelConfig:
+    """BackendConfigPolicy `tunnel` as the policy says it: which proxy (resolved with the
+    backend, translate/references.py) and the CONNECT request's headers."""
+
+    proxy_group: str
+    proxy_kind: str
+    proxy_namespace: str
+    proxy_name: str
+    proxy_port: int | None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Tunnel:
+    """A cluster reached through an HTTP CONNECT proxy (xds/translator/tunnel.py): Envoy
+    connects to an internal listener that opens `CONNECT authority` on `proxy`."""
+
+    proxy: Cluster
+    authority: str  # host:port of the destination
+    host: str
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -900,6 +925,7 @@ class Cluster:
     discovery: Literal["eds", "static", "dns", "forward_proxy"] = "eds"
     forward_proxy_tls: bool = False
     aws_lambda: AwsLambda | None = None  # a Lambda Backend: routes to it invoke the function
+    tunnel: Tunnel | None = None  # BackendConfigPolicy `tunnel`: through a CONNECT proxy
 
 
 # --- waypoint (ambient mesh, translate/mesh.py) ------------------------------------

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from lychgate.api.base import Model, Resource, renamed
+from lychgate.api.gateway import BackendObjectReference
 from lychgate.api.lychgate import GROUP, Quantity
 from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
 
@@ -290,6 +291,35 @@ class UpstreamProxyProtocol(Model):
     version: Literal["V1", "V2"] = "V1"
 
 
+class TunnelProxy(Model):
+    backend_ref: BackendObjectReference
+
+
+class TunnelHeaderSecret(Model):
+    name: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+
+
+class TunnelHeader(Model):
+    """A header of the CONNECT request: a literal `value`, or one read from a Secret."""
+
+    name: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
+    value: str | None = None
+    secret_ref: TunnelHeaderSecret | None = None
+
+    @model_validator(mode="after")
+    def _source(self) -> TunnelHeader:
+        _one_of(self, ("value", "secret_ref"), exactly=True)
+        return self
+
+
+class Tunnel(Model):
+    """Upstream connections opened through an HTTP CONNECT proxy."""
+
+    proxy: TunnelProxy
+    headers: list[TunnelHeader] = Field(default_factory=list, max_length=16)
+
+
 class BackendConfigPolicySpec(Model):
     target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
     target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list)
@@ -306,6 +336,7 @@ class BackendConfigPolicySpec(Model):
     outlier_detection: OutlierDetection | None = None
     circuit_breakers: CircuitBreakers | None = None
     upstream_proxy_protocol: UpstreamProxyProtocol | None = None
+    tunnel: Tunnel | None = None
 
     @model_validator(mode="after")
     def _protocols(self) -> BackendConfigPolicySpec:

@@ -23,11 +23,11 @@ from lychgate.api import backend_config as api
 from lychgate.api.backend import GROUPS as BACKEND_GROUPS
 from lychgate.api.backend import Backend
 from lychgate.api.base import ObjectKey
-from lychgate.api.core import Service
+from lychgate.api.core import Secret, Service
 from lychgate.store import Store
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
 from lychgate.translate.policies.common import Invalid, duration_ms, envoy_check, quantity_bytes
-from lychgate.translate.secrets import tls_secret
+from lychgate.translate.secrets import secret_value, tls_secret
 
 KIND = "BackendConfigPolicy"
 
@@ -351,6 +351,37 @@ def _proxy_protocol(store: Store, policy: api.BackendConfigPolicy, value: api.Up
     return {"proxy_protocol": value.version}
 
 
+# Envoy's limit on a header value.
+_MAX_HEADER_VALUE = 16384
+
+
+def _tunnel(store: Store, policy: api.BackendConfigPolicy, value: api.Tunnel) -> Settings:
+    headers: list[tuple[str, str]] = []
+    for i, header in enumerate(value.headers):
+        path = f"spec.tunnel.headers[{i}]"
+        text = header.value
+        if header.secret_ref is not None:
+            sref = header.secret_ref
+            secret = store.get(Secret, policy.namespace, sref.name)
+            if secret is None:
+                raise Invalid(f"{path}.secretRef", f"Secret {policy.namespace}/{sref.name} not found")
+            text = secret_value(secret, sref.key)
+            if text is None:
+                raise Invalid(f"{path}.secretRef", f"Secret {policy.namespace}/{sref.name} has no key {sref.key}")
+        # Secret files often end with a newline; the value itself never shows in a message.
+        text = (text or "").strip()
+        if not text:
+            raise Invalid(path, f"header {header.name} has an empty value")
+        if any(c in text for c in "\r\n\0"):
+            raise Invalid(path, f"header {header.name} value contains CR, LF or NUL")
+        if len(text) > _MAX_HEADER_VALUE:
+            raise Invalid(path, f"header {header.name} value is longer than {_MAX_HEADER_VALUE} bytes")
+        headers.append((header.name, text))
+    ref = value.proxy.backend_ref
+    return {"tunnel": ir.TunnelConfig(ref.group, ref.kind, ref.namespace or policy.namespace, ref.name, ref.port,
+                                      tuple(headers))}
+
+
 _Compile = Callable[[Store, api.BackendConfigPolicy, Any], Settings]
 # Spec attribute → compiler; the camelCase names are what status messages show.
 _FIELDS: dict[str, _Compile] = {
@@ -367,6 +398,7 @@ _FIELDS: dict[str, _Compile] = {
     "circuit_breakers": _circuit_breakers,
     "dns": _dns,
     "upstream_proxy_protocol": _proxy_protocol,
+    "tunnel": _tunnel,
 }
 
 

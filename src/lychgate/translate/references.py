@@ -6,11 +6,13 @@ reason and a message that names the missing piece, never an exception.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
 from lychgate import ir
 from lychgate.api.core import Service, ServicePort
+from lychgate.api.lychgate import GROUP
 from lychgate.store import Store
 from lychgate.translate import backend_config, backends, inference
 from lychgate.translate.backendtls import policy_for
@@ -66,6 +68,8 @@ def resolve_service(
         return _resolve_pool(store, from_group, from_kind, from_namespace, namespace, name)
     if backends.is_backend_ref(group, kind):
         cluster, reason, message = backends.resolve(store, from_group, from_kind, from_namespace, group, namespace, name)
+        if cluster is not None and cluster.config is not None and cluster.config.tunnel is not None:
+            return _tunneled(store, cluster, cluster.config.tunnel)
         return Resolution(cluster, reason, message)
     if group not in ("", "core") or kind != "Service":
         return Resolution(None, "InvalidKind", f"backendRef {group or 'core'}/{kind} {where} is not a supported kind; use a Service")
@@ -100,6 +104,28 @@ def resolve_service(
             config=backend_config.for_service(store, service, service_port.name, port),
         )
     )
+
+
+def _tunneled(store: Store, cluster: ir.Cluster, tunnel: ir.TunnelConfig) -> Resolution:
+    """A Backend whose BackendConfigPolicy sends it through a CONNECT proxy (kgateway's
+    `tunnel`): one static host, a proxy that resolves and is not tunneled itself."""
+    where = cluster.name.removeprefix("backend/")
+    if cluster.discovery not in ("static", "dns") or cluster.aws_lambda is not None or len(cluster.endpoints) != 1:
+        return Resolution(None, "InvalidKind", f"Backend {where}: tunnel: only a Static Backend with exactly one "
+                                               "host can be tunneled")
+    proxy_where = f"{tunnel.proxy_namespace}/{tunnel.proxy_name}"
+    proxy = resolve_service(store, from_group=GROUP, from_kind="BackendConfigPolicy",
+                            from_namespace=where.split("/")[0], group=tunnel.proxy_group, kind=tunnel.proxy_kind,
+                            namespace=tunnel.proxy_namespace, name=tunnel.proxy_name, port=tunnel.proxy_port)
+    if proxy.cluster is None:
+        return Resolution(None, proxy.reason, f"Backend {where}: tunnel proxy {proxy_where}: {proxy.message}")
+    if proxy.cluster.tunnel is not None:
+        return Resolution(None, "InvalidKind", f"Backend {where}: tunnel proxy {proxy_where} is itself tunneled")
+    target = cluster.endpoints[0]
+    host = f"[{target.address}]" if ":" in target.address else target.address
+    return Resolution(dataclasses.replace(cluster, tunnel=ir.Tunnel(
+        proxy=proxy.cluster, authority=f"{host}:{target.port}", host=target.address, headers=tunnel.headers)),
+        extra_clusters=(proxy.cluster, *proxy.extra_clusters))
 
 
 def _resolve_pool(

@@ -45,6 +45,7 @@ from lychgate.xds.translator import (  # noqa: F401
     scoped,
     tracing,
     transformation,
+    tunnel,
     waypoint,
 )
 from lychgate.xds.translator.cluster import envoy_cluster, load_assignment

@@ -19,6 +19,7 @@ from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
 
 from lychgate import ir
+from lychgate.xds.translator import tunnel
 from lychgate.xds.translator.cluster_policy import HTTP_OPTIONS, SYSTEM_CA_BUNDLE
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import pack
@@ -40,6 +41,10 @@ def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb
         # Envoy's aws_lambda filter acts only on clusters marked as Lambda gateways.
         out.metadata.filter_metadata["com.amazonaws.lambda"].update({"egress_gateway": True})
     out.ClearField("eds_cluster_config")
+    if cluster.tunnel is not None:  # through a CONNECT proxy: the way in is an internal listener
+        out.type = cluster_pb2.Cluster.STATIC
+        out.load_assignment.CopyFrom(tunnel.load_assignment(cluster, cluster.tunnel))
+        return
     if cluster.discovery in ("static", "dns"):
         out.type = cluster_pb2.Cluster.STATIC if cluster.discovery == "static" else cluster_pb2.Cluster.STRICT_DNS
         if cluster.discovery == "dns":
