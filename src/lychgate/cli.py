@@ -365,6 +365,61 @@ def debug(
 
 
 @app.command()
+def convert(
+    paths: Annotated[list[str], typer.Argument(help="kgateway manifests: files, directories (their YAML files, "
+                                                     "recursively) or - for standard input.")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here, mirroring the inputs "
+                                                                       "(default: standard output).")] = None,
+) -> None:
+    """Rewrite kgateway manifests as lychgate manifests; say on stderr what does not carry over.
+
+    Exits 0 when every input was converted (the notes are information), 1 when an input
+    cannot be read or is not YAML (the others are still converted)."""
+    from lychgate import convert as conv
+
+    sources: list[tuple[str, str, Path]] = []  # (name shown, text, path under --output)
+    failed = False
+    for arg in paths:
+        if arg == "-":
+            sources.append(("-", sys.stdin.read(), Path("stdin.yaml")))
+            continue
+        if not Path(arg).exists():
+            typer.echo(f"error: {arg} does not exist", err=True)
+            failed = True
+            continue
+        for file, rel in conv.inputs(Path(arg)):
+            try:
+                sources.append((str(file), file.read_text(), rel))
+            except (OSError, UnicodeDecodeError) as err:
+                typer.echo(f"error: {file}: cannot read it ({err})", err=True)
+                failed = True
+    renamed: set[str] = set()
+    for _, text, _ in sources:
+        with contextlib.suppress(conv.YAMLError):
+            renamed |= conv.class_parameters(text)
+    written: list[str] = []
+    for name, text, rel in sources:
+        try:
+            result = conv.convert_text(text, name, renamed)
+        except (conv.YAMLError, ValueError) as err:  # not YAML, or a value not where the parser put it
+            typer.echo(f"error: {name}: cannot convert it ({str(err).splitlines()[0]}); not converted", err=True)
+            failed = True
+            continue
+        for note in result.notes:
+            typer.echo(str(note), err=True)
+        if output is None:
+            written.append(result.text)
+        else:
+            target = output / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(result.text)
+    if output is None:
+        sys.stdout.write("---\n".join(t if t.endswith("\n") else t + "\n" for t in written))
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
 def version() -> None:
     """Print the lychgate version."""
     typer.echo(f"lychgate {__version__}")

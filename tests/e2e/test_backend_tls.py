@@ -111,3 +111,43 @@ def test_without_a_policy_the_tls_backend_is_spoken_to_in_plaintext(
     address = lychgate.address()
     # The TLS server hangs up on plaintext: Envoy answers 503 (reset before headers).
     wait_for(lambda: lychgate.pod(address) == 503, 15, "plaintext to a TLS port to fail")
+
+
+def _system_policy(value: str) -> str:
+    return f"""\
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {{name: tls, namespace: default}}
+spec:
+  targetRefs: [{{group: "", kind: Service, name: secure}}]
+  validation:
+    wellKnownCACertificates: {value}
+    hostname: backend.example.com
+"""
+
+
+def test_well_known_system_cas_verify_against_the_system_store(
+    lychgate: Lychgate, tls_backend: tuple[CA, int]
+) -> None:
+    """`wellKnownCACertificates: System` (as kgateway's manifests write it) is Accepted and
+    verifies: the backend's private CA is not in the system store, so the handshake fails,
+    while the same backend is reached once its CA is named."""
+    ca, port = tls_backend
+    lychgate.write("gw.yaml", gateway_yaml())
+    lychgate.write("svc.yaml", service_yaml("secure", 443, port))
+    lychgate.write("route.yaml", ROUTE)
+    lychgate.write("ca.yaml", _ca_configmap(ca))
+    lychgate.write("policy.yaml", _system_policy("System"))
+    lychgate.start()
+    address = lychgate.address()
+    wait_for(lambda: _conditions(lychgate).get("Accepted", {}).get("status") == "True", 15, "the policy to be Accepted")
+    wait_for(lambda: lychgate.pod(address) == 503, 15, "a certificate from a private CA to be refused")
+    lychgate.write("policy.yaml", _policy("tls", "backend.example.com", "backend-ca"))
+    lychgate.wait_pod(address, "tls-backend", timeout=20)
+
+    # A set of CAs lychgate does not know: not Accepted (Invalid), no plaintext fallback.
+    lychgate.write("policy.yaml", _system_policy("Mozilla"))
+    wait_for(lambda: _conditions(lychgate).get("Accepted", {}).get("reason") == "Invalid", 10,
+             "an unknown wellKnownCACertificates to make the policy Invalid")
+    assert "wellKnownCACertificates" in _conditions(lychgate)["Accepted"]["message"]
+    wait_for(lambda: lychgate.pod(address) == 503, 10, "traffic to stop rather than go out in plaintext")

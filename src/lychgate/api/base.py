@@ -69,6 +69,8 @@ class ObjectMeta(Model):
     managed_fields: list[dict[str, Any]] = Field(default_factory=list)
     generate_name: str | None = None
     deletion_timestamp: datetime | None = None
+    deletion_grace_period_seconds: int | None = None
+    self_link: str | None = None
 
 
 class ObjectKey(NamedTuple):

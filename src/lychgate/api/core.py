@@ -1,21 +1,42 @@
-"""Core Kubernetes kinds lychgate reads: Namespace, Service, EndpointSlice, Secret, ConfigMap."""
+"""Core Kubernetes kinds lychgate reads: Namespace, Service, EndpointSlice, Secret, ConfigMap, Pod.
+
+These are Kubernetes' API, not lychgate's: the API server is the authority on their
+shape, and a real object must never be refused because it carries a field lychgate
+does not read (`clusterIP`, `binaryData`, `sessionAffinity`, a field a newer Kubernetes
+adds). So, unlike lychgate's own kinds, whose unknown fields are errors, the core kinds
+accept any field: the fields lychgate reads are typed and validated, every other one
+is carried untouched. tests/unit/test_core_kinds.py parses a core object holding every
+field of Kubernetes' OpenAPI schema to keep it so.
+"""
 
 from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from lychgate.api.base import Model, OpenModel, Resource
+from lychgate.api.base import Model, Resource
 
 
-class Namespace(Resource):
+class CoreModel(Model):
+    """A part of a core object: the fields lychgate reads are typed, any other is kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class CoreResource(Resource):
+    """A core Kubernetes object (see the module's docstring for why any field is accepted)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Namespace(CoreResource):
     KIND: ClassVar[str] = "Namespace"
     NAMESPACED: ClassVar[bool] = False
-    spec: OpenModel | None = None
+    spec: CoreModel | None = None
 
 
-class ServicePort(Model):
+class ServicePort(CoreModel):
     name: str | None = None
     port: int = Field(ge=1, le=65535)
     target_port: int | str | None = None
@@ -24,8 +45,8 @@ class ServicePort(Model):
     node_port: int | None = None
 
 
-class ServiceSpec(OpenModel):
-    """Only ports and type matter to routing; the rest is carried as is."""
+class ServiceSpec(CoreModel):
+    """Only ports, type, selector and externalName matter to routing; the rest is carried as is."""
 
     type: str = "ClusterIP"
     ports: list[ServicePort] = Field(default_factory=list)
@@ -33,7 +54,7 @@ class ServiceSpec(OpenModel):
     external_name: str | None = None
 
 
-class Service(Resource):
+class Service(CoreResource):
     KIND: ClassVar[str] = "Service"
     spec: ServiceSpec = Field(default_factory=ServiceSpec)
 
@@ -41,25 +62,25 @@ class Service(Resource):
         return next((p for p in self.spec.ports if p.port == number), None)
 
 
-class EndpointConditions(Model):
+class EndpointConditions(CoreModel):
     ready: bool | None = None
     serving: bool | None = None
     terminating: bool | None = None
 
 
-class Endpoint(OpenModel):
+class Endpoint(CoreModel):
     addresses: list[str] = Field(min_length=1)
     conditions: EndpointConditions = Field(default_factory=EndpointConditions)
 
 
-class EndpointPort(Model):
+class EndpointPort(CoreModel):
     name: str | None = None
     port: int | None = Field(None, ge=1, le=65535)
     protocol: str = "TCP"
     app_protocol: str | None = None
 
 
-class EndpointSlice(Resource):
+class EndpointSlice(CoreResource):
     KIND: ClassVar[str] = "EndpointSlice"
     GROUP: ClassVar[str] = "discovery.k8s.io"
     address_type: Literal["IPv4", "IPv6", "FQDN"] = "IPv4"
@@ -73,7 +94,7 @@ class EndpointSlice(Resource):
         return self.metadata.labels.get(self.SERVICE_LABEL)
 
 
-class Secret(Resource):
+class Secret(CoreResource):
     KIND: ClassVar[str] = "Secret"
     type: str = "Opaque"
     data: dict[str, str] = Field(default_factory=dict)
@@ -81,14 +102,14 @@ class Secret(Resource):
     immutable: bool | None = None
 
 
-class Pod(Resource):
+class Pod(CoreResource):
     """Read for InferencePools, which select model-server Pods by label.
 
     Its status is an input (the Pod's IP and readiness), so the sources keep it.
     """
 
     KIND: ClassVar[str] = "Pod"
-    spec: OpenModel | None = None
+    spec: CoreModel | None = None
 
     @property
     def ip(self) -> str | None:
@@ -105,8 +126,10 @@ class Pod(Resource):
         return bool(status.get("phase", "Running") == "Running")
 
 
-class ConfigMap(Resource):
+class ConfigMap(CoreResource):
     """Read for CA certificates (BackendTLSPolicy `caCertificateRefs`)."""
 
     KIND: ClassVar[str] = "ConfigMap"
     data: dict[str, str] = Field(default_factory=dict)
+    binary_data: dict[str, str] = Field(default_factory=dict)
+    immutable: bool | None = None

@@ -500,7 +500,10 @@ class SubjectAltName(Model):
 
 class BackendTLSValidation(Model):
     ca_certificate_refs: list[LocalObjectReference] = Field(default_factory=list, max_length=8)
-    well_known_ca_certificates: Literal["System"] | None = None
+    # The API spells CA in capitals, which the camelCase alias generator would not. Any
+    # string: a value other than "System" makes the policy not Accepted (reason Invalid), as
+    # the API asks, rather than refusing the manifest.
+    well_known_ca_certificates: str | None = Field(None, alias="wellKnownCACertificates")
     hostname: str = Field(min_length=1)
     subject_alt_names: list[SubjectAltName] = Field(default_factory=list, max_length=5)
 

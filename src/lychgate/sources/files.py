@@ -41,6 +41,9 @@ IGNORED_KINDS = frozenset(
     {"Deployment", "ServiceAccount", "DaemonSet", "StatefulSet", "Role",
      "RoleBinding", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 )
+# Another system's configuration kept beside the manifests (Istio's AuthorizationPolicy,
+# ServiceEntry... for a waypoint): Istio reads it, lychgate never does.
+IGNORED_GROUP_SUFFIX = ".istio.io"
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ class FileSource:
             for item in raw["items"]:
                 self._admit_document(path, index, item, previous, current, problems)
             return
-        if isinstance(raw, dict) and raw.get("kind") in IGNORED_KINDS:
+        if isinstance(raw, dict) and (raw.get("kind") in IGNORED_KINDS or str(raw.get("apiVersion", "")).rpartition(
+                "/")[0].endswith(IGNORED_GROUP_SUFFIX)):
             log.debug("%s: skipping %s (not used in local mode)", self._rel(path), describe(raw))
             return
         try:

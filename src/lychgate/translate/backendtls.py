@@ -29,7 +29,7 @@ class Verdict:
     """What one policy makes of its targets: the TLS to use, or why none can be."""
 
     tls: ir.UpstreamTLS | None
-    reason: str = "ResolvedRefs"  # or InvalidKind / InvalidCACertificateRef
+    reason: str = "ResolvedRefs"  # or InvalidKind / InvalidCACertificateRef / Invalid
     message: str = ""
 
 
@@ -61,7 +61,11 @@ def verdict(store: Store, policy: BackendTLSPolicy) -> Verdict:
     v = policy.spec.validation
     sans = tuple((san.type, san.hostname or san.uri or "") for san in v.subject_alt_names) or (("Hostname", v.hostname),)
     if v.well_known_ca_certificates == "System":
+        # The proxy's system trust store (SYSTEM_CA_BUNDLE in xds/translator/cluster_policy.py).
         return Verdict(ir.UpstreamTLS(sni=v.hostname, ca=None, sans=sans))
+    if v.well_known_ca_certificates:
+        return Verdict(None, "Invalid", f"validation.wellKnownCACertificates: {v.well_known_ca_certificates!r} "
+                                        "is not a set lychgate knows; use System")
     bundle = resolve_ca_bundle(store, "BackendTLSPolicy", policy.namespace, v.ca_certificate_refs,
                                "validation.caCertificateRefs")
     if bundle.pem is None:
@@ -92,7 +96,8 @@ def write_status(store: Store, users: dict[tuple[str, str], set[tuple[str, str]]
         if conflicts:
             accepted = condition("Accepted", False, "Conflicted", "; ".join(conflicts), gen)
         elif v.tls is None:
-            accepted = condition("Accepted", False, "NoValidCACertificate", v.message, gen)
+            accepted = condition("Accepted", False, "Invalid" if v.reason == "Invalid" else "NoValidCACertificate",
+                                 v.message, gen)
         else:
             accepted = condition("Accepted", True, "Accepted", "TLS to the targeted Services is configured", gen)
         resolved = (condition("ResolvedRefs", True, "ResolvedRefs", "all CA certificate references resolved", gen)
