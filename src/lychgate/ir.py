@@ -654,6 +654,18 @@ class Certificate:
 
 
 @dataclass(frozen=True)
+class TLSParams:
+    """Protocol versions ("1.0".."1.3", or "AUTO"; None: Envoy's default) and the cipher suites,
+    ECDH curves and signature algorithms offered (empty: Envoy's defaults)."""
+
+    min_version: str | None = None
+    max_version: str | None = None
+    cipher_suites: tuple[str, ...] = ()
+    ecdh_curves: tuple[str, ...] = ()
+    signature_algorithms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class DownstreamTLS:
     """TLS the proxy terminates: the certificates a filter chain serves."""
 
@@ -663,6 +675,11 @@ class DownstreamTLS:
     # optional: a client without one (or with an untrusted one) is let in.
     client_ca: str | None = None
     client_optional: bool = False
+    params: TLSParams | None = None
+    # A client certificate must carry one of these DNS names / have one of these
+    # SHA-256 fingerprints (a listener's verify-* TLS options).
+    client_sans: tuple[str, ...] = ()
+    client_hashes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -747,6 +764,8 @@ class UpstreamTLS:
     # False: encrypted, the certificate not checked (an endpoint picker's self-signed one)
     verify: bool = True
     alpn: tuple[str, ...] = ()  # protocols offered (gRPC servers insist on "h2")
+    params: TLSParams | None = None
+    hashes: tuple[str, ...] = ()  # the certificate's SHA-256 fingerprint must be one of these
 
 
 @dataclass(frozen=True)

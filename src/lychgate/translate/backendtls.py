@@ -5,12 +5,15 @@ then opens TLS to that Service's endpoints, asking for `validation.hostname` by
 SNI and verifying the certificate against the referenced CA (a ConfigMap or
 Secret with `ca.crt`) or the system trust store, matching the hostname or the
 listed subjectAltNames. When two policies target the same port the oldest
-wins; the other is not Accepted (Conflicted). A policy whose CA cannot be used
-never falls back to plaintext: the Service's traffic fails instead.
+wins; the other is not Accepted (Conflicted). `options` set TLS versions,
+cipher suites, curves, signature algorithms, ALPN and certificate fingerprints
+(translate/tls_options.py). A policy whose CA or options cannot be used never
+falls back to plaintext: the Service's traffic fails instead.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +23,7 @@ from lychgate.api.base import ObjectKey
 from lychgate.api.core import Service
 from lychgate.api.gateway import BackendTLSPolicy, PolicyTargetRef
 from lychgate.store import Store
+from lychgate.translate import tls_options
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
 from lychgate.translate.secrets import resolve_ca_bundle
 
@@ -29,7 +33,7 @@ class Verdict:
     """What one policy makes of its targets: the TLS to use, or why none can be."""
 
     tls: ir.UpstreamTLS | None
-    reason: str = "ResolvedRefs"  # or InvalidKind / InvalidCACertificateRef / Invalid
+    reason: str = "ResolvedRefs"  # or InvalidKind / InvalidCACertificateRef / Invalid / InvalidOptions
     message: str = ""
 
 
@@ -59,10 +63,16 @@ def policy_for(store: Store, service: Service, port_name: str | None) -> tuple[B
 
 def verdict(store: Store, policy: BackendTLSPolicy) -> Verdict:
     v = policy.spec.validation
+    try:
+        options = tls_options.parse(policy.spec.options, "backend", "options")
+    except tls_options.OptionError as e:
+        return Verdict(None, "InvalidOptions", str(e))
     sans = tuple((san.type, san.hostname or san.uri or "") for san in v.subject_alt_names) or (("Hostname", v.hostname),)
+    tls = ir.UpstreamTLS(sni=v.hostname, ca=None, sans=sans, alpn=options.alpn or (), params=options.params,
+                         hashes=options.certificate_hashes)
     if v.well_known_ca_certificates == "System":
         # The proxy's system trust store (SYSTEM_CA_BUNDLE in xds/translator/cluster_policy.py).
-        return Verdict(ir.UpstreamTLS(sni=v.hostname, ca=None, sans=sans))
+        return Verdict(tls)
     if v.well_known_ca_certificates:
         return Verdict(None, "Invalid", f"validation.wellKnownCACertificates: {v.well_known_ca_certificates!r} "
                                         "is not a set lychgate knows; use System")
@@ -70,7 +80,7 @@ def verdict(store: Store, policy: BackendTLSPolicy) -> Verdict:
                                "validation.caCertificateRefs")
     if bundle.pem is None:
         return Verdict(None, bundle.reason, bundle.message)
-    return Verdict(ir.UpstreamTLS(sni=v.hostname, ca=bundle.pem, sans=sans))
+    return Verdict(dataclasses.replace(tls, ca=bundle.pem))
 
 
 def write_status(store: Store, users: dict[tuple[str, str], set[tuple[str, str]]],
@@ -96,12 +106,14 @@ def write_status(store: Store, users: dict[tuple[str, str], set[tuple[str, str]]
         if conflicts:
             accepted = condition("Accepted", False, "Conflicted", "; ".join(conflicts), gen)
         elif v.tls is None:
-            accepted = condition("Accepted", False, "Invalid" if v.reason == "Invalid" else "NoValidCACertificate",
-                                 v.message, gen)
+            accepted = condition("Accepted", False, "Invalid" if v.reason in ("Invalid", "InvalidOptions")
+                                 else "NoValidCACertificate", v.message, gen)
         else:
             accepted = condition("Accepted", True, "Accepted", "TLS to the targeted Services is configured", gen)
+        # Bad options are no reference problem: the CA is not even looked at.
         resolved = (condition("ResolvedRefs", True, "ResolvedRefs", "all CA certificate references resolved", gen)
-                    if v.tls is not None else condition("ResolvedRefs", False, v.reason, v.message, gen))
+                    if v.tls is not None or v.reason == "InvalidOptions"
+                    else condition("ResolvedRefs", False, v.reason, v.message, gen))
         out[policy.key] = {"ancestors": [
             {"ancestorRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": ns, "name": name},
              "controllerName": CONTROLLER_NAME, "conditions": [accepted, resolved]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from lychgate.api.gateway import (
     ListenerSet,
 )
 from lychgate.store import Store
+from lychgate.translate import tls_options
 from lychgate.translate.conditions import condition
 from lychgate.translate.secrets import resolve_ca_bundle, resolve_certificates
 
@@ -219,6 +221,19 @@ def check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
         state.invalid_reason = "UnsupportedValue"
         state.invalid_message = f"listener {state.name}: protocol {proto} needs tls"
         return
+    try:
+        options = tls_options.parse(tls.options, "listener", f"listener {state.name}: tls.options")
+    except tls_options.OptionError as e:
+        state.valid = False
+        state.invalid_reason = "UnsupportedValue"
+        state.invalid_message = str(e)
+        return
+    if tls.mode == "Passthrough" and options != tls_options.TLSOptions():
+        state.valid = False
+        state.invalid_reason = "UnsupportedValue"
+        state.invalid_message = (f"listener {state.name}: tls.options set TLS parameters, but with tls.mode "
+                                 "Passthrough the proxy does not terminate TLS")
+        return
     if tls.mode == "Passthrough":
         if proto == "HTTPS":
             state.valid = False
@@ -239,9 +254,20 @@ def check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
         state.refs_error = (resolved.reason, f"listener {state.name}: {resolved.message}")
         return
     alpn = {"HTTPS": ("h2", "http/1.1"), "HBONE": ("h2",)}.get(proto, ())
+    if options.alpn is not None:
+        alpn = options.alpn
     validation = _frontend_validation(gateway, state.spec.port)
+    base = ir.DownstreamTLS(resolved.certificates, alpn, params=options.params, client_sans=options.sans,
+                            client_hashes=options.certificate_hashes)
     if validation is None or not validation.ca_certificate_refs:
-        state.tls = ir.DownstreamTLS(resolved.certificates, alpn)
+        if options.sans:
+            # Names are checked on a certificate its CA vouched for: without one they mean nothing.
+            state.valid = False
+            state.invalid_reason = "UnsupportedValue"
+            state.invalid_message = (f"listener {state.name}: tls.options verify-subject-alt-names needs client "
+                                     "certificate validation (spec.tls.frontend caCertificateRefs) for this port")
+            return
+        state.tls = base
         return
     bundle = resolve_ca_bundle(store, "Gateway", gateway.namespace, validation.ca_certificate_refs,
                                "spec.tls.frontend validation.caCertificateRefs")
@@ -253,8 +279,8 @@ def check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
         state.refs_error = ("InvalidCACertificateKind" if bundle.reason == "InvalidKind" else bundle.reason,
                             state.invalid_message)
         return
-    state.tls = ir.DownstreamTLS(resolved.certificates, alpn, client_ca=bundle.pem,
-                                 client_optional=validation.mode == "AllowInsecureFallback")
+    state.tls = dataclasses.replace(base, client_ca=bundle.pem,
+                                    client_optional=validation.mode == "AllowInsecureFallback")
 
 
 def _frontend_validation(gateway: Gateway, port: int) -> FrontendValidation | None:

@@ -12,7 +12,7 @@ from envoy.type.matcher.v3 import string_pb2
 from google.protobuf import any_pb2, duration_pb2
 
 from lychgate import ir
-from lychgate.xds.translator import backend_cluster, cluster_policy
+from lychgate.xds.translator import backend_cluster, cluster_policy, tls_params
 from lychgate.xds.translator.cluster_policy import HTTP_OPTIONS, SYSTEM_CA_BUNDLE
 from lychgate.xds.translator.inference import override_host_policy
 from lychgate.xds.translator.listener import ads_source
@@ -66,6 +66,9 @@ def upstream_tls(tls: ir.UpstreamTLS) -> base_pb2.TransportSocket:
     context = tls_pb2.UpstreamTlsContext(
         sni=tls.sni, common_tls_context=tls_pb2.CommonTlsContext(validation_context=validation,
                                                                  alpn_protocols=list(tls.alpn)))
+    tls_params.apply(tls.params, context.common_tls_context.tls_params)
+    if validation is not None:
+        tls_params.verify(context.common_tls_context.validation_context, tls.hashes)
     if tls.client_certificate is not None:
         context.common_tls_context.tls_certificates.append(tls_common_pb2.TlsCertificate(
             certificate_chain=base_pb2.DataSource(inline_string=tls.client_certificate.chain),

@@ -26,6 +26,7 @@ from envoy.type.matcher.v3 import string_pb2
 from envoy.type.v3 import percent_pb2
 
 from lychgate import ir
+from lychgate.xds.translator import tls_params
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import ms, pack
 
@@ -36,9 +37,6 @@ SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 _LB = {"least_request": cluster_pb2.Cluster.LEAST_REQUEST, "round_robin": cluster_pb2.Cluster.ROUND_ROBIN,
        "ring_hash": cluster_pb2.Cluster.RING_HASH, "maglev": cluster_pb2.Cluster.MAGLEV,
        "random": cluster_pb2.Cluster.RANDOM}
-_TLS_VERSIONS = {"AUTO": tls_common_pb2.TlsParameters.TLS_AUTO, "1.0": tls_common_pb2.TlsParameters.TLSv1_0,
-                 "1.1": tls_common_pb2.TlsParameters.TLSv1_1, "1.2": tls_common_pb2.TlsParameters.TLSv1_2,
-                 "1.3": tls_common_pb2.TlsParameters.TLSv1_3}
 
 
 def _wrapped(out: object, **values: int | bool | None) -> None:
@@ -136,15 +134,9 @@ def _http2(c: ir.BackendConfig, http2: protocol_pb2.Http2ProtocolOptions) -> Non
 
 def upstream_tls(tls: ir.BackendTLS) -> base_pb2.TransportSocket:
     common = tls_pb2.CommonTlsContext(alpn_protocols=list(tls.alpn))
-    params = common.tls_params
-    if tls.min_version is not None:
-        params.tls_minimum_protocol_version = _TLS_VERSIONS[tls.min_version]
-    if tls.max_version is not None:
-        params.tls_maximum_protocol_version = _TLS_VERSIONS[tls.max_version]
-    params.cipher_suites.extend(tls.cipher_suites)
-    params.ecdh_curves.extend(tls.ecdh_curves)
-    params.signature_algorithms.extend(tls.signature_algorithms)
-    if not params.ListFields():
+    tls_params.apply(ir.TLSParams(tls.min_version, tls.max_version, tls.cipher_suites, tls.ecdh_curves,
+                                  tls.signature_algorithms), common.tls_params)
+    if not common.tls_params.ListFields():
         common.ClearField("tls_params")
     if tls.certificate is not None:
         common.tls_certificates.append(tls_common_pb2.TlsCertificate(

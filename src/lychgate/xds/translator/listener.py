@@ -18,7 +18,7 @@ from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from google.protobuf import any_pb2
 
 from lychgate import ir
-from lychgate.xds.translator import scoped
+from lychgate.xds.translator import scoped, tls_params
 from lychgate.xds.translator.features import FEATURES
 from lychgate.xds.translator.route import INVALID_BACKEND
 
@@ -84,6 +84,12 @@ def tls_socket(tls: ir.DownstreamTLS) -> base_pb2.TransportSocket:
             # AllowInsecureFallback: ask for a certificate, let clients in without a valid one.
             validation.trust_chain_verification = common_pb2.CertificateValidationContext.ACCEPT_UNTRUSTED
         else:
+            context.require_client_certificate.value = True
+    tls_params.apply(tls.params, context.common_tls_context.tls_params)
+    if tls.client_sans or tls.client_hashes:
+        tls_params.verify(context.common_tls_context.validation_context, tls.client_hashes, tls.client_sans)
+        if tls.client_ca is None:
+            # Fingerprints alone pin the clients: one without a certificate is not let in either.
             context.require_client_certificate.value = True
     return base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=_pack(context))
 
