@@ -940,11 +940,24 @@ class Cluster:
     config: BackendConfig | None = None  # BackendConfigPolicy
     # Where endpoints come from: EDS (Services), `endpoints` as they are (static
     # addresses), resolved by Envoy's DNS (static host names), or the Host of each
-    # request (dynamic forward proxy; `forward_proxy_tls`: TLS to that host).
-    discovery: Literal["eds", "static", "dns", "forward_proxy"] = "eds"
+    # request (dynamic forward proxy; `forward_proxy_tls`: TLS to that host), or
+    # `priority_groups` (a Backend failing over between other Backends' clusters).
+    discovery: Literal["eds", "static", "dns", "forward_proxy", "priority_groups"] = "eds"
     forward_proxy_tls: bool = False
     aws_lambda: AwsLambda | None = None  # a Lambda Backend: routes to it invoke the function
     tunnel: Tunnel | None = None  # BackendConfigPolicy `tunnel`: through a CONNECT proxy
+    # Backend `priorityGroups`, first group first; a group's index is its members' priority.
+    priority_groups: tuple[tuple[PriorityMember, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class PriorityMember:
+    """A Backend in a priority group (translate/priority_groups.py): its hosts join the
+    group's endpoints, or (`bridged`) one endpoint, an internal listener, forwards to its
+    own cluster (xds/translator/priority_groups.py)."""
+
+    cluster: Cluster
+    bridged: bool
 
 
 # --- waypoint (ambient mesh, translate/mesh.py) ------------------------------------

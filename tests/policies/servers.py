@@ -436,8 +436,9 @@ class Servers:
         self.grpc(server)
         return server
 
-    def http(self, target: HttpAuthServer | BodyEcho | JwksServer | OidcProvider | Httpbin) -> int:
-        port = free_port()
+    def http(self, target: HttpAuthServer | BodyEcho | JwksServer | OidcProvider | Httpbin, port: int = 0) -> int:
+        """Serve `target` on `port` (a free one by default)."""
+        port = port or free_port()
 
         async def go() -> web.AppRunner:
             # Long request lines are legal (an OAuth2 state can be several kB).
@@ -450,6 +451,11 @@ class Servers:
         target.runner = self.loop.run(go())
         self._stops.append(target.runner.cleanup)
         return port
+
+    def stop(self, target: BodyEcho | Httpbin) -> None:
+        """Stop an HTTP server now (its port refuses connections until `http` serves it again)."""
+        self._stops.remove(target.runner.cleanup)
+        self.loop.run(target.runner.cleanup())
 
     def http_auth(self) -> HttpAuthServer:
         server = HttpAuthServer()

@@ -38,3 +38,31 @@ def test_what_the_crd_refuses(aws: dict[str, Any], message: str) -> None:
     with pytest.raises(ManifestError, match="Backend default/fn") as err:
         parse(lambda_backend(aws))
     assert message in str(err.value)
+
+
+def backend(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "Backend",
+            "metadata": {"name": "pg", "namespace": "default"}, "spec": spec}
+
+
+def test_priority_groups_load_with_or_without_the_deprecated_type() -> None:
+    groups = [{"backendRefs": [{"name": "primary"}]}, {"backendRefs": [{"name": "a"}, {"name": "b"}]}]
+    for spec in ({"priorityGroups": groups}, {"type": "PriorityGroups", "priorityGroups": groups}):
+        pg = parse(backend(spec))
+        assert isinstance(pg, Backend) and pg.spec.kind == "PriorityGroups"
+        assert pg.spec.priority_groups is not None
+        assert [[r.name for r in g.backend_refs] for g in pg.spec.priority_groups] == [["primary"], ["a", "b"]]
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"priorityGroups": []}, "spec.priorityGroups"),
+    ({"priorityGroups": [{"backendRefs": []}]}, "spec.priorityGroups[0].backendRefs"),
+    ({"priorityGroups": [{"backendRefs": [{"name": "a", "namespace": "other"}]}]}, "namespace"),
+    ({"priorityGroups": [{"backendRefs": [{"name": "a"}]}], "static": {"hosts": [{"host": "h", "port": 80}]}},
+     "exactly one of aws, static, dynamicForwardProxy, or priorityGroups"),
+    ({"type": "Static", "priorityGroups": [{"backendRefs": [{"name": "a"}]}]}, "must match the specified type"),
+])
+def test_priority_groups_the_crd_refuses(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(ManifestError, match="Backend default/pg") as err:
+        parse(backend(spec))
+    assert message in str(err.value)

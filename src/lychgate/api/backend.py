@@ -2,7 +2,8 @@
 
 Field for field kgateway's `Backend` (api/v1alpha1/kgateway/backend_types.go):
 `static` hosts and ports outside the cluster, a `dynamicForwardProxy` that goes
-wherever the request's Host names, and an `aws.lambda` function. Routes name it
+wherever the request's Host names, an `aws.lambda` function, and `priorityGroups`
+(failover between groups of other Backends). Routes name it
 as a backendRef (`group: gateway.lychgate.dev, kind: Backend`); so do
 GatewayExtensions. `type` is deprecated in kgateway and inferred from the one
 configuration given.
@@ -83,7 +84,14 @@ class AwsBackend(Model):
         return account
 
 
-BackendType = Literal["AWS", "Static", "DynamicForwardProxy"]
+class PriorityGroup(Model):
+    """One failover level: Backends (same namespace, not priority groups themselves)
+    balanced together while any of them is healthy."""
+
+    backend_refs: list[LocalObjectReference] = Field(min_length=1)
+
+
+BackendType = Literal["AWS", "Static", "DynamicForwardProxy", "PriorityGroups"]
 
 
 class BackendSpec(Model):
@@ -91,20 +99,29 @@ class BackendSpec(Model):
     aws: AwsBackend | None = None
     static: StaticBackend | None = None
     dynamic_forward_proxy: DynamicForwardProxyBackend | None = None
+    priority_groups: list[PriorityGroup] | None = Field(
+        None, min_length=1, description="Ordered failover levels: traffic goes to the first group whose Backends "
+                                        "are healthy (health from the BackendConfigPolicy healthCheck or "
+                                        "outlierDetection on this Backend).")
 
     @model_validator(mode="after")
     def _one(self) -> BackendSpec:
         given = [t for t, v in (("AWS", self.aws), ("Static", self.static),
-                                ("DynamicForwardProxy", self.dynamic_forward_proxy)) if v is not None]
+                                ("DynamicForwardProxy", self.dynamic_forward_proxy),
+                                ("PriorityGroups", self.priority_groups)) if v is not None]
         if len(given) != 1:
-            raise ValueError("exactly one of aws, static, or dynamicForwardProxy must be specified")
+            raise ValueError("exactly one of aws, static, dynamicForwardProxy, or priorityGroups must be specified")
         if self.type is not None and self.type != given[0]:
             raise ValueError("backend configuration must match the specified type")
         return self
 
     @property
     def kind(self) -> BackendType:
-        return "AWS" if self.aws is not None else "Static" if self.static is not None else "DynamicForwardProxy"
+        if self.aws is not None:
+            return "AWS"
+        if self.static is not None:
+            return "Static"
+        return "DynamicForwardProxy" if self.dynamic_forward_proxy is not None else "PriorityGroups"
 
 
 class Backend(Resource):

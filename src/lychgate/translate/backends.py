@@ -1,5 +1,5 @@
 """Backend objects as backendRefs: static hosts, dynamic forward proxy, AWS Lambda
-(translate/aws_lambda.py).
+(translate/aws_lambda.py), priority groups (translate/priority_groups.py).
 
 A route (or GatewayExtension) naming `group: gateway.lychgate.dev, kind: Backend`
 gets a cluster named `backend/<namespace>/<name>` (`.../dfp` for a forward proxy); the backendRef's port is not
@@ -17,7 +17,7 @@ from lychgate import ir
 from lychgate.api.backend import GROUPS, Backend
 from lychgate.api.base import ObjectKey
 from lychgate.store import Store
-from lychgate.translate import aws_lambda, backend_config
+from lychgate.translate import aws_lambda, backend_config, priority_groups
 from lychgate.translate.conditions import condition
 from lychgate.translate.grants import grant_allows
 
@@ -53,6 +53,14 @@ def problem(store: Store, backend: Backend) -> str:
             aws_lambda.function(store, backend)
         except aws_lambda.LambdaProblem as err:
             return str(err)
+    for i, group in enumerate(backend.spec.priority_groups or ()):
+        for j, ref in enumerate(group.backend_refs):
+            why = priority_groups.member_problem(store, backend, ref.name)
+            member = store.get(Backend, backend.namespace, ref.name)
+            if not why and member is not None:
+                why = problem(store, member)
+            if why:
+                return f"priorityGroups[{i}].backendRefs[{j}]: {why}"
     return ""
 
 
@@ -67,6 +75,8 @@ def cluster(store: Store, backend: Backend) -> ir.Cluster:
     if backend.spec.dynamic_forward_proxy is not None:
         return ir.Cluster(name=f"{name}/dfp", endpoints=(), discovery="forward_proxy", config=config,
                           forward_proxy_tls=bool(backend.spec.dynamic_forward_proxy.enable_tls))
+    if backend.spec.priority_groups is not None:  # its groups are resolved with the routes (references.py)
+        return ir.Cluster(name=name, endpoints=(), discovery="priority_groups", config=config)
     static = backend.spec.static
     assert static is not None
     app = static.app_protocol or ""

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lychgate import ir
+from lychgate.api.backend import Backend
 from lychgate.api.core import Service, ServicePort
 from lychgate.api.lychgate import GROUP
 from lychgate.store import Store
-from lychgate.translate import backend_config, backends, inference
+from lychgate.translate import backend_config, backends, inference, priority_groups
 from lychgate.translate.backendtls import policy_for
 from lychgate.translate.grants import grant_allows
 
@@ -68,6 +69,10 @@ def resolve_service(
         return _resolve_pool(store, from_group, from_kind, from_namespace, namespace, name)
     if backends.is_backend_ref(group, kind):
         cluster, reason, message = backends.resolve(store, from_group, from_kind, from_namespace, group, namespace, name)
+        if cluster is not None and cluster.discovery == "priority_groups":
+            backend = store.get(Backend, namespace, name)
+            assert backend is not None
+            return priority_groups.resolve(store, backend, cluster)
         if cluster is not None and cluster.config is not None and cluster.config.tunnel is not None:
             return _tunneled(store, cluster, cluster.config.tunnel)
         return Resolution(cluster, reason, message)

@@ -35,6 +35,7 @@ from lychgate.xds.translator import (  # noqa: F401
     listener_settings,
     local_ratelimit,
     oauth2,
+    priority_groups,
     rate_limit_quota,
     ratelimit,
     rbac,

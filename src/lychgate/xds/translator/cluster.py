@@ -12,7 +12,7 @@ from envoy.type.matcher.v3 import string_pb2
 from google.protobuf import any_pb2, duration_pb2
 
 from lychgate import ir
-from lychgate.xds.translator import backend_cluster, cluster_policy, tls_params
+from lychgate.xds.translator import backend_cluster, cluster_policy, priority_groups, tls_params
 from lychgate.xds.translator.cluster_policy import HTTP_OPTIONS, SYSTEM_CA_BUNDLE
 from lychgate.xds.translator.inference import override_host_policy
 from lychgate.xds.translator.listener import ads_source
@@ -42,7 +42,9 @@ def envoy_cluster(cluster: ir.Cluster) -> cluster_pb2.Cluster:
         out.transport_socket.CopyFrom(upstream_tls(cluster.tls))
     if cluster.endpoint_override:  # an InferencePool: its endpoint picker chooses
         out.load_balancing_policy.CopyFrom(override_host_policy())
-    if cluster.discovery != "eds":  # Backend objects
+    if cluster.discovery == "priority_groups":
+        priority_groups.patch(cluster, out)
+    elif cluster.discovery != "eds":  # Backend objects
         backend_cluster.patch(cluster, out, load_assignment(cluster))
     cluster_policy.apply(cluster, out)  # BackendConfigPolicy
     return out
