@@ -364,3 +364,46 @@ def test_a_streamed_answer_streams_through_the_picker(lychgate: Lychgate, backen
             assert b"".join(chunks).endswith(b"data: two\n\n")
     finally:
         picker.close()
+
+
+def healthy_pickers(lg: Lychgate, pool: str) -> int:
+    """The proxy's count of healthy endpoints in the picker cluster of `pool`."""
+    admin = lg.proxies()["default/gw"]["admin"]
+    name = f"cluster.epp/default/{pool}.membership_healthy"
+    text = lg.client.get(f"http://{admin}/stats", params={"filter": f"^{name}$"}).text
+    return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + ":"))
+
+
+def test_fail_open_serves_every_request_once_the_picker_stopped(lychgate: Lychgate, backends: EchoBackends) -> None:
+    """The picker served, then its server stopped (its connections closed, nothing listens
+    any more): once the proxy has seen its health-check connection close (at once), a
+    FailOpen pool serves every request, with a body or not, from its ready endpoints;
+    a FailClose pool answers 503. The picker back, it picks again."""
+    lg = lychgate
+    port = free_port()
+    backends.start(pod="ms-1", port=port, host=SERVERS["ms-1"])
+    picker = EndpointPicker({f"{SERVERS['ms-1']}:{port}": 0}).start()
+    try:
+        addr = start_one_model(lg, port, picker, {"open": "FailOpen", "closed": "FailClose"})
+        lg.wait_pod(addr, "ms-1", host="open.example.com")
+        lg.wait_pod(addr, "ms-1", host="closed.example.com")
+        wait_for(lambda: healthy_pickers(lg, "open") == 1, 10, "the picker to be healthy")
+        asked = picker.requests
+        assert lg.pod(addr, host="open.example.com") == "ms-1" and picker.requests == asked + 1
+    finally:
+        picker.close()
+    wait_for(lambda: healthy_pickers(lg, "open") == 0, 5, "the proxy to see the picker gone")
+    answers = []
+    for i in range(6):
+        answers.append(lg.pod(addr, "/v1/completions", host="open.example.com", method="POST",
+                              json={"model": "llama", "prompt": f"hi {i}"}))
+        answers.append(lg.pod(addr, host="open.example.com"))
+    assert answers == ["ms-1"] * 12
+    assert lg.pod(addr, host="closed.example.com") == 503
+
+    back = EndpointPicker({f"{SERVERS['ms-1']}:{port}": 0}, port=picker.port).start()
+    try:  # the ejection ends within a second or so of the first passing health check
+        wait_for(lambda: lg.pod(addr, host="open.example.com") == "ms-1" and back.requests > 0, 10,
+                 "the picker to be asked again")
+    finally:
+        back.close()

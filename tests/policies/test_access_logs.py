@@ -272,3 +272,29 @@ def test_an_invalid_policy_changes_nothing_and_says_why(stack: Stack, tmp_path: 
         in accepted["message"]
     # Not applied, so the proxy has lychgate's defaults again: no access log, traffic as before.
     assert stack.get(HOST, "/after-invalid").status_code == 200
+
+
+def test_a_late_request_reaches_its_file_within_two_seconds(stack: Stack, otlp: OtlpReceiver, tmp_path: Path) -> None:
+    """A quiet gateway: requests sent one by one, each after the last is in the files,
+    are each there within 2 s. Envoy buffers file logs and flushed them every 10 s by
+    default, so the second of two such requests waited up to 10 s (a warm-up seemed
+    logged, the next request not). Tracing that samples nothing, a client's
+    X-Forwarded-For and a JSON log, as the gateways that showed it."""
+    text, records = tmp_path / "late.log", tmp_path / "late.json"
+    listener_policy(stack, f"""
+        tracing:
+          provider: {{openTelemetry: {{grpcService: {{backendRef: {{name: otel-collector, port: {otlp.port}}}}}}}}}
+          randomSampling: 0
+        accessLog:
+          - fileSink: {{path: {text}, stringFormat: "%REQ(:PATH)% xff=%REQ(X-FORWARDED-FOR)%"}}
+          - fileSink:
+              path: {records}
+              jsonFormat: {{path: "%REQ(:PATH)%", xff: "%REQ(X-FORWARDED-FOR)%"}}
+    """)
+    first_logged(stack, text, "/warm-up")
+    for i in range(3):
+        path = f"/late-{i}"
+        assert stack.get(HOST, path, headers={"x-forwarded-for": "203.0.113.9"}).status_code == 200
+        wait_for(lambda p=path: f"{p} xff=203.0.113.9" in " ".join(lines(text)), 2, f"{path} in the text log")
+        wait_for(lambda p=path: any(r["path"] == p and r["xff"].startswith("203.0.113.9")
+                                    for r in map(json.loads, lines(records))), 2, f"{path} in the JSON log")

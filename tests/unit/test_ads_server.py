@@ -259,6 +259,27 @@ async def test_delta_nack_keeps_the_old_state(delta_setup: tuple[SnapshotCache, 
     assert state.nack is None and state.version_acked == again.system_version_info
 
 
+async def test_delta_input_back_to_what_the_proxy_kept_clears_the_nack(
+        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    """Good, then bad (refused), then good again: the proxy already holds the good
+    listener, so nothing is sent, and the refusal is over (status recovers)."""
+    cache, ads, client = delta_setup
+    cache.set(NODE, build(gateway()))
+    client.delta(types.LISTENER)
+    good = await client.recv()
+    client.delta(types.LISTENER, nonce=good.nonce)
+    cache.set(NODE, build(_other_listener()))
+    bad = await client.recv()
+    client.delta(types.LISTENER, nonce=bad.nonce, error="unable to open file")
+    assert await client.silent()
+    [conn] = ads.connections.values()
+    state = conn.types[types.LISTENER]
+    assert state.nack is not None
+    cache.set(NODE, build(gateway()))
+    assert await client.silent()  # the proxy has it already
+    assert state.nack is None
+
+
 async def test_delta_reconnect_with_initial_versions_sends_nothing_new(
     delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]
 ) -> None:

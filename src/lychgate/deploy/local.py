@@ -24,7 +24,7 @@ import aiohttp
 from lychgate import native
 from lychgate.api.gateway import Gateway
 from lychgate.deploy.allocations import Allocations
-from lychgate.deploy.bootstrap import XdsTarget, bootstrap
+from lychgate.deploy.bootstrap import ENVOY_FLAGS, XdsTarget, bootstrap
 from lychgate.log import component_logger
 from lychgate.translate.gateway import ProxyIntent
 
@@ -178,7 +178,7 @@ class LocalDeployer:
             proxy.process = await asyncio.create_subprocess_exec(
                 self._binary, "-c", str(config), "--disable-hot-restart",
                 "--base-id", str(proxy.admin_port), "-l", level,
-                "--service-node", proxy.ref, "--service-cluster", proxy.ref.replace("/", "."),
+                "--service-node", proxy.ref, "--service-cluster", proxy.ref.replace("/", "."), *ENVOY_FLAGS,
                 stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
                 env={**os.environ, "ENVOY_DYNAMIC_MODULES_SEARCH_PATH": self._modules} if self._modules else None,
                 # Its own session: Ctrl-C in the terminal reaches the control

@@ -25,7 +25,7 @@ from typing import Any
 from lychgate.api.gateway import Gateway
 from lychgate.api.lychgate import GatewayParameters, Image, KubernetesProxyConfig, PodTemplate
 from lychgate.deploy import overlays, stats
-from lychgate.deploy.bootstrap import XdsTarget, bootstrap
+from lychgate.deploy.bootstrap import ENVOY_FLAGS, XdsTarget, bootstrap
 
 MANAGED_BY = "lychgate"
 NAME_LABEL = "app.kubernetes.io/name"
@@ -191,7 +191,8 @@ def _merge_security(defaults: dict[str, Any], override: dict[str, Any] | None) -
 
 def _envoy_args(kube: KubernetesProxyConfig) -> list[str]:
     boot = kube.envoy_container.bootstrap
-    args = ["-c", str(CONFIG_DIR / BOOTSTRAP_FILE), "--disable-hot-restart", "--log-level", boot.log_level]
+    args = ["-c", str(CONFIG_DIR / BOOTSTRAP_FILE), "--disable-hot-restart", *ENVOY_FLAGS,
+            "--log-level", boot.log_level]
     if boot.component_log_levels:
         args += ["--component-log-level",
                  ",".join(f"{c}:{lvl}" for c, lvl in sorted(boot.component_log_levels.items()))]

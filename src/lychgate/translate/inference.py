@@ -13,7 +13,13 @@ An HTTPRoute backendRef of group `inference.networking.k8s.io`, kind
 
 When the picker cannot be reached, the pool's failureMode decides: FailOpen
 lets the request through without a pick (any ready endpoint serves it),
-FailClose answers 503.
+FailClose answers 503. Envoy can fail open only while no part of the request
+body has gone to the picker (FULL_DUPLEX_STREAMED keeps no copy): a picker
+whose server stopped fails the stream only once the connection is refused,
+after the body went, and the request would be lost. So a FailOpen pool's
+picker cluster is watched (`fail_open_watch`): a TCP health check and an
+ejection on the first connection failure take the picker out, and with no
+panic routing the stream then fails as it opens, before any body is sent.
 
 Serving InferencePools is switched by `inferenceExtension.enabled`; while it
 is off, such a backendRef is unresolved (ResolvedRefs=False, InvalidKind) with
@@ -113,6 +119,8 @@ def resolve_pool(store: Store, namespace: str, name: str) -> PoolBackend:
     # route to the same Service as a plain backend must not share this cluster.
     picker_cluster = dataclasses.replace(res.cluster, name=f"epp/{namespace}/{name}", protocol="h2c",
                                          tls=picker_tls(store, namespace, epp.name, epp.port.number, res.cluster.tls))
+    if epp.failure_mode == "FailOpen":
+        picker_cluster = dataclasses.replace(picker_cluster, config=fail_open_watch(picker_cluster.config))
     cluster = ir.Cluster(
         name=pool_cluster_name(namespace, name),
         endpoints=tuple(pool_endpoints(store, pool)),
@@ -122,6 +130,27 @@ def resolve_pool(store: Store, namespace: str, name: str) -> PoolBackend:
     picker = ir.EndpointPicker(pool=where, cluster=picker_cluster.name,
                                fail_open=epp.failure_mode == "FailOpen")
     return PoolBackend(cluster, picker_cluster, picker)
+
+
+# Half a second between checks: the longest a stopped picker can cost a request its body.
+_WATCH = ir.HealthCheck(timeout_ms=500, interval_ms=500, unhealthy_threshold=1, healthy_threshold=1, tcp=True)
+# One refused connection ejects the picker at once (the request that met it is lost,
+# the next ones fail open); it comes back when a health check passes.
+_EJECT = ir.OutlierDetection(split_external_local_origin_errors=True, consecutive_local_origin_failure=1,
+                             enforcing_consecutive_local_origin_failure=100, max_ejection_percent=100,
+                             interval_ms=500, base_ejection_time_ms=500)
+
+
+def fail_open_watch(config: ir.BackendConfig | None) -> ir.BackendConfig:
+    """A FailOpen picker's cluster: unreachable pickers are known before a stream opens.
+    A BackendConfigPolicy's own health check or outlier detection on the picker's Service wins."""
+    config = config or ir.BackendConfig()
+    lb = config.load_balancing or ir.LoadBalancing(algorithm="round_robin")
+    return dataclasses.replace(
+        config, health_check=config.health_check or _WATCH,
+        outlier_detection=config.outlier_detection or _EJECT,
+        # No panic routing: a picker out of the healthy set is not asked, so the stream fails at once.
+        load_balancing=dataclasses.replace(lb, healthy_panic_threshold=0))
 
 
 def picker_tls(store: Store, namespace: str, service: str, port: int,

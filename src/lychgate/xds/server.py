@@ -406,6 +406,11 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             removed = sorted(n for n in state.known if n not in wanted)
         state.basis = hashes
         if not changed and not removed and state.answered:
+            if state.nack is not None:
+                # The input went back to what the proxy kept when it refused the last
+                # update: nothing to send, and nothing refused any more.
+                state.nack = state.rejected = None
+                self._safe_feedback(conn)
             return None
         nonce = str(next(self._nonces))
         replaced: dict[str, str | None] = {n: state.known.get(n) for n in (*changed, *removed)}

@@ -97,9 +97,12 @@ def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.Extensio
     where = f"GatewayExtension {namespace}/{name} spec.oauth2"
     authorize, token, end_session = spec.authorization_endpoint, spec.token_endpoint, spec.end_session_endpoint
 
+    res = extension_backend.resolve(store, "GatewayExtension", namespace, spec.backend_ref)
+
     def doc_of() -> dict[str, Any]:
         assert spec is not None and spec.issuer_uri is not None
-        return oidc_discovery.lookup(store, spec.issuer_uri, ext.key)
+        # Discovery trusts what the proxy trusts on its way to the provider (a BackendTLSPolicy's CA).
+        return oidc_discovery.lookup(store, spec.issuer_uri, ext.key, res.cluster.tls if res.cluster else None)
 
     if authorize is None or token is None:
         assert spec.issuer_uri is not None
@@ -113,7 +116,6 @@ def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.Extensio
     if not client_secret:
         raise Unresolved("InvalidSecret", f"{where}.credentials.clientSecretRef: Secret {namespace}/{ref.name} "
                                           f"has no key {SECRET_KEY}")
-    res = extension_backend.resolve(store, "GatewayExtension", namespace, spec.backend_ref)
     if res.cluster is None:
         raise Unresolved(res.reason, f"{where}.backendRef: {res.message}")
     token_url = urlsplit(token)
