@@ -24,7 +24,7 @@ import aiohttp
 from lychgate import native
 from lychgate.api.gateway import Gateway
 from lychgate.deploy.allocations import Allocations
-from lychgate.deploy.bootstrap import XdsTarget, bootstrap
+from lychgate.deploy.bootstrap import XdsTarget, bootstrap, io_uring_available, use_io_uring
 from lychgate.log import component_logger
 from lychgate.translate.gateway import ProxyIntent
 
@@ -138,8 +138,12 @@ class LocalDeployer:
                     self.proxies[ref] = proxy
                     await self._start(proxy)
                 else:
+                    restart = _wants_io_uring(intent) != _wants_io_uring(proxy.intent)
                     proxy.intent = intent
-                    if intent.log_level != proxy.applied_log_level and proxy.state == "running":
+                    if restart:  # the socket interface is chosen at start: a new bootstrap
+                        await self._stop(proxy)
+                        await self._start(proxy)
+                    elif intent.log_level != proxy.applied_log_level and proxy.state == "running":
                         await self._set_log_level(proxy, intent.log_level)
 
     async def close(self) -> None:
@@ -156,10 +160,15 @@ class LocalDeployer:
     async def _start(self, proxy: LocalProxy) -> None:
         proxy.directory.mkdir(parents=True, exist_ok=True)
         config = proxy.directory / "bootstrap.json"
-        wanted = json.dumps(
-            bootstrap(proxy.intent.namespace, proxy.intent.name, self.xds, admin_port=proxy.admin_port),
-            indent=2,
-        )
+        boot = bootstrap(proxy.intent.namespace, proxy.intent.name, self.xds, admin_port=proxy.admin_port)
+        if _wants_io_uring(proxy.intent):
+            if io_uring_available():
+                use_io_uring(boot)
+            else:
+                log.warning("Gateway %s: ioUring is enabled but this kernel refuses io_uring "
+                            "(kernel.io_uring_disabled, seccomp or Linux before 5.1): Envoy uses plain sockets",
+                            proxy.ref)
+        wanted = json.dumps(boot, indent=2)
         survivor = _running_envoy(proxy.directory / "envoy.pid")
         # A survivor started without the module's search path would refuse split tables' listeners.
         modules = proxy.directory / "modules"
@@ -262,6 +271,11 @@ class LocalDeployer:
             log.info("Gateway %s: Envoy log level set to %s", proxy.ref, level)
         except (aiohttp.ClientError, TimeoutError) as err:
             log.warning("Gateway %s: could not set Envoy log level to %s: %s", proxy.ref, level, err)
+
+
+def _wants_io_uring(intent: ProxyIntent) -> bool:
+    io_uring = intent.parameters.spec.kube.envoy_container.bootstrap.io_uring if intent.parameters else None
+    return io_uring is not None and bool(io_uring.enabled)
 
 
 def _tail(path: Path, lines: int) -> str:

@@ -23,9 +23,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lychgate.api.gateway import Gateway
-from lychgate.api.lychgate import GatewayParameters, Image, KubernetesProxyConfig, PodTemplate
-from lychgate.deploy import overlays, stats
-from lychgate.deploy.bootstrap import XdsTarget, bootstrap
+from lychgate.api.lychgate import GatewayParameters, KubernetesProxyConfig, PodTemplate
+from lychgate.deploy import istio, overlays, stats
+from lychgate.deploy.bootstrap import XdsTarget, bootstrap, use_io_uring
+from lychgate.deploy.images import image_ref
 
 MANAGED_BY = "lychgate"
 NAME_LABEL = "app.kubernetes.io/name"
@@ -52,40 +53,6 @@ class ProxyContext:
     xds_port: int = 9977
     default_image: str = "ghcr.io/lychgate/envoy:1.40.0"
     xds_ca_pem: str | None = None  # set when xDS is served over TLS: proxies verify with it
-
-
-# --- images -----------------------------------------------------------------------
-
-
-def split_image(ref: str) -> Image:
-    """'ghcr.io/lychgate/envoy:1.40.0' -> registry ghcr.io/lychgate, repository envoy, tag 1.40.0."""
-    name, _, digest = ref.partition("@")
-    slash = name.rfind("/")
-    colon = name.rfind(":")
-    tag = None
-    if colon > slash:
-        name, tag = name[:colon], name[colon + 1:]
-    registry, _, repository = name.rpartition("/")
-    return Image(registry=registry or None, repository=repository, tag=tag, digest=digest or None)
-
-
-def image_ref(default: str, override: Image | None) -> tuple[str, str | None]:
-    """The image of the Envoy container and its pull policy: the override part by part."""
-    base = split_image(default)
-    o = override or Image()
-    registry = o.registry if o.registry is not None else base.registry
-    repository = o.repository or base.repository or "envoy"
-    # A digest pins the image: an overriding tag drops the default's digest and vice versa.
-    if o.digest or o.tag:
-        tag, digest = o.tag, o.digest
-    else:
-        tag, digest = base.tag, base.digest
-    ref = f"{registry.rstrip('/')}/{repository}" if registry else repository
-    if digest:
-        ref += f"@{digest}"
-    elif tag:
-        ref += f":{tag}"
-    return ref, o.pull_policy
 
 
 # --- the bootstrap ----------------------------------------------------------------
@@ -214,9 +181,12 @@ def service_account(gateway: Gateway, params: GatewayParameters | None) -> dict[
     }, params.spec.kube.service_account_overlay if params else None)
 
 
-def config_map(gateway: Gateway, ctx: ProxyContext) -> dict[str, Any]:
-    data = {BOOTSTRAP_FILE: json.dumps(proxy_bootstrap(gateway.namespace, gateway.name, ctx),
-                                       indent=2, sort_keys=True) + "\n"}
+def config_map(gateway: Gateway, ctx: ProxyContext, params: GatewayParameters | None = None) -> dict[str, Any]:
+    boot = proxy_bootstrap(gateway.namespace, gateway.name, ctx)
+    io_uring = params.spec.kube.envoy_container.bootstrap.io_uring if params else None
+    if io_uring is not None and io_uring.enabled:
+        use_io_uring(boot)  # the node's kernel decides; Envoy falls back to plain sockets without io_uring
+    data = {BOOTSTRAP_FILE: json.dumps(boot, indent=2, sort_keys=True) + "\n"}
     if ctx.xds_ca_pem:
         data[CA_FILE] = ctx.xds_ca_pem
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(gateway), "data": data}
@@ -315,6 +285,11 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
                 obj["securityContext"] = dict(given)
             else:
                 obj.pop("securityContext")
+    istio.add_sidecars(kube, pod_spec)
+    if kube.floating_user_id:  # the platform assigns the user: no runAsUser anywhere
+        for obj in (pod_spec, *pod_spec["containers"]):
+            if "securityContext" in obj:
+                obj["securityContext"] = {k: v for k, v in obj["securityContext"].items() if k != "runAsUser"}
     if pod:
         if pod.node_selector:
             pod_spec["nodeSelector"] = dict(pod.node_selector)
@@ -374,7 +349,7 @@ def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tup
                   ctx: ProxyContext, udp_ports: tuple[int, ...] = ()) -> list[dict[str, Any]]:
     """Everything one Gateway's proxy consists of, in the order to create it."""
     metrics = params.spec.kube.stats if params else None
-    cm = config_map(gateway, ctx)
+    cm = config_map(gateway, ctx, params)
     stats.add_to_config_map(cm, BOOTSTRAP_FILE, metrics, "lychgate_admin")
     digest = hashlib.sha256(json.dumps(cm["data"], sort_keys=True).encode()).hexdigest()[:16]
     proxy = deployment(gateway, params, ports, ctx, digest, udp_ports)

@@ -125,6 +125,11 @@ class ProxyIntent:
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def self_managed(self) -> bool:
+        """GatewayParameters `selfManaged`: the user runs the proxy; nothing is deployed for it."""
+        return self.parameters is not None and self.parameters.spec.self_managed is not None
+
 
 @dataclass
 class Feedback:
@@ -371,8 +376,13 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayPar
         params = store.get(GatewayParameters, gw.namespace, ref.name)
         if params is None:
             return None, f"spec.infrastructure.parametersRef: GatewayParameters {gw.namespace}/{ref.name} not found"
-        return parameters.merge(class_params, params), None
-    return class_params, None
+        merged = parameters.merge(class_params, params)
+    else:
+        merged = class_params
+    problem = parameters.problem(merged)
+    if merged is not None and problem is not None:
+        return None, f"GatewayParameters {merged.namespace}/{merged.name}: {problem}"
+    return merged, None
 
 
 @functools.lru_cache(maxsize=4096)
