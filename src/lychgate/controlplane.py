@@ -463,12 +463,8 @@ class ControlPlane:
         for ref in self.translation.proxies.keys() | {c.gateway for c in self.ads.connections.values()}:
             conns = self.ads.for_gateway(ref)
             snapshot = self.cache.get(ref)
-            intent = self.translation.proxies.get(ref)
             if any(c.programmed(snapshot) for c in conns):
                 fb.proxy_state[ref] = ""
-            elif intent is not None and intent.self_managed:
-                fb.proxy_state[ref] = (f"self-managed (GatewayParameters selfManaged): waiting for a proxy with "
-                                       f"node id {ref} to connect to xDS and accept its configuration")
             else:
                 fb.proxy_state[ref] = self.deployer.proxy_state(ref)
             for conn in conns:

@@ -465,7 +465,7 @@ def _https_tables(gw: Gateway, agg: Aggregate, serving: list[ListenerState], add
 
 
 def _gateway_conditions(ctx: GatewayCtx, address: str | None, params_error: str | None,
-                        feedback: Feedback) -> tuple[list[dict[str, Any]], bool]:
+                        feedback: Feedback, self_managed: bool = False) -> tuple[list[dict[str, Any]], bool]:
     """A Gateway's Accepted and Programmed conditions (and the InsecureFrontendValidationMode
     warning), and whether its proxy is to serve."""
     gw = ctx.gateway
@@ -503,6 +503,10 @@ def _gateway_conditions(ctx: GatewayCtx, address: str | None, params_error: str 
         conds.append(condition("Programmed", False, "Invalid", feedback.rejected[ref], gen))
     elif state == "":
         conds.append(condition("Programmed", True, "Programmed", "proxy is running and has accepted its configuration", gen))
+    elif self_managed:
+        conds.append(condition("Programmed", False, "Pending", (
+            f"self-managed (GatewayParameters selfManaged): waiting for a proxy with node id {ref} to connect "
+            "to xDS and accept its configuration"), gen))
     else:
         conds.append(condition("Programmed", False, "Pending", state or "waiting for the proxy to start and accept its configuration", gen))
 
@@ -538,7 +542,8 @@ def _finish_gateway(
         if listener.usable and error:
             listener.programmed_error = error
 
-    conds, serving = _gateway_conditions(ctx, address, params_error, feedback)
+    self_managed = params is not None and params.spec.self_managed is not None
+    conds, serving = _gateway_conditions(ctx, address, params_error, feedback, self_managed)
     client_cert, cert_condition = _backend_client_certificate(store, gw)
     if cert_condition is not None:
         conds.append(cert_condition)
