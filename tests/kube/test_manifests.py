@@ -54,10 +54,12 @@ FULL_PARAMS = gateway_parameters(
     serviceAccount={"extraAnnotations": {"iam.example.com/role": "gateway"}},
 )
 
-# kgateway's newer fields: io_uring, a platform-chosen user, resource claims and the Istio mesh sidecars.
+# kgateway's newer fields: io_uring, the DNS resolver, PROXY protocol on the readiness port, a
+# platform-chosen user, resource claims and the Istio mesh sidecars.
 MESH_PARAMS = gateway_parameters(
     envoyContainer={
-        "bootstrap": {"ioUring": {"enabled": True}},
+        "bootstrap": {"ioUring": {"enabled": True}, "dnsResolver": {"udpMaxQueries": 50},
+                      "enableReadinessProbeProxyProtocol": True},
         "resources": {"limits": {"memory": "256Mi"}, "claims": [{"name": "gpu", "request": "fast"}]},
     },
     floatingUserId=True,
@@ -126,7 +128,7 @@ def test_envoy_accepts_the_bootstrap(case: str, tmp_path: Path) -> None:
 
 
 def test_mesh_parameters_reach_the_deployment() -> None:
-    """What kgateway renders for istio/sdsContainer, floatingUserId, resources.claims and ioUring."""
+    """What kgateway renders for istio/sdsContainer, floatingUserId, resources.claims and the bootstrap fields."""
     objs = {o["kind"]: o for o in proxy_objects(*CASES["mesh"])}
     pod = objs["Deployment"]["spec"]["template"]["spec"]
     containers = {c["name"]: c for c in pod["containers"]}
@@ -149,6 +151,9 @@ def test_mesh_parameters_reach_the_deployment() -> None:
     boot = json.loads(objs["ConfigMap"]["data"]["envoy.json"])
     assert boot["default_socket_interface"] == "envoy.extensions.network.socket_interface.default_socket_interface"
     assert any(e.get("typed_config", {}).get("io_uring_options") == {} for e in boot["bootstrap_extensions"])
+    assert boot["typed_dns_resolver_config"]["typed_config"]["udp_max_queries"] == 50
+    readiness = next(l for l in boot["static_resources"]["listeners"] if l["name"] == "lychgate_readiness")
+    assert [f["name"] for f in readiness["listener_filters"]] == ["envoy.filters.listener.proxy_protocol"]
 
 
 @pytest.mark.parametrize("default, override, expected", [

@@ -49,12 +49,20 @@ class IoUring(Model):
     enabled: bool | None = None
 
 
+class DnsResolver(Model):
+    udp_max_queries: int | None = Field(
+        None, ge=0, description="UDP queries on one UDP channel before another is opened (0: no limit).")
+
+
 class EnvoyBootstrap(Model):
     """What Envoy starts with: its log level (all components) and per-component levels."""
 
     log_level: EnvoyLogLevel = "info"
     component_log_levels: dict[str, EnvoyLogLevel] = Field(default_factory=dict)
     log_format: LogFormat | None = None
+    dns_resolver: DnsResolver | None = Field(None, description="Envoy's c-ares DNS resolver, for every cluster.")
+    enable_readiness_probe_proxy_protocol: bool | None = Field(
+        None, description="The readiness port expects a PROXY protocol header (a load balancer adds it).")
     io_uring: IoUring | None = Field(
         None, description="enabled: Envoy's default socket interface uses io_uring (Linux 5.11+) for network I/O.")
 

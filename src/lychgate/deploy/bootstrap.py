@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lychgate.api.lychgate import EnvoyBootstrap
 from lychgate.xds.replicas import LOCAL_CLUSTER
 
 
@@ -127,6 +128,15 @@ def _is_ip(host: str) -> bool:
 SOCKET_INTERFACE = "envoy.extensions.network.socket_interface.default_socket_interface"
 
 
+def with_parameters(boot: dict[str, Any], settings: EnvoyBootstrap, io_uring: bool = True) -> None:
+    """GatewayParameters `envoyContainer.bootstrap` settings that live in the bootstrap;
+    `io_uring` False: the kernel refuses io_uring, so it is left out."""
+    if settings.io_uring is not None and settings.io_uring.enabled and io_uring:
+        use_io_uring(boot)
+    if settings.dns_resolver is not None and settings.dns_resolver.udp_max_queries is not None:
+        dns_resolver(boot, settings.dns_resolver.udp_max_queries)
+
+
 def use_io_uring(boot: dict[str, Any]) -> None:
     """GatewayParameters `envoyContainer.bootstrap.ioUring.enabled`: Envoy's default socket
     interface with io_uring options, made the one every socket uses (kgateway renders the same)."""
@@ -156,3 +166,14 @@ def io_uring_available() -> bool:
         return False
     os.close(fd)
     return True
+
+
+def dns_resolver(boot: dict[str, Any], udp_max_queries: int) -> None:
+    """GatewayParameters `envoyContainer.bootstrap.dnsResolver`: the c-ares resolver every cluster uses."""
+    boot["typed_dns_resolver_config"] = {
+        "name": "envoy.network.dns_resolver.cares",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig",
+            "udp_max_queries": udp_max_queries,
+        },
+    }

@@ -25,7 +25,7 @@ from typing import Any
 from lychgate.api.gateway import Gateway
 from lychgate.api.lychgate import GatewayParameters, KubernetesProxyConfig, PodTemplate
 from lychgate.deploy import istio, overlays, stats
-from lychgate.deploy.bootstrap import XdsTarget, bootstrap, use_io_uring
+from lychgate.deploy.bootstrap import XdsTarget, bootstrap, with_parameters
 from lychgate.deploy.images import image_ref
 
 MANAGED_BY = "lychgate"
@@ -58,8 +58,10 @@ class ProxyContext:
 # --- the bootstrap ----------------------------------------------------------------
 
 
-def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext) -> dict[str, Any]:
-    """The Envoy bootstrap of a Gateway's proxy in a Pod (what its ConfigMap holds)."""
+def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext, readiness_proxy_protocol: bool = False) -> dict[str, Any]:
+    """The Envoy bootstrap of a Gateway's proxy in a Pod (what its ConfigMap holds); with
+    `readiness_proxy_protocol`, the readiness port takes connections a load balancer
+    prefixed with a PROXY protocol header (`enableReadinessProbeProxyProtocol`)."""
     xds = XdsTarget(ctx.xds_host, ctx.xds_port,
                     ca_file=Path(CONFIG_DIR / CA_FILE) if ctx.xds_ca_pem else None)
     out = bootstrap(namespace, name, xds, admin_address="127.0.0.1", admin_port=ADMIN_PORT)
@@ -71,7 +73,7 @@ def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext) -> dict[str, A
         "load_assignment": {"cluster_name": "lychgate_admin", "endpoints": [{"lb_endpoints": [
             {"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": ADMIN_PORT}}}}]}]},
     })
-    static.setdefault("listeners", []).append({
+    readiness: dict[str, Any] = {
         "name": "lychgate_readiness",
         "address": {"socket_address": {"address": "0.0.0.0", "port_value": READY_PORT}},
         "filter_chains": [{"filters": [{
@@ -93,7 +95,11 @@ def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext) -> dict[str, A
                 }],
             },
         }]}],
-    })
+    }
+    if readiness_proxy_protocol:
+        readiness["listener_filters"] = [{"name": "envoy.filters.listener.proxy_protocol", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol"}}]
+    static.setdefault("listeners", []).append(readiness)
     return out
 
 
@@ -182,10 +188,11 @@ def service_account(gateway: Gateway, params: GatewayParameters | None) -> dict[
 
 
 def config_map(gateway: Gateway, ctx: ProxyContext, params: GatewayParameters | None = None) -> dict[str, Any]:
-    boot = proxy_bootstrap(gateway.namespace, gateway.name, ctx)
-    io_uring = params.spec.kube.envoy_container.bootstrap.io_uring if params else None
-    if io_uring is not None and io_uring.enabled:
-        use_io_uring(boot)  # the node's kernel decides; Envoy falls back to plain sockets without io_uring
+    settings = params.spec.kube.envoy_container.bootstrap if params else None
+    boot = proxy_bootstrap(gateway.namespace, gateway.name, ctx,
+                           readiness_proxy_protocol=bool(settings and settings.enable_readiness_probe_proxy_protocol))
+    if settings is not None:
+        with_parameters(boot, settings)  # io_uring: as the node's kernel allows
     data = {BOOTSTRAP_FILE: json.dumps(boot, indent=2, sort_keys=True) + "\n"}
     if ctx.xds_ca_pem:
         data[CA_FILE] = ctx.xds_ca_pem
