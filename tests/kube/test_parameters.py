@@ -223,3 +223,17 @@ async def test_what_lychgate_cannot_run_is_refused_naming_the_field(kube: KubeFa
                                         what=f"{name}'s status")
             assert accepted["status"] == "False" and message in accepted["message"], accepted
         assert kube.get("deployments", "gw") is None and kube.get("deployments", "sds") is None
+
+
+async def test_helm_class_parameters_can_make_every_gateway_self_managed(kube: KubeFake,
+                                                                         controller: Controller) -> None:
+    kube.namespace("infra")
+    kube.create({**gateway_parameters("defaults", "infra"), "spec": {"selfManaged": {}}})
+    kube.create(gateway_class())
+    kube.create(gateway_parameters("own-kube", deployment={"replicas": 2}))
+    kube.create(gateway())  # the class's selfManaged: nothing deployed
+    kube.create(gateway("kube", port=8081, params="own-kube"))  # its own kube parameters win
+    async with controller(gateway_class_parameters_refs={"lychgate": {"name": "defaults", "namespace": "infra"}}):
+        dep = await eventually(lambda: kube.get("deployments", "kube"), what="the kube Gateway's Deployment")
+        assert dep["spec"]["replicas"] == 2
+        assert kube.get("deployments", "gw") is None and kube.get("configmaps", "gw") is None
