@@ -30,6 +30,7 @@ OUT = ROOT / "charts" / "lychgate" / "crds"
 sys.path.insert(0, str(ROOT / "src"))
 
 from lychgate import __version__  # noqa: E402
+from lychgate.api import kube_types  # noqa: E402
 from lychgate.api.base import Resource  # noqa: E402
 from lychgate.api.lychgate import GROUP  # noqa: E402
 
@@ -108,6 +109,8 @@ class Converter:
         return {**{k: out[k] for k in first}, **{k: v for k, v in out.items() if k not in first}}
 
     def _convert(self, node: dict[str, Any], where: str) -> dict[str, Any]:
+        if kube_types.DEFINITION_KEY in node:  # a Kubernetes type: its own schema
+            return kube_types.structural(node[kube_types.DEFINITION_KEY])
         if "$ref" in node:
             name = node["$ref"].rsplit("/", 1)[-1]
             return self.convert(self.defs[name], where)

@@ -115,10 +115,15 @@ def test_the_schema_enforces_what_the_model_does() -> None:
     )
     assert validate("GatewayParameters", good) == []
     bad = gateway_parameters(deployment={"replicas": -1}, envoyContainer={"bootstrap": {"logLevel": "loud"}},
-                             service={"type": "Magic"})
+                             service={"type": "Magic"},
+                             podTemplate={"tolerations": [{"tolerationSeconds": "soon"}],
+                                          "securityContext": {"runAsUser": "root"}})
     errors = "\n".join(validate("GatewayParameters", bad))
     assert "spec.kube.deployment.replicas" in errors and "spec.kube.envoyContainer.bootstrap.logLevel" in errors
     assert "spec.kube.service.type" in errors
+    # Kubernetes types carry Kubernetes' own schema in the CRD.
+    assert "spec.kube.podTemplate.tolerations.0.tolerationSeconds" in errors
+    assert "spec.kube.podTemplate.securityContext.runAsUser" in errors
     backend = {"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "Backend", "metadata": {"name": "b"},
                "spec": {"type": "Static", "static": {"hosts": []}}}
     assert any("spec.static.hosts" in e for e in validate("Backend", backend))  # at least one host

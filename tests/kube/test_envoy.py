@@ -56,7 +56,8 @@ async def echo() -> AsyncIterator[int]:
 def localize(bootstrap: dict[str, Any], xds_port: int, admin_port: int, ready_port: int) -> dict[str, Any]:
     """What cluster DNS and a pod's own network namespace would provide."""
     for cluster in bootstrap["static_resources"]["clusters"]:
-        for group in cluster["load_assignment"]["endpoints"]:
+        # The local cluster (the Gateway's proxies) has its endpoints over EDS: nothing to move.
+        for group in cluster.get("load_assignment", {}).get("endpoints", []):
             for ep in group["lb_endpoints"]:
                 addr = ep["endpoint"]["address"]["socket_address"]
                 if cluster["name"] == "lychgate_xds":

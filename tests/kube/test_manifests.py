@@ -16,8 +16,9 @@ import yaml
 from lychgate.api.gateway import Gateway
 from lychgate.api.lychgate import GatewayParameters, Image
 from lychgate.api.registry import parse
+from lychgate.deploy.images import image_ref
 from lychgate.deploy.local import envoy_binary
-from lychgate.deploy.manifests import ProxyContext, image_ref, proxy_bootstrap, proxy_objects
+from lychgate.deploy.manifests import ProxyContext, proxy_objects
 from tests.kube.helpers import gateway, gateway_parameters
 
 HERE = Path(__file__).parent
@@ -53,6 +54,22 @@ FULL_PARAMS = gateway_parameters(
     serviceAccount={"extraAnnotations": {"iam.example.com/role": "gateway"}},
 )
 
+# kgateway's newer fields: io_uring, the DNS resolver, PROXY protocol on the readiness port, a
+# platform-chosen user, resource claims and the Istio mesh sidecars.
+MESH_PARAMS = gateway_parameters(
+    envoyContainer={
+        "bootstrap": {"ioUring": {"enabled": True}, "dnsResolver": {"udpMaxQueries": 50},
+                      "enableReadinessProbeProxyProtocol": True},
+        "resources": {"limits": {"memory": "256Mi"}, "claims": [{"name": "gpu", "request": "fast"}]},
+    },
+    floatingUserId=True,
+    sdsContainer={"image": {"registry": "cr.example.com/kgateway-dev", "repository": "sds", "tag": "v2.1.0"},
+                  "bootstrap": {"logLevel": "debug"}, "resources": {"requests": {"cpu": "10m"}}},
+    istio={"istioProxyContainer": {"logLevel": "info", "istioDiscoveryAddress": "istiod.mesh.svc:15012",
+                                   "istioMetaClusterId": "east"},
+           "customSidecars": [{"name": "trace-agent", "image": "example.com/agent:1"}]},
+)
+
 
 def _gateway(**kw: Any) -> Gateway:
     raw = gateway(**kw)
@@ -74,6 +91,7 @@ CASES: dict[str, tuple[Gateway, GatewayParameters | None, tuple[int, ...], Proxy
                      xds_ca_pem="-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
         (),
     ),
+    "mesh": (_gateway(port=80), parse(MESH_PARAMS), (80,), CTX, ()),  # type: ignore[dict-item]
 }
 
 
@@ -99,12 +117,43 @@ def test_objects_match_the_kubernetes_schemas(case: str) -> None:
             pytest.fail(f"{obj['kind']}: {'.'.join(map(str, exc.path))}: {exc.message}")
 
 
-def test_envoy_accepts_the_bootstrap(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["default", "mesh"])
+def test_envoy_accepts_the_bootstrap(case: str, tmp_path: Path) -> None:
+    config_map = next(o for o in proxy_objects(*CASES[case]) if o["kind"] == "ConfigMap")
     config = tmp_path / "envoy.json"
-    config.write_text(json.dumps(proxy_bootstrap("default", "gw", CTX)))
+    config.write_text(config_map["data"]["envoy.json"])
     result = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(config)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mesh_parameters_reach_the_deployment() -> None:
+    """What kgateway renders for istio/sdsContainer, floatingUserId, resources.claims and the bootstrap fields."""
+    objs = {o["kind"]: o for o in proxy_objects(*CASES["mesh"])}
+    pod = objs["Deployment"]["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    assert list(containers) == ["envoy", "sds", "istio-proxy", "trace-agent"]
+    assert containers["sds"]["image"] == "cr.example.com/kgateway-dev/sds:v2.1.0"
+    assert {"name": "LOG_LEVEL", "value": "debug"} in containers["sds"]["env"]
+    assert containers["sds"]["ports"] == [{"name": "sds", "containerPort": 8234, "protocol": "TCP"}]
+    istio = containers["istio-proxy"]
+    assert istio["image"] == "docker.io/istio/proxyv2:1.22.0" and "--proxyLogLevel=info" in istio["args"]
+    env = {e["name"]: e.get("value") for e in istio["env"]}
+    assert (env["CA_ADDR"], env["ISTIO_META_CLUSTER_ID"], env["ISTIO_META_MESH_ID"]) == (
+        "istiod.mesh.svc:15012", "east", "cluster.local")
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    token = volumes["istio-token"]["projected"]["sources"][0]["serviceAccountToken"]
+    assert token["audience"] == "istio-ca" and volumes["istiod-ca-cert"]["configMap"]["name"] == "istio-ca-root-cert"
+    # floatingUserId: the platform picks the user, so no securityContext names one.
+    assert all("runAsUser" not in c.get("securityContext", {}) for c in (pod, *pod["containers"]))
+    assert containers["envoy"]["securityContext"]["runAsNonRoot"] is True
+    assert containers["envoy"]["resources"]["claims"] == [{"name": "gpu", "request": "fast"}]
+    boot = json.loads(objs["ConfigMap"]["data"]["envoy.json"])
+    assert boot["default_socket_interface"] == "envoy.extensions.network.socket_interface.default_socket_interface"
+    assert any(e.get("typed_config", {}).get("io_uring_options") == {} for e in boot["bootstrap_extensions"])
+    assert boot["typed_dns_resolver_config"]["typed_config"]["udp_max_queries"] == 50
+    readiness = next(l for l in boot["static_resources"]["listeners"] if l["name"] == "lychgate_readiness")
+    assert [f["name"] for f in readiness["listener_filters"]] == ["envoy.filters.listener.proxy_protocol"]
 
 
 @pytest.mark.parametrize("default, override, expected", [

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.kube.helpers import Controller, eventually, gateway, gateway_class, gateway_parameters
+from tests.kube.helpers import (
+    Controller,
+    eventually,
+    gateway,
+    gateway_class,
+    gateway_condition,
+    gateway_parameters,
+)
 from tests.kubefake import KubeFake
 
 
@@ -181,3 +188,52 @@ async def test_disruption_budget_and_autoscalers_come_and_go(kube: KubeFake, con
         pdb = await eventually(lambda: (p := kube.get("poddisruptionbudgets", "gw")) and "maxUnavailable" in p["spec"]
                                and p, what="the changed PodDisruptionBudget")
         assert "minAvailable" not in pdb["spec"]
+
+
+async def test_self_managed_gateways_get_status_and_xds_but_no_objects(kube: KubeFake, controller: Controller) -> None:
+    """selfManaged: lychgate deploys nothing (the user runs the proxy); the class's kube settings give way."""
+    kube.namespace("infra")
+    kube.create(gateway_parameters("class-defaults", "infra", deployment={"replicas": 2}))
+    kube.create(gateway_class(params=("infra", "class-defaults")))
+    kube.create({**gateway_parameters("own"), "spec": {"selfManaged": {}}})
+    kube.create(gateway(params="own"))
+    kube.create(gateway("deployed", port=8081))  # the class's parameters alone: deployed as usual
+    async with controller():
+        await eventually(lambda: kube.get("deployments", "deployed"), what="the other Gateway's Deployment")
+        programmed = await eventually(lambda: gateway_condition(kube, "Programmed"), what="the Gateway's status")
+        assert programmed["status"] == "False"
+        assert "self-managed" in programmed["message"] and "node id default/gw" in programmed["message"]
+        assert gateway_condition(kube, "Accepted")["status"] == "True"  # type: ignore[index]
+        for kind in ("deployments", "services", "configmaps", "serviceaccounts"):
+            assert kube.get(kind, "gw") is None, kind
+
+
+async def test_what_lychgate_cannot_run_is_refused_naming_the_field(kube: KubeFake, controller: Controller) -> None:
+    kube.create(gateway_class())
+    kube.create(gateway_parameters(agentgateway={"enabled": True}))
+    kube.create(gateway_parameters("sds-alone", sdsContainer={"image": {"repository": "sds"}}))
+    kube.create(gateway(params="params"))
+    kube.create(gateway("sds", port=8081, params="sds-alone"))
+    async with controller():
+        for name, message in (
+            ("gw", "GatewayParameters default/params: spec.kube.agentgateway.enabled: lychgate runs Envoy proxies"),
+            ("sds", "GatewayParameters default/sds-alone: spec.kube.sdsContainer: the SDS sidecar serves Istio's"),
+        ):
+            accepted = await eventually(lambda n=name: gateway_condition(kube, "Accepted", n),  # type: ignore[misc]
+                                        what=f"{name}'s status")
+            assert accepted["status"] == "False" and message in accepted["message"], accepted
+        assert kube.get("deployments", "gw") is None and kube.get("deployments", "sds") is None
+
+
+async def test_helm_class_parameters_can_make_every_gateway_self_managed(kube: KubeFake,
+                                                                         controller: Controller) -> None:
+    kube.namespace("infra")
+    kube.create({**gateway_parameters("defaults", "infra"), "spec": {"selfManaged": {}}})
+    kube.create(gateway_class())
+    kube.create(gateway_parameters("own-kube", deployment={"replicas": 2}))
+    kube.create(gateway())  # the class's selfManaged: nothing deployed
+    kube.create(gateway("kube", port=8081, params="own-kube"))  # its own kube parameters win
+    async with controller(gateway_class_parameters_refs={"lychgate": {"name": "defaults", "namespace": "infra"}}):
+        dep = await eventually(lambda: kube.get("deployments", "kube"), what="the kube Gateway's Deployment")
+        assert dep["spec"]["replicas"] == 2
+        assert kube.get("deployments", "gw") is None and kube.get("configmaps", "gw") is None

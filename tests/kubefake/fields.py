@@ -116,9 +116,19 @@ def _remove(obj: dict[str, Any], path: Path) -> None:
             container.remove(val)
 
 
+def _prune_emptied(obj: dict[str, Any], path: Path) -> None:
+    """Maps left empty by a removal go too: the applier owned them through their fields."""
+    for depth in range(len(path) - 1, 0, -1):
+        parent = path[:depth]
+        if not parent[-1].startswith("f:") or value_at(obj, parent) != {}:
+            return
+        _remove(obj, parent)
+
+
 def remove_fields(obj: dict[str, Any], paths: set[Path]) -> None:
     for p in sorted(paths, key=len, reverse=True):
         _remove(obj, p)
+        _prune_emptied(obj, p)
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         for k in _TRACKED_META:

@@ -140,6 +140,12 @@ def test_selectors_and_missing_targets() -> None:
      "spec.default.clientCertificateValidation: not supported by lychgate yet"),
     ("  perPort:\n    - {port: 80, listener: {}}\n    - {port: 80, listener: {}}",
      "spec.perPort[1].port: port 80 is listed twice"),
+    ("  httpSettings: {generateRequestId: false}\n  proxyProtocol: {}\n  default:\n    httpSettings: {xffNumTrustedHops: 1}",
+     "spec.proxyProtocol: spec.proxyProtocol, spec.httpSettings cannot be set together with spec.default"),
+    ("  perConnectionBufferLimitBytes: 1024\n  perPort:\n    - {port: 81, listener: {}}",
+     "spec.perConnectionBufferLimitBytes: spec.perConnectionBufferLimitBytes cannot be set together with spec.perPort"),
+    ("  httpSettings: {streamIdleTimeout: soon}",
+     "spec.httpSettings.streamIdleTimeout: 'soon' is not a duration"),
     ("  default:\n    httpSettings:\n      accessLog:\n        - openTelemetry:\n            grpcService: {logName: x, backendRef: {name: app, port: 80}}\n"
      "            attributes: {values: [{key: k, value: {kvListValue: {values: [{value: {stringValue: v}}]}}}]}",
      "spec.default.httpSettings.accessLog[0].openTelemetry.attributes.values[0].value.kvListValue.values: must be a list of {key, value}"),
@@ -151,6 +157,23 @@ def test_invalid_values_name_the_field_and_change_nothing(spec: str, error: str)
     assert accepted["message"].startswith(f"invalid field {error}"), accepted["message"]
     assert settings(t, 80) is None  # the proxy keeps lychgate's defaults
     assert cond(status(t, "bad")["ancestors"][0]["conditions"], "Applied")["reason"] == "Invalid"
+
+
+def test_inline_settings_are_the_default_of_every_port() -> None:
+    """kgateway's other shape: the listener configuration directly in the spec, as `default` means it."""
+    inline = run(lp("inline", "  httpSettings: {xffNumTrustedHops: 2, serverHeaderTransformation: AppendIfAbsent}\n"
+                              "  perConnectionBufferLimitBytes: 4096"))
+    nested = run(lp("inline", "  default:\n    httpSettings: {xffNumTrustedHops: 2, serverHeaderTransformation: "
+                              "AppendIfAbsent}\n    perConnectionBufferLimitBytes: 4096"))
+    for port in (80, 81):
+        s = settings(inline, port)
+        assert s is not None and (s.xff_num_trusted_hops, s.server_header_transformation) == (2, "APPEND_IF_ABSENT")
+        assert s == settings(nested, port)
+    assert inline.gateways["default/gw"].ports == nested.gateways["default/gw"].ports
+    assert [p.buffer_limit_bytes for p in inline.gateways["default/gw"].ports] == [4096, 4096]
+    applied = cond(status(inline, "inline")["ancestors"][0]["conditions"], "Applied")
+    assert (applied["reason"], applied["message"]) == (
+        "Applied", "applied: perConnectionBufferLimitBytes, serverHeaderTransformation, xffNumTrustedHops")
 
 
 def test_only_gateways_can_be_targeted() -> None:

@@ -102,6 +102,21 @@ def test_health_check_answered_by_envoy_without_a_backend(stack: Stack) -> None:
     assert stack.echo.hits.get("/healthz/deeper") == 1  # ...other paths go to the routes
 
 
+def test_inline_http_settings_configure_every_port(stack: Stack) -> None:
+    """kgateway's other shape: `spec.httpSettings` with no `default`, as its listener_policy suite writes it."""
+    stack.write("listener-policy.yaml", """
+        apiVersion: gateway.lychgate.dev/v1alpha1
+        kind: ListenerPolicy
+        metadata: {name: settings}
+        spec:
+          targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]
+          httpSettings:
+            healthCheck: {path: /inline-health}
+    """)
+    stack.wait("unknown.example.com", lambda r: r.status_code == 200, path="/inline-health", what="the health path")
+    assert "/inline-health" not in stack.echo.hits
+
+
 def test_trusted_client_address_in_the_access_log(stack: Stack, tmp_path: Path) -> None:
     log = tmp_path / "clients.log"
     access = f'accessLog: [{{fileSink: {{path: {log}, stringFormat: "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT% %REQ(:PATH)%"}}}}]'

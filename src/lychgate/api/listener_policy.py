@@ -5,7 +5,10 @@ The shapes are kgateway's (`api/v1alpha1/kgateway/listener_policy_types.go` and
 group renamed: a ListenerPolicy targets Gateways (optionally one listener by
 `sectionName`) and carries a `default` listener configuration and `perPort[]`
 overrides; its `httpSettings` configure the HTTP connection manager (access
-logs, tracing, client address, timeouts, ...). An HTTPListenerPolicy carries the
+logs, tracing, client address, timeouts, ...). kgateway's other shape puts the
+listener configuration (`httpSettings`, `proxyProtocol`,
+`perConnectionBufferLimitBytes`) directly in the spec, meaning what `default`
+means; translation refuses a spec that mixes the two shapes. An HTTPListenerPolicy carries the
 same HTTP settings inline in its spec.
 
 Only the shape is checked here; what a value means (a duration, a reference, a
@@ -313,7 +316,9 @@ class GatewayTargets(Model):
     target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list, max_length=16)
 
 
-class ListenerPolicySpec(GatewayTargets):
+class ListenerPolicySpec(GatewayTargets, ListenerConfig):
+    """`default` / `perPort[]`, or the listener configuration inline (the other shape)."""
+
     default: ListenerDefaultConfig | None = None
     per_port: list[ListenerPortConfig] = Field(default_factory=list, max_length=64)
 

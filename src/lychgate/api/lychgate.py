@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from lychgate.api import kube_types as k8s
 from lychgate.api.base import Model, Resource
 from lychgate.api.stats import StatsConfig
 
@@ -27,9 +28,7 @@ def _quantity(value: int | str) -> int | str:
 
 Quantity = Annotated[int | str, AfterValidator(_quantity)]
 
-# Kubernetes objects passed through to the proxy's Pod as they are (a core/v1
-# SecurityContext, Affinity, Toleration, ...): the API server validates them when
-# the Deployment is written, and a rejection shows in the Gateway's status.
+# Overlay patches: free-form by nature (a strategic merge patch of any object).
 KubeObject = dict[str, Any]
 
 
@@ -46,12 +45,26 @@ class LogFormat(Model):
         return self
 
 
+class IoUring(Model):
+    enabled: bool | None = None
+
+
+class DnsResolver(Model):
+    udp_max_queries: int | None = Field(
+        None, ge=0, description="UDP queries on one UDP channel before another is opened (0: no limit).")
+
+
 class EnvoyBootstrap(Model):
     """What Envoy starts with: its log level (all components) and per-component levels."""
 
     log_level: EnvoyLogLevel = "info"
     component_log_levels: dict[str, EnvoyLogLevel] = Field(default_factory=dict)
     log_format: LogFormat | None = None
+    dns_resolver: DnsResolver | None = Field(None, description="Envoy's c-ares DNS resolver, for every cluster.")
+    enable_readiness_probe_proxy_protocol: bool | None = Field(
+        None, description="The readiness port expects a PROXY protocol header (a load balancer adds it).")
+    io_uring: IoUring | None = Field(
+        None, description="enabled: Envoy's default socket interface uses io_uring (Linux 5.11+) for network I/O.")
 
 
 class Image(Model):
@@ -64,11 +77,19 @@ class Image(Model):
     pull_policy: PullPolicy | None = None
 
 
+class ResourceClaim(Model):
+    """One of the Pod's resource claims (dynamic resource allocation) the container uses."""
+
+    name: str = Field(min_length=1)
+    request: str | None = None
+
+
 class ResourceRequirements(Model):
-    """Requests and limits of a container (cpu, memory, ...)."""
+    """Requests and limits of a container (cpu, memory, ...), and its resource claims."""
 
     limits: dict[str, Quantity] = Field(default_factory=dict)
     requests: dict[str, Quantity] = Field(default_factory=dict)
+    claims: list[ResourceClaim] = Field(default_factory=list)
 
 
 class EnvoyContainer(Model):
@@ -77,21 +98,21 @@ class EnvoyContainer(Model):
     bootstrap: EnvoyBootstrap = Field(default_factory=EnvoyBootstrap)
     image: Image | None = None
     resources: ResourceRequirements | None = None
-    security_context: KubeObject | None = Field(
+    security_context: k8s.SecurityContext | None = Field(
         None, description="A core/v1 SecurityContext, merged over lychgate's defaults key by key."
     )
-    env: list[KubeObject] = Field(default_factory=list, description="Extra environment variables.")
+    env: list[k8s.EnvVar] = Field(default_factory=list, description="Extra environment variables.")
     extra_args: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
         default_factory=list, max_length=32,
         description="More Envoy arguments; --log-level, --component-log-level and --disable-hot-restart are lychgate's.")
-    extra_volume_mounts: list[KubeObject] = Field(default_factory=list, description="core/v1 VolumeMounts.")
+    extra_volume_mounts: list[k8s.VolumeMount] = Field(default_factory=list, description="core/v1 VolumeMounts.")
 
 
 class ProxyDeployment(Model):
     """The proxy's Deployment."""
 
     replicas: int | None = Field(None, ge=0, description="Number of proxy Pods (default 1).")
-    strategy: KubeObject | None = Field(None, description="An apps/v1 DeploymentStrategy.")
+    strategy: k8s.DeploymentStrategy | None = Field(None, description="An apps/v1 DeploymentStrategy.")
 
 
 class LocalObjectReference(Model):
@@ -103,21 +124,21 @@ class PodTemplate(Model):
 
     extra_labels: dict[str, str] = Field(default_factory=dict)
     extra_annotations: dict[str, str] = Field(default_factory=dict)
-    security_context: KubeObject | None = Field(
+    security_context: k8s.PodSecurityContext | None = Field(
         None, description="A core/v1 PodSecurityContext, merged over lychgate's defaults key by key."
     )
     image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
     node_selector: dict[str, str] = Field(default_factory=dict)
-    affinity: KubeObject | None = None
-    tolerations: list[KubeObject] = Field(default_factory=list)
-    topology_spread_constraints: list[KubeObject] = Field(default_factory=list)
+    affinity: k8s.Affinity | None = None
+    tolerations: list[k8s.Toleration] = Field(default_factory=list)
+    topology_spread_constraints: list[k8s.TopologySpreadConstraint] = Field(default_factory=list)
     termination_grace_period_seconds: int | None = Field(None, ge=0, le=31536000)
     priority_class_name: str | None = None
     graceful_shutdown: GracefulShutdown | None = None
-    startup_probe: KubeObject | None = Field(None, description="A core/v1 Probe for the Envoy container.")
-    readiness_probe: KubeObject | None = Field(None, description="Replaces lychgate's readiness probe.")
-    liveness_probe: KubeObject | None = None
-    extra_volumes: list[KubeObject] = Field(default_factory=list, description="core/v1 Volumes.")
+    startup_probe: k8s.Probe | None = Field(None, description="A core/v1 Probe for the Envoy container.")
+    readiness_probe: k8s.Probe | None = Field(None, description="Replaces lychgate's readiness probe.")
+    liveness_probe: k8s.Probe | None = None
+    extra_volumes: list[k8s.Volume] = Field(default_factory=list, description="core/v1 Volumes.")
 
 
 class GracefulShutdown(Model):
@@ -170,11 +191,61 @@ class ResourceOverlay(Model):
     spec: KubeObject | None = None
 
 
+class SdsBootstrap(Model):
+    log_level: Literal["debug", "info", "warn", "error", "panic", "fatal"] | None = None
+
+
+class SdsContainer(Model):
+    """The SDS sidecar: serves the Istio workload certificates to Envoy (rendered with `istio`)."""
+
+    image: Image | None = None
+    security_context: k8s.SecurityContext | None = None
+    resources: ResourceRequirements | None = None
+    bootstrap: SdsBootstrap | None = None
+
+
+class IstioContainer(Model):
+    """The istio-proxy sidecar: fetches the workload certificates from istiod (it runs no Envoy)."""
+
+    image: Image | None = None
+    security_context: k8s.SecurityContext | None = None
+    resources: ResourceRequirements | None = None
+    log_level: Literal["debug", "info", "warning", "error"] | None = None
+    istio_discovery_address: str | None = Field(None, min_length=1)
+    istio_meta_mesh_id: str | None = Field(None, min_length=1)
+    istio_meta_cluster_id: str | None = Field(None, min_length=1)
+
+
+class IstioIntegration(Model):
+    """Present: the proxy Pod joins the Istio mesh (istio-proxy and SDS sidecars, as kgateway renders them)."""
+
+    istio_proxy_container: IstioContainer | None = None
+    custom_sidecars: list[k8s.Container] = Field(
+        default_factory=list, description="Deprecated in kgateway: containers added to the proxy Pod as written.")
+
+
+class AgentGateway(Model):
+    """kgateway's agentgateway data plane: lychgate runs Envoy, so `enabled: true` is refused."""
+
+    enabled: bool | None = None
+    log_level: str | None = None
+    image: Image | None = None
+    security_context: k8s.SecurityContext | None = None
+    resources: ResourceRequirements | None = None
+    env: list[k8s.EnvVar] = Field(default_factory=list)
+    custom_config_map_name: str | None = None
+
+
 class KubernetesProxyConfig(Model):
     """`spec.kube`: shapes the proxy's Deployment, Pod and Service (kgateway field names)."""
 
     deployment: ProxyDeployment | None = None
     envoy_container: EnvoyContainer = Field(default_factory=EnvoyContainer)
+    sds_container: SdsContainer | None = None
+    istio: IstioIntegration | None = None
+    agentgateway: AgentGateway | None = Field(None, alias="agentgateway")
+    floating_user_id: bool | None = Field(
+        None, description="No runAsUser in the rendered securityContexts: the platform picks the user (OpenShift).")
     pod_template: PodTemplate | None = None
     service: ProxyService | None = None
     service_account: ProxyServiceAccount | None = None
@@ -193,6 +264,15 @@ class KubernetesProxyConfig(Model):
 
 class GatewayParametersSpec(Model):
     kube: KubernetesProxyConfig = Field(default_factory=KubernetesProxyConfig)
+    self_managed: dict[str, Any] | None = Field(
+        None, description="Present: lychgate deploys nothing for these Gateways (no Deployment, Service or local "
+                          "Envoy); it serves their xDS and status, and the user runs the proxy.")
+
+    @model_validator(mode="after")
+    def _one_platform(self) -> GatewayParametersSpec:
+        if self.self_managed is not None and "kube" in self.model_fields_set:
+            raise ValueError("exactly one of kube, selfManaged may be set")
+        return self
 
 
 class GatewayParameters(Resource):

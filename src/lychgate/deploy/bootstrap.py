@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lychgate.api.lychgate import EnvoyBootstrap
 from lychgate.xds.replicas import LOCAL_CLUSTER
 
 
@@ -129,3 +130,57 @@ def _is_ip(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+SOCKET_INTERFACE = "envoy.extensions.network.socket_interface.default_socket_interface"
+
+
+def with_parameters(boot: dict[str, Any], settings: EnvoyBootstrap, io_uring: bool = True) -> None:
+    """GatewayParameters `envoyContainer.bootstrap` settings that live in the bootstrap;
+    `io_uring` False: the kernel refuses io_uring, so it is left out."""
+    if settings.io_uring is not None and settings.io_uring.enabled and io_uring:
+        use_io_uring(boot)
+    if settings.dns_resolver is not None and settings.dns_resolver.udp_max_queries is not None:
+        dns_resolver(boot, settings.dns_resolver.udp_max_queries)
+
+
+def use_io_uring(boot: dict[str, Any]) -> None:
+    """GatewayParameters `envoyContainer.bootstrap.ioUring.enabled`: Envoy's default socket
+    interface with io_uring options, made the one every socket uses (kgateway renders the same)."""
+    boot.setdefault("bootstrap_extensions", []).append({
+        "name": SOCKET_INTERFACE,
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.network.socket_interface.v3.DefaultSocketInterface",
+            "io_uring_options": {},
+        },
+    })
+    boot["default_socket_interface"] = SOCKET_INTERFACE
+
+
+def io_uring_available() -> bool:
+    """Whether this kernel lets a process set up an io_uring (Linux 5.1+, not disabled by
+    `kernel.io_uring_disabled` or a seccomp filter): asked by creating one and closing it."""
+    import ctypes
+    import os
+    import platform
+
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "aarch64"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params
+    fd = libc.syscall(425, 4, params)  # io_uring_setup: 425 on x86_64 and aarch64
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
+def dns_resolver(boot: dict[str, Any], udp_max_queries: int) -> None:
+    """GatewayParameters `envoyContainer.bootstrap.dnsResolver`: the c-ares resolver every cluster uses."""
+    boot["typed_dns_resolver_config"] = {
+        "name": "envoy.network.dns_resolver.cares",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig",
+            "udp_max_queries": udp_max_queries,
+        },
+    }

@@ -255,6 +255,7 @@ class KubeDeployer:
 
     async def _reconcile(self) -> None:
         failed = False
+        deployed: set[str] = set()  # intents with objects: not self-managed through the class's parameters
         for ref, intent in sorted(self.intents.items()):
             if not self.is_leader():
                 return
@@ -262,6 +263,14 @@ class KubeDeployer:
             if gateway is None:
                 continue
             params = parameters.merge(self._class_parameters(gateway), intent.parameters)
+            if params is not None and params.spec.self_managed is not None:
+                continue  # the user runs this proxy (class-wide selfManaged): nothing of ours stays
+            problem = parameters.problem(params)
+            if problem is not None:
+                self._set_error(ref, f"GatewayParameters {params.namespace}/{params.name}: {problem}"
+                                if params else problem)
+                continue
+            deployed.add(ref)
             objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx, intent.udp_ports)
             digest = _digest(objs)
             if self.applied.get(ref) == digest:
@@ -285,7 +294,7 @@ class KubeDeployer:
             if self.errors.pop(ref, None) is not None:
                 self.notify()
             log.info("applied the proxy of Gateway %s (Deployment, Service, ServiceAccount, ConfigMap)", ref)
-        for ref in sorted((set(self.deployments) | set(self.applied)) - set(self.intents)):
+        for ref in sorted((set(self.deployments) | set(self.applied)) - deployed):
             if not self.is_leader():
                 return
             if self.keep(ref):

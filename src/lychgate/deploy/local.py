@@ -24,7 +24,13 @@ import aiohttp
 from lychgate import native
 from lychgate.api.gateway import Gateway
 from lychgate.deploy.allocations import Allocations
-from lychgate.deploy.bootstrap import ENVOY_FLAGS, XdsTarget, bootstrap
+from lychgate.deploy.bootstrap import (
+    ENVOY_FLAGS,
+    XdsTarget,
+    bootstrap,
+    io_uring_available,
+    with_parameters,
+)
 from lychgate.log import component_logger
 from lychgate.translate.gateway import ProxyIntent
 
@@ -138,8 +144,12 @@ class LocalDeployer:
                     self.proxies[ref] = proxy
                     await self._start(proxy)
                 else:
+                    restart = _bootstrap_settings(intent) != _bootstrap_settings(proxy.intent)
                     proxy.intent = intent
-                    if intent.log_level != proxy.applied_log_level and proxy.state == "running":
+                    if restart:  # socket interface and DNS resolver are chosen at start: a new bootstrap
+                        await self._stop(proxy)
+                        await self._start(proxy)
+                    elif intent.log_level != proxy.applied_log_level and proxy.state == "running":
                         await self._set_log_level(proxy, intent.log_level)
 
     async def close(self) -> None:
@@ -156,10 +166,15 @@ class LocalDeployer:
     async def _start(self, proxy: LocalProxy) -> None:
         proxy.directory.mkdir(parents=True, exist_ok=True)
         config = proxy.directory / "bootstrap.json"
-        wanted = json.dumps(
-            bootstrap(proxy.intent.namespace, proxy.intent.name, self.xds, admin_port=proxy.admin_port),
-            indent=2,
-        )
+        boot = bootstrap(proxy.intent.namespace, proxy.intent.name, self.xds, admin_port=proxy.admin_port)
+        io_uring = io_uring_available()
+        if proxy.intent.parameters is not None:
+            with_parameters(boot, proxy.intent.parameters.spec.kube.envoy_container.bootstrap, io_uring)
+        if _wants_io_uring(proxy.intent) and not io_uring:
+            log.warning("Gateway %s: ioUring is enabled but this kernel refuses io_uring "
+                        "(kernel.io_uring_disabled, seccomp or Linux before 5.1): Envoy uses plain sockets",
+                        proxy.ref)
+        wanted = json.dumps(boot, indent=2)
         survivor = _running_envoy(proxy.directory / "envoy.pid")
         # A survivor started without the module's search path would refuse split tables' listeners.
         modules = proxy.directory / "modules"
@@ -262,6 +277,17 @@ class LocalDeployer:
             log.info("Gateway %s: Envoy log level set to %s", proxy.ref, level)
         except (aiohttp.ClientError, TimeoutError) as err:
             log.warning("Gateway %s: could not set Envoy log level to %s: %s", proxy.ref, level, err)
+
+
+def _bootstrap_settings(intent: ProxyIntent) -> tuple[object, ...]:
+    """What of the parameters is in the bootstrap (io_uring, DNS resolver): a change restarts Envoy."""
+    boot = intent.parameters.spec.kube.envoy_container.bootstrap if intent.parameters else None
+    return (boot.io_uring, boot.dns_resolver) if boot else (None, None)
+
+
+def _wants_io_uring(intent: ProxyIntent) -> bool:
+    io_uring = intent.parameters.spec.kube.envoy_container.bootstrap.io_uring if intent.parameters else None
+    return io_uring is not None and bool(io_uring.enabled)
 
 
 def _tail(path: Path, lines: int) -> str:

@@ -23,9 +23,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lychgate.api.gateway import Gateway
-from lychgate.api.lychgate import GatewayParameters, Image, KubernetesProxyConfig, PodTemplate
-from lychgate.deploy import overlays, stats
-from lychgate.deploy.bootstrap import ENVOY_FLAGS, XdsTarget, bootstrap
+from lychgate.api.lychgate import GatewayParameters, KubernetesProxyConfig, PodTemplate
+from lychgate.deploy import istio, overlays, stats
+from lychgate.deploy.bootstrap import ENVOY_FLAGS, XdsTarget, bootstrap, with_parameters
+from lychgate.deploy.images import image_ref
 
 MANAGED_BY = "lychgate"
 NAME_LABEL = "app.kubernetes.io/name"
@@ -54,45 +55,13 @@ class ProxyContext:
     xds_ca_pem: str | None = None  # set when xDS is served over TLS: proxies verify with it
 
 
-# --- images -----------------------------------------------------------------------
-
-
-def split_image(ref: str) -> Image:
-    """'ghcr.io/lychgate/envoy:1.40.0' -> registry ghcr.io/lychgate, repository envoy, tag 1.40.0."""
-    name, _, digest = ref.partition("@")
-    slash = name.rfind("/")
-    colon = name.rfind(":")
-    tag = None
-    if colon > slash:
-        name, tag = name[:colon], name[colon + 1:]
-    registry, _, repository = name.rpartition("/")
-    return Image(registry=registry or None, repository=repository, tag=tag, digest=digest or None)
-
-
-def image_ref(default: str, override: Image | None) -> tuple[str, str | None]:
-    """The image of the Envoy container and its pull policy: the override part by part."""
-    base = split_image(default)
-    o = override or Image()
-    registry = o.registry if o.registry is not None else base.registry
-    repository = o.repository or base.repository or "envoy"
-    # A digest pins the image: an overriding tag drops the default's digest and vice versa.
-    if o.digest or o.tag:
-        tag, digest = o.tag, o.digest
-    else:
-        tag, digest = base.tag, base.digest
-    ref = f"{registry.rstrip('/')}/{repository}" if registry else repository
-    if digest:
-        ref += f"@{digest}"
-    elif tag:
-        ref += f":{tag}"
-    return ref, o.pull_policy
-
-
 # --- the bootstrap ----------------------------------------------------------------
 
 
-def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext) -> dict[str, Any]:
-    """The Envoy bootstrap of a Gateway's proxy in a Pod (what its ConfigMap holds)."""
+def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext, readiness_proxy_protocol: bool = False) -> dict[str, Any]:
+    """The Envoy bootstrap of a Gateway's proxy in a Pod (what its ConfigMap holds); with
+    `readiness_proxy_protocol`, the readiness port takes connections a load balancer
+    prefixed with a PROXY protocol header (`enableReadinessProbeProxyProtocol`)."""
     xds = XdsTarget(ctx.xds_host, ctx.xds_port,
                     ca_file=Path(CONFIG_DIR / CA_FILE) if ctx.xds_ca_pem else None)
     out = bootstrap(namespace, name, xds, admin_address="127.0.0.1", admin_port=ADMIN_PORT)
@@ -104,7 +73,7 @@ def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext) -> dict[str, A
         "load_assignment": {"cluster_name": "lychgate_admin", "endpoints": [{"lb_endpoints": [
             {"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": ADMIN_PORT}}}}]}]},
     })
-    static.setdefault("listeners", []).append({
+    readiness: dict[str, Any] = {
         "name": "lychgate_readiness",
         "address": {"socket_address": {"address": "0.0.0.0", "port_value": READY_PORT}},
         "filter_chains": [{"filters": [{
@@ -126,7 +95,11 @@ def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext) -> dict[str, A
                 }],
             },
         }]}],
-    })
+    }
+    if readiness_proxy_protocol:
+        readiness["listener_filters"] = [{"name": "envoy.filters.listener.proxy_protocol", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol"}}]
+    static.setdefault("listeners", []).append(readiness)
     return out
 
 
@@ -215,9 +188,13 @@ def service_account(gateway: Gateway, params: GatewayParameters | None) -> dict[
     }, params.spec.kube.service_account_overlay if params else None)
 
 
-def config_map(gateway: Gateway, ctx: ProxyContext) -> dict[str, Any]:
-    data = {BOOTSTRAP_FILE: json.dumps(proxy_bootstrap(gateway.namespace, gateway.name, ctx),
-                                       indent=2, sort_keys=True) + "\n"}
+def config_map(gateway: Gateway, ctx: ProxyContext, params: GatewayParameters | None = None) -> dict[str, Any]:
+    settings = params.spec.kube.envoy_container.bootstrap if params else None
+    boot = proxy_bootstrap(gateway.namespace, gateway.name, ctx,
+                           readiness_proxy_protocol=bool(settings and settings.enable_readiness_probe_proxy_protocol))
+    if settings is not None:
+        with_parameters(boot, settings)  # io_uring: as the node's kernel allows
+    data = {BOOTSTRAP_FILE: json.dumps(boot, indent=2, sort_keys=True) + "\n"}
     if ctx.xds_ca_pem:
         data[CA_FILE] = ctx.xds_ca_pem
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(gateway), "data": data}
@@ -316,6 +293,11 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
                 obj["securityContext"] = dict(given)
             else:
                 obj.pop("securityContext")
+    istio.add_sidecars(kube, pod_spec)
+    if kube.floating_user_id:  # the platform assigns the user: no runAsUser anywhere
+        for obj in (pod_spec, *pod_spec["containers"]):
+            if "securityContext" in obj:
+                obj["securityContext"] = {k: v for k, v in obj["securityContext"].items() if k != "runAsUser"}
     if pod:
         if pod.node_selector:
             pod_spec["nodeSelector"] = dict(pod.node_selector)
@@ -375,7 +357,7 @@ def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tup
                   ctx: ProxyContext, udp_ports: tuple[int, ...] = ()) -> list[dict[str, Any]]:
     """Everything one Gateway's proxy consists of, in the order to create it."""
     metrics = params.spec.kube.stats if params else None
-    cm = config_map(gateway, ctx)
+    cm = config_map(gateway, ctx, params)
     stats.add_to_config_map(cm, BOOTSTRAP_FILE, metrics, "lychgate_admin")
     digest = hashlib.sha256(json.dumps(cm["data"], sort_keys=True).encode()).hexdigest()[:16]
     proxy = deployment(gateway, params, ports, ctx, digest, udp_ports)

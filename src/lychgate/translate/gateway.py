@@ -125,6 +125,11 @@ class ProxyIntent:
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def self_managed(self) -> bool:
+        """GatewayParameters `selfManaged`: the user runs the proxy; nothing is deployed for it."""
+        return self.parameters is not None and self.parameters.spec.self_managed is not None
+
 
 @dataclass
 class Feedback:
@@ -371,8 +376,13 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayPar
         params = store.get(GatewayParameters, gw.namespace, ref.name)
         if params is None:
             return None, f"spec.infrastructure.parametersRef: GatewayParameters {gw.namespace}/{ref.name} not found"
-        return parameters.merge(class_params, params), None
-    return class_params, None
+        merged = parameters.merge(class_params, params)
+    else:
+        merged = class_params
+    problem = parameters.problem(merged)
+    if merged is not None and problem is not None:
+        return None, f"GatewayParameters {merged.namespace}/{merged.name}: {problem}"
+    return merged, None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -455,7 +465,7 @@ def _https_tables(gw: Gateway, agg: Aggregate, serving: list[ListenerState], add
 
 
 def _gateway_conditions(ctx: GatewayCtx, address: str | None, params_error: str | None,
-                        feedback: Feedback) -> tuple[list[dict[str, Any]], bool]:
+                        feedback: Feedback, self_managed: bool = False) -> tuple[list[dict[str, Any]], bool]:
     """A Gateway's Accepted and Programmed conditions (and the InsecureFrontendValidationMode
     warning), and whether its proxy is to serve."""
     gw = ctx.gateway
@@ -493,6 +503,10 @@ def _gateway_conditions(ctx: GatewayCtx, address: str | None, params_error: str 
         conds.append(condition("Programmed", False, "Invalid", feedback.rejected[ref], gen))
     elif state == "":
         conds.append(condition("Programmed", True, "Programmed", "proxy is running and has accepted its configuration", gen))
+    elif self_managed:
+        conds.append(condition("Programmed", False, "Pending", (
+            f"self-managed (GatewayParameters selfManaged): waiting for a proxy with node id {ref} to connect "
+            "to xDS and accept its configuration"), gen))
     else:
         conds.append(condition("Programmed", False, "Pending", state or "waiting for the proxy to start and accept its configuration", gen))
 
@@ -528,7 +542,8 @@ def _finish_gateway(
         if listener.usable and error:
             listener.programmed_error = error
 
-    conds, serving = _gateway_conditions(ctx, address, params_error, feedback)
+    self_managed = params is not None and params.spec.self_managed is not None
+    conds, serving = _gateway_conditions(ctx, address, params_error, feedback, self_managed)
     client_cert, cert_condition = _backend_client_certificate(store, gw)
     if cert_condition is not None:
         conds.append(cert_condition)

@@ -7,7 +7,10 @@ of a Gateway:
    (`targetSelectors`), optionally one listener by `sectionName`.
 2. For a port, a ListenerPolicy's configuration is its `perPort[]` entry for
    that port if it has one (which replaces `default` entirely, as in kgateway),
-   else its `default`. An HTTPListenerPolicy's settings apply to every port.
+   else its `default`. Settings written inline in the spec (`spec.httpSettings`,
+   `spec.proxyProtocol`, `spec.perConnectionBufferLimitBytes`: kgateway's other
+   shape) are its `default`, and cannot be mixed with `default`/`perPort`. An
+   HTTPListenerPolicy's settings apply to every port.
 3. Each field (accessLog, tracing, useRemoteAddress, proxyProtocol, ...) is
    taken from the most specific policy that sets it (a listener by sectionName
    before the whole Gateway), then from the oldest (creationTimestamp, then
@@ -132,6 +135,14 @@ class ListenerPolicyIndex:
                 state.http[None] = compile_http(self.store, kind, ns, p.spec, "spec", state.clusters, state.unresolved)
             else:
                 spec = p.spec
+                inline = _inline_fields(p)
+                if inline:
+                    if spec.default is not None or spec.per_port:
+                        other = "spec.default" if spec.default is not None else "spec.perPort"
+                        raise Invalid(inline[0], f"{', '.join(inline)} cannot be set together with {other}: "
+                                      "write the listener configuration inline or in default/perPort, not both")
+                    # kgateway's inline shape is its `default`: every port the policy reaches.
+                    self._compile_config(state, None, spec, "spec")
                 if spec.default is not None:
                     if spec.default.client_certificate_validation is not None:
                         raise Invalid("spec.default.clientCertificateValidation",
@@ -300,6 +311,14 @@ class ListenerPolicyIndex:
         if state.unresolved and not lost:
             return False, next(iter(state.unresolved.values())).reason, message
         return False, "Overridden", message
+
+
+def _inline_fields(policy: ListenerPolicy) -> list[str]:
+    """The listener configuration written directly in the spec (kgateway's inline shape)."""
+    spec = policy.spec
+    fields = (("spec.proxyProtocol", spec.proxy_protocol), ("spec.perConnectionBufferLimitBytes",
+              spec.per_connection_buffer_limit_bytes), ("spec.httpSettings", spec.http_settings))
+    return [path for path, value in fields if value is not None]
 
 
 def _ports(ports: set[int]) -> str:

@@ -5,7 +5,8 @@ field by field: objects merge key by key, a list or a value the Gateway sets
 replaces the class's, and what the Gateway leaves unset keeps the class's value
 (a Gateway naming its own parameters no longer loses the class's defaults).
 Overlays merge the same way, so the class's overlay applies first and the
-Gateway's over it.
+Gateway's over it. `kube` and `selfManaged` exclude each other: a layer that
+sets one drops the other from the layers below.
 """
 
 from __future__ import annotations
@@ -31,8 +32,31 @@ def merge(*layers: GatewayParameters | None) -> GatewayParameters | None:
         return present[0] if present else None
     spec: dict[str, Any] = {}
     for params in present:
-        spec = deep_merge(spec, params.spec.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+        layer = params.spec.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        # kube and selfManaged exclude each other: the later layer's choice of platform wins.
+        for platform, other in (("selfManaged", "kube"), ("kube", "selfManaged")):
+            if platform in layer:
+                spec.pop(other, None)
+        spec = deep_merge(spec, layer)
     top = present[-1]
     return GatewayParameters.model_validate({
         "apiVersion": top.api_version, "kind": top.kind,
         "metadata": top.metadata.model_dump(by_alias=True, exclude_none=True, mode="json"), "spec": spec})
+
+
+def problem(params: GatewayParameters | None) -> str | None:
+    """What lychgate cannot honour in the (merged) parameters, naming the field; None: all of it."""
+    if params is None:
+        return None
+    kube = params.spec.kube
+    if kube.agentgateway is not None and kube.agentgateway.enabled:
+        return ("spec.kube.agentgateway.enabled: lychgate runs Envoy proxies, not agentgateway; "
+                "remove agentgateway or set enabled: false")
+    sds = kube.sds_container
+    if kube.istio is None:
+        return None if sds is None else ("spec.kube.sdsContainer: the SDS sidecar serves Istio's workload "
+                                         "certificates and is rendered with spec.kube.istio; set istio too")
+    if sds is None or sds.image is None or not sds.image.repository:
+        return ("spec.kube.sdsContainer.image: lychgate ships no SDS image; name one (registry, repository, tag), "
+                "such as kgateway's sds image")
+    return None

@@ -1,0 +1,121 @@
+"""Kubernetes core objects inside lychgate's kinds, validated as the API server would.
+
+GatewayParameters carry pieces of a Pod (a container's securityContext, the
+Pod's affinity, tolerations, env, volumes, probes, ...) exactly as kgateway
+takes them: Kubernetes' own types. Modelling each of them by hand would miss or
+refuse fields a newer API server allows; they are checked instead against the
+OpenAPI schema of the real type that the `kubernetes-validate` package ships
+(strict: an unknown field is an error, as `kubectl apply --validate=strict`
+says), and kept as written. An error names the field inside the object.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Annotated, Any
+
+import jsonschema
+from pydantic import AfterValidator, WithJsonSchema
+
+# The newest Kubernetes release whose schemas kubernetes-validate ships (strict variant).
+SCHEMA_VERSION = "v1.37.0-local-strict"
+
+
+@functools.cache
+def _definitions() -> dict[str, Any]:
+    path = resources.files("kubernetes_validate") / "kubernetes-json-schema" / SCHEMA_VERSION / "_definitions.json"
+    defs: dict[str, Any] = json.loads(path.read_text())["$defs"]
+    return defs
+
+
+@functools.cache
+def _validator(definition: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator({"$ref": f"#/$defs/{definition}", "$defs": _definitions()})
+
+
+def _where(error: jsonschema.ValidationError) -> str:
+    parts = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return parts.lstrip(".")
+
+
+def check(definition: str, value: Any) -> Any:
+    """`value` if it is a valid `definition` (io.k8s.api.core.v1.SecurityContext, ...), else ValueError."""
+    errors = sorted(_validator(definition).iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        kind = definition.rsplit(".", 1)[-1]
+        first = errors[0]
+        # oneOf/anyOf failures say little at the top: the deepest cause names the field.
+        while first.context:
+            first = max(first.context, key=lambda e: len(e.absolute_path))
+        where = _where(first)
+        raise ValueError(f"not a valid Kubernetes {kind}: " + (f"{where}: " if where else "") + first.message)
+    return value
+
+
+# The JSON schema of such a field names the Kubernetes type: tools/gen_crds.py writes the
+# type's own schema (structural()) into the CRD, so the API server checks it too.
+DEFINITION_KEY = "x-lychgate-kubernetes-definition"
+
+
+def _is(definition: str) -> tuple[AfterValidator, WithJsonSchema]:
+    return (AfterValidator(functools.partial(check, definition)),
+            WithJsonSchema({"type": "object", DEFINITION_KEY: definition}))
+
+
+# What of Kubernetes' schemas a CRD keeps: no descriptions (the CRD would grow by
+# megabytes) and no list-map markers (a CRD needs their keys required or defaulted).
+_KEEP = ("enum", "format", "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "pattern")
+
+
+def structural(definition: str) -> dict[str, Any]:
+    """The Kubernetes `definition` as a structural OpenAPI schema, as a CRD embeds it."""
+    return _structural(_definitions()[definition], (definition,))
+
+
+def _structural(node: dict[str, Any], stack: tuple[str, ...]) -> dict[str, Any]:
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        if name in stack:  # recursive (none in Pod types): keep the rest as written
+            return {"x-kubernetes-preserve-unknown-fields": True}
+        return _structural(_definitions()[name], (*stack, name))
+    if "oneOf" in node:  # Quantity, IntOrString: a number or a string
+        return {"x-kubernetes-int-or-string": True}
+    types = node.get("type")
+    type_ = next((t for t in types if t != "null"), None) if isinstance(types, list) else types
+    if type_ is None:
+        return {"x-kubernetes-preserve-unknown-fields": True}
+    out: dict[str, Any] = {"type": type_, **{k: node[k] for k in _KEEP if k in node}}
+    if "enum" in out:
+        out["enum"] = [v for v in out["enum"] if v is not None]
+    if type_ == "object":
+        props = node.get("properties") or {}
+        if props:
+            out["properties"] = {k: _structural(v, stack) for k, v in props.items()}
+            if node.get("required"):
+                out["required"] = list(node["required"])
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            out["additionalProperties"] = _structural(extra, stack)
+        elif not props:
+            out["x-kubernetes-preserve-unknown-fields"] = True
+    elif type_ == "array":
+        out["items"] = _structural(node.get("items") or {}, stack)
+    return out
+
+
+_CORE = "io.k8s.api.core.v1."
+Object = dict[str, Any]
+# Each is kept as written once valid; the API server has the last word when the Deployment is written.
+SecurityContext = Annotated[Object, *_is(_CORE + "SecurityContext")]
+PodSecurityContext = Annotated[Object, *_is(_CORE + "PodSecurityContext")]
+Affinity = Annotated[Object, *_is(_CORE + "Affinity")]
+Toleration = Annotated[Object, *_is(_CORE + "Toleration")]
+TopologySpreadConstraint = Annotated[Object, *_is(_CORE + "TopologySpreadConstraint")]
+EnvVar = Annotated[Object, *_is(_CORE + "EnvVar")]
+VolumeMount = Annotated[Object, *_is(_CORE + "VolumeMount")]
+Volume = Annotated[Object, *_is(_CORE + "Volume")]
+Probe = Annotated[Object, *_is(_CORE + "Probe")]
+Container = Annotated[Object, *_is(_CORE + "Container")]
+DeploymentStrategy = Annotated[Object, *_is("io.k8s.api.apps.v1.DeploymentStrategy")]
