@@ -7,6 +7,8 @@ from __future__ import annotations
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.core.v3 import base_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.extensions.clusters.common.dns.v3 import dns_pb2
+from envoy.extensions.clusters.dns.v3 import dns_cluster_pb2
 from envoy.extensions.clusters.dynamic_forward_proxy.v3 import cluster_pb2 as dfp_cluster_pb2
 from envoy.extensions.common.dynamic_forward_proxy.v3 import dns_cache_pb2
 from envoy.extensions.filters.http.dynamic_forward_proxy.v3 import (
@@ -20,7 +22,7 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
 
 from lychgate import ir
 from lychgate.xds.translator import tunnel
-from lychgate.xds.translator.cluster_policy import HTTP_OPTIONS, SYSTEM_CA_BUNDLE
+from lychgate.xds.translator.cluster_policy import DNS_CLUSTER, HTTP_OPTIONS, SYSTEM_CA_BUNDLE
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import pack
 
@@ -34,6 +36,15 @@ DNS_CACHE = dns_cache_pb2.DnsCacheConfig(name="lychgate_forward_proxy",
                                          dns_lookup_family=cluster_pb2.Cluster.V4_PREFERRED)
 
 
+def as_dns_cluster(out: cluster_pb2.Cluster) -> None:
+    """Hosts by name: Envoy's DNS cluster extension (as kgateway emits it), not the STRICT_DNS
+    type, whose DNS settings on the Cluster are deprecated; BackendConfigPolicy `dns` fills it in."""
+    out.ClearField("type")
+    out.cluster_type.name = DNS_CLUSTER
+    out.cluster_type.typed_config.CopyFrom(pack(dns_cluster_pb2.DnsCluster(
+        dns_lookup_family=dns_pb2.DnsLookupFamily.V4_PREFERRED)))  # not the Cluster enum: other numbers
+
+
 def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb2.ClusterLoadAssignment) -> None:
     """Turn the EDS Cluster built for a Backend's `cluster` (discovery other than
     EDS) into what its discovery asks for; `assignment` is its ClusterLoadAssignment."""
@@ -45,10 +56,12 @@ def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb
         out.type = cluster_pb2.Cluster.STATIC
         out.load_assignment.CopyFrom(tunnel.load_assignment(cluster, cluster.tunnel))
         return
-    if cluster.discovery in ("static", "dns"):
-        out.type = cluster_pb2.Cluster.STATIC if cluster.discovery == "static" else cluster_pb2.Cluster.STRICT_DNS
-        if cluster.discovery == "dns":
-            out.dns_lookup_family = cluster_pb2.Cluster.V4_PREFERRED
+    if cluster.discovery == "static":
+        out.type = cluster_pb2.Cluster.STATIC
+        out.load_assignment.CopyFrom(assignment)
+        return
+    if cluster.discovery == "dns":
+        as_dns_cluster(out)
         out.load_assignment.CopyFrom(assignment)
         return
     out.ClearField("type")

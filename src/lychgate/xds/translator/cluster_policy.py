@@ -16,6 +16,7 @@ from envoy.config.core.v3 import (
     proxy_protocol_pb2,
 )
 from envoy.config.route.v3 import route_components_pb2 as route_pb
+from envoy.extensions.clusters.dns.v3 import dns_cluster_pb2
 from envoy.extensions.http.header_formatters.preserve_case.v3 import preserve_case_pb2
 from envoy.extensions.transport_sockets.proxy_protocol.v3 import upstream_proxy_protocol_pb2
 from envoy.extensions.transport_sockets.raw_buffer.v3 import raw_buffer_pb2
@@ -31,6 +32,7 @@ from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import ms, pack
 
 HTTP_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+DNS_CLUSTER = "envoy.clusters.dns"  # the DNS cluster extension (backend_cluster.py makes them)
 # The proxy's trust store for `wellKnownCACertificates: System` (Debian/Ubuntu and the proxy image).
 SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
@@ -72,13 +74,21 @@ def apply(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
         out.outlier_detection.CopyFrom(_outlier(c.outlier_detection))
     if c.circuit_breakers is not None:
         out.circuit_breakers.thresholds.append(_thresholds(c.circuit_breakers))
-    if out.type in (cluster_pb2.Cluster.STRICT_DNS, cluster_pb2.Cluster.LOGICAL_DNS):
-        if c.dns_refresh_ms is not None:
-            out.dns_refresh_rate.CopyFrom(ms(c.dns_refresh_ms))
-        if c.dns_jitter_ms is not None:
-            out.dns_jitter.CopyFrom(ms(c.dns_jitter_ms))
-        if c.dns_respect_ttl is not None:
-            out.respect_dns_ttl = c.dns_respect_ttl
+    if out.cluster_type.name == DNS_CLUSTER:
+        _dns(c, out)
+
+
+def _dns(c: ir.BackendConfig, out: cluster_pb2.Cluster) -> None:
+    """BackendConfigPolicy `dns` on a DNS cluster (Envoy's envoy.clusters.dns extension)."""
+    dns = dns_cluster_pb2.DnsCluster()
+    out.cluster_type.typed_config.Unpack(dns)
+    if c.dns_refresh_ms is not None:
+        dns.dns_refresh_rate.CopyFrom(ms(c.dns_refresh_ms))
+    if c.dns_jitter_ms is not None:
+        dns.dns_jitter.CopyFrom(ms(c.dns_jitter_ms))
+    if c.dns_respect_ttl is not None:
+        dns.respect_dns_ttl = c.dns_respect_ttl
+    out.cluster_type.typed_config.Pack(dns)
 
 
 def _http_options(cluster: ir.Cluster, c: ir.BackendConfig, out: cluster_pb2.Cluster) -> None:

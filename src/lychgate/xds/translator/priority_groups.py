@@ -33,7 +33,7 @@ from google.protobuf import duration_pb2
 from lychgate import ir
 from lychgate.xds import types
 from lychgate.xds.translator import aws_lambda
-from lychgate.xds.translator.backend_cluster import DNS_CACHE
+from lychgate.xds.translator.backend_cluster import DNS_CACHE, as_dns_cluster
 from lychgate.xds.translator.backend_cluster import FILTER as FORWARD_PROXY_FILTER
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import pack
@@ -46,13 +46,14 @@ def listener_name(cluster: ir.Cluster, member: ir.Cluster) -> str:
 
 
 def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
-    """The EDS Cluster built for a priority-groups Backend becomes a STATIC one (STRICT_DNS
+    """The EDS Cluster built for a priority-groups Backend becomes a STATIC one (a DNS one
     when a member's hosts are names: then no member is bridged)."""
     out.ClearField("eds_cluster_config")
     named = any(not m.bridged and m.cluster.discovery == "dns" for g in cluster.priority_groups for m in g)
-    out.type = cluster_pb2.Cluster.STRICT_DNS if named else cluster_pb2.Cluster.STATIC
     if named:
-        out.dns_lookup_family = cluster_pb2.Cluster.V4_PREFERRED
+        as_dns_cluster(out)
+    else:
+        out.type = cluster_pb2.Cluster.STATIC
     out.load_assignment.CopyFrom(load_assignment(cluster))
 
 
