@@ -146,7 +146,7 @@ def test_editing_a_route_moves_traffic_and_deleting_gives_404(three_backends: Ly
         return {c["name"] for c in cds["resources"]}
 
     # v1's cluster lingers only until Envoy has accepted the routes that left it.
-    wait_for(lambda: clusters() == {"kube/default/v2/80"}, 5, "the unused cluster to be removed")
+    wait_for(lambda: clusters() == {"kube_default_v2_80"}, 5, "the unused cluster to be removed")
     status = lg.status("HTTPRoute", "moving")
     assert status["parents"][0]["conditions"][0]["observedGeneration"] == 2
     lg.delete("route.yaml")

@@ -88,6 +88,17 @@ class Stack:
 
         return wait_for(check, 10, f"TrafficPolicy {namespace}/{name} status")
 
+    def condition_when(self, kind: str, name: str, type_: str, check: Any, namespace: str = "default") -> dict[str, Any]:
+        """The object's top-level condition once `check(condition)` holds: the status is
+        written after the proxies get the configuration, so traffic can change first."""
+        def found() -> dict[str, Any] | None:
+            for c in self.status(kind, name, namespace).get("conditions", []):
+                if c["type"] == type_ and check(c):
+                    return dict(c)
+            return None
+
+        return wait_for(found, 10, f"{kind} {namespace}/{name} {type_} condition")
+
     def ancestors(self, name: str, namespace: str = "default") -> list[dict[str, Any]]:
         return list(self.status("TrafficPolicy", name, namespace).get("ancestors", []))
 

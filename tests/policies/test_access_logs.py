@@ -170,7 +170,7 @@ def test_grpc_access_log_service_receives_filtered_entries(stack: Stack, als: Al
     assert entry.response.response_code.value == 200
     assert dict(entry.request.request_headers)["x-tenant"] == "t3"
     assert dict(entry.response.response_headers)["x-backend"] == "app"
-    assert entry.common_properties.upstream_cluster == "kube/default/app/80"
+    assert entry.common_properties.upstream_cluster == "kube_default_app_80"
 
 
 def test_opentelemetry_logs_with_body_attributes_and_filter(stack: Stack, otlp: OtlpReceiver) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import wait_for
-from tests.policies.conftest import Stack, condition
+from tests.policies.conftest import Stack
 from tests.policies.test_attachment import policy, ref
 from tests.policies.test_listener_settings import listener_policy
 
@@ -145,6 +145,6 @@ def test_range_with_host_bits_is_refused(stack: Stack, access_log: Path) -> None
                 policy("acl-bits", ref("acl-bits"), acl(
                     "    defaultAction: allow\n    rules: [{cidrs: [172.18.0.0/12], action: deny}]")))
     stack.wait("acl-bits.example.com", lambda r: r.status_code == 500, what="the invalid ACL to fail closed")
-    accepted = condition(stack.status("TrafficPolicy", "acl-bits")["conditions"], "Accepted")
+    accepted = stack.condition_when("TrafficPolicy", "acl-bits", "Accepted", lambda c: c["status"] == "False")
     assert accepted["message"] == ("invalid field spec.acl.rules[0].cidrs[0]: '172.18.0.0/12' has host bits set; "
                                    "did you mean 172.16.0.0/12?")

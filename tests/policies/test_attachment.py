@@ -155,6 +155,7 @@ def test_target_refs_policies_merge_field_by_field(stack: Stack) -> None:
     assert resp.headers["x-from"] == "buffer"
     big = stack.get("by-field.example.com", "/upload", method="POST", content=b"x" * 1000)
     assert big.status_code == 413  # the older policy's buffer limit holds beside the newer transformation
+    stack.condition_when("TrafficPolicy", "by-field-transform", "Applied", lambda c: c["status"] == "True")
     newer = condition(stack.ancestors("by-field-transform")[0]["conditions"], "Applied")
     assert (newer["status"], newer["reason"]) == ("True", "PartiallyApplied")
     assert newer["message"] == "applied: transformation; headerModifiers overridden by older policy default/by-field-buffer"

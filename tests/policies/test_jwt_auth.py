@@ -236,4 +236,4 @@ spec:
     assert allowed.status_code == 200 and body_of(allowed)["headers"]["x-email"] == "dev2@kgateway.io"
     assert stack.get(host, "/get", headers=bearer(idp.token(email="dev1@kgateway.io"))).status_code == 403
     assert stack.get(host, "/status/200").status_code == 200  # the other rule is not protected
-    assert condition(stack.status("GatewayExtension", "jwt-oldest")["conditions"], "Accepted")["status"] == "True"
+    stack.condition_when("GatewayExtension", "jwt-oldest", "Accepted", lambda c: c["status"] == "True")

@@ -69,7 +69,7 @@ def test_http_upgrade_lets_websocket_reach_the_backend_of_one_route(stack: Stack
                 policy("upgrade", "upgrade", "  httpUpgrade: [{type: websocket}]\n  buffer: {maxRequestSize: 1Ki}"))
     stack.wait("upgrade.example.com", lambda r: r.status_code == 500, path="/ws",
                what="the invalid policy to fail its route closed")
-    accepted = next(c for c in stack.status("TrafficPolicy", "upgrade")["conditions"] if c["type"] == "Accepted")
+    accepted = stack.condition_when("TrafficPolicy", "upgrade", "Accepted", lambda c: c["status"] == "False")
     assert accepted["message"] == ("invalid field spec.httpUpgrade: cannot be used together with buffer "
                                    "(it would hold the upgraded stream)")
 

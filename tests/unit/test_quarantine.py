@@ -129,7 +129,7 @@ def test_a_refused_cluster_quarantines_the_rules_that_route_to_it() -> None:
     w.answers()
     t = translate(w.store, NoProxies().address_for, state=w.state, quarantine=w.quarantine)
     resources = build(t.gateways["default/gw"])
-    [refused] = [name for name in resources.by_type[types.CLUSTER] if "/other/" in name]
+    [refused] = [name for name in resources.by_type[types.CLUSTER] if "_other_" in name]
     doctor = Doctor(w.store, w.quarantine, lambda: pytest.fail("no validation is needed to blame a cluster"))
     assert doctor.quarantine_blocked("default/gw", [Blocked(types.CLUSTER, refused, "bad cluster")], resources, "nack")
     assert w.answers() == {"/one": "forward", "/two": 500}

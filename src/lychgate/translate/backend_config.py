@@ -498,13 +498,12 @@ def write_status(store: Store, users: dict[tuple[str, str, str], set[tuple[str, 
 
 def backend_users(clusters: Iterable[tuple[tuple[str, str], Iterable[str]]]) -> dict[tuple[str, str, str], set[tuple[str, str]]]:
     """(kind, namespace, name) of each backend → Gateways, from cluster names
-    (`kube/NS/SVC/PORT` for Services, `backend/NS/NAME[/...]` for Backends)."""
+    (`kube_NS_SVC_PORT` for Services, `backend_NS_NAME_0[/...]` for Backends)."""
     out: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
+    kinds = {"kube": "Service", "backend": "Backend"}
     for gw, names in clusters:
         for name in names:
-            parts = name.split("/")
-            if len(parts) >= 4 and parts[0] == "kube":
-                out.setdefault(("Service", parts[1], parts[2]), set()).add(gw)
-            elif len(parts) >= 3 and parts[0] == "backend":
-                out.setdefault(("Backend", parts[1], parts[2]), set()).add(gw)
+            parts = name.partition("/")[0].split("_")
+            if len(parts) == 4 and parts[0] in kinds:
+                out.setdefault((kinds[parts[0]], parts[1], parts[2]), set()).add(gw)
     return out

@@ -2,7 +2,7 @@
 (translate/aws_lambda.py), priority groups (translate/priority_groups.py).
 
 A route (or GatewayExtension) naming `group: gateway.lychgate.dev, kind: Backend`
-gets a cluster named `backend/<namespace>/<name>` (`.../dfp` for a forward proxy); the backendRef's port is not
+gets a cluster named `backend_<namespace>_<name>_0`, kgateway's name (`.../dfp` for a forward proxy); the backendRef's port is not
 used, the Backend's hosts carry theirs. A Backend that cannot be served keeps
 its routes' share of traffic at 500, and its own status says why.
 """
@@ -29,7 +29,7 @@ def is_backend_ref(group: str, kind: str) -> bool:
 
 
 def cluster_name(namespace: str, name: str) -> str:
-    return f"backend/{namespace}/{name}"
+    return f"backend_{namespace}_{name}_0"  # kgateway's name (a Backend has no port: 0)
 
 
 def _is_ip(host: str) -> bool:

@@ -129,11 +129,11 @@ def _first_for_target(store: Store, namespace: str, target: PolicyTargetRef) -> 
 
 
 def service_users(clusters: Iterable[tuple[tuple[str, str], Iterable[str]]]) -> dict[tuple[str, str], set[tuple[str, str]]]:
-    """(namespace, Service) -> Gateways, from each Gateway's cluster names (kube/NS/SVC/PORT)."""
+    """(namespace, Service) -> Gateways, from each Gateway's cluster names (kube_NS_SVC_PORT)."""
     out: dict[tuple[str, str], set[tuple[str, str]]] = {}
     for gw, names in clusters:
         for name in names:
-            parts = name.split("/")
-            if len(parts) >= 4 and parts[0] == "kube":
+            parts = name.partition("/")[0].split("_")
+            if len(parts) == 4 and parts[0] == "kube":
                 out.setdefault((parts[1], parts[2]), set()).add(gw)
     return out

@@ -48,7 +48,9 @@ class Resolution:
 
 
 def cluster_name(namespace: str, service: str, port: int) -> str:
-    return f"kube/{namespace}/{service}/{port}"
+    # kgateway's names (kube_<namespace>_<service>_<port>): its users read them in config
+    # dumps and Envoy's stats. Kubernetes names hold no "_", so the parts stay apart.
+    return f"kube_{namespace}_{service}_{port}"
 
 
 def resolve_service(
@@ -114,13 +116,14 @@ def resolve_service(
 def _tunneled(store: Store, cluster: ir.Cluster, tunnel: ir.TunnelConfig) -> Resolution:
     """A Backend whose BackendConfigPolicy sends it through a CONNECT proxy (kgateway's
     `tunnel`): one static host, a proxy that resolves and is not tunneled itself."""
-    where = cluster.name.removeprefix("backend/")
+    _, namespace, name, _ = cluster.name.split("_", 3)
+    where = f"{namespace}/{name}"
     if cluster.discovery not in ("static", "dns") or cluster.aws_lambda is not None or len(cluster.endpoints) != 1:
         return Resolution(None, "InvalidKind", f"Backend {where}: tunnel: only a Static Backend with exactly one "
                                                "host can be tunneled")
     proxy_where = f"{tunnel.proxy_namespace}/{tunnel.proxy_name}"
     proxy = resolve_service(store, from_group=GROUP, from_kind="BackendConfigPolicy",
-                            from_namespace=where.split("/")[0], group=tunnel.proxy_group, kind=tunnel.proxy_kind,
+                            from_namespace=namespace, group=tunnel.proxy_group, kind=tunnel.proxy_kind,
                             namespace=tunnel.proxy_namespace, name=tunnel.proxy_name, port=tunnel.proxy_port)
     if proxy.cluster is None:
         return Resolution(None, proxy.reason, f"Backend {where}: tunnel proxy {proxy_where}: {proxy.message}")

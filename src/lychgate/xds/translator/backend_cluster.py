@@ -27,7 +27,7 @@ from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import pack
 
 FILTER = "envoy.filters.http.dynamic_forward_proxy"
-# Forward-proxy clusters are named backend/<namespace>/<name>/dfp (translate/backends.py),
+# Forward-proxy clusters are named backend_<namespace>_<name>_0/dfp (translate/backends.py),
 # so a listener can tell from its routes alone that it needs the filter.
 FORWARD_PROXY_SUFFIX = "/dfp"
 # One DNS cache shared by the filter and every forward-proxy cluster (Envoy
@@ -86,7 +86,7 @@ def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb
 
 def _forwards_by_proxy(vh: ir.VirtualHost) -> bool:
     return any(isinstance(r.action, ir.Forward) and any(
-        b.cluster is not None and b.cluster.startswith("backend/") and b.cluster.endswith(FORWARD_PROXY_SUFFIX)
+        b.cluster is not None and b.cluster.startswith("backend_") and b.cluster.endswith(FORWARD_PROXY_SUFFIX)
         for b in r.action.backends) for r in vh.routes)
 
 
