@@ -2,9 +2,12 @@
 
 The rules, in the order they are applied to every route rule a Gateway serves:
 
-1. Attachment points, most specific first: the HTTPRoute rule (sectionName =
-   rule name), the HTTPRoute, the Gateway listener (sectionName = listener
-   name), the Gateway. A field set at a more specific point overrides it.
+1. Attachment points, most specific first: a rule's ExtensionRef filter, the
+   HTTPRoute rule (sectionName = rule name), the HTTPRoute, a ListenerSet's
+   listener, the ListenerSet, the Gateway listener (sectionName = listener
+   name), the Gateway. A field set at a more specific point overrides it, but
+   for fields that layer across tiers (headerModifiers: PolicyField.
+   layers_across_tiers) the most specific value of each tier applies.
 2. At one point, policies are ordered oldest first (creationTimestamp, then
    namespace/name) and, per field, the oldest that sets it wins: spec §3 rule 1
    ("only the oldest is applied") holds field by field, as in kgateway, so a
