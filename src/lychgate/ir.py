@@ -92,6 +92,17 @@ class AwsLambda:
 
 
 @dataclass(frozen=True)
+class SessionPersistence:
+    """A route rule's sticky sessions (xds/translator/stateful_session.py): the
+    upstream host rides in a cookie or header named `name`; `ttl_s` is the cookie's
+    Max-Age (Permanent) or None (a session cookie)."""
+
+    kind: Literal["Cookie", "Header"]
+    name: str
+    ttl_s: int | None = None
+
+
+@dataclass(frozen=True)
 class Forward:
     backends: tuple[WeightedCluster, ...]
     timeout_ms: int | None = None  # None: Envoy's default; 0: no timeout
@@ -103,6 +114,7 @@ class Forward:
     # Consistent-hashing key of the backends' BackendConfigPolicy (ring hash, maglev).
     hash_policies: tuple[HashPolicy, ...] = ()
     aws_lambda: AwsLambda | None = None  # the backend is a Lambda Backend
+    session: SessionPersistence | None = None  # the rule's sessionPersistence
 
     @property
     def pickers(self) -> tuple[EndpointPicker, ...]:

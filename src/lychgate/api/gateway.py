@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from lychgate.api.base import Model, OpenModel, Resource
 
@@ -332,6 +332,48 @@ class HTTPRouteRetry(Model):
     backoff: str | None = None
 
 
+class CookieConfig(Model):
+    lifetime_type: Literal["Permanent", "Session"] = "Session"
+
+
+class KgatewayCookie(Model):
+    """`cookie: {name, lifetimeType}`, the shape kgateway's own session persistence
+    manifests use: read as sessionName and cookieConfig.lifetimeType."""
+
+    name: str | None = Field(None, max_length=128)
+    lifetime_type: Literal["Permanent", "Session"] | None = None
+
+
+class SessionPersistence(Model):
+    """GEP-1619 (translate/session_persistence.py)."""
+
+    session_name: str | None = Field(None, max_length=128)
+    absolute_timeout: str | None = None
+    # In the API before v1.5; Envoy has no idle timeout for a session: refused.
+    idle_timeout: str | None = None
+    type: Literal["Cookie", "Header"] = "Cookie"
+    cookie_config: CookieConfig | None = None
+    cookie: KgatewayCookie | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> SessionPersistence:
+        if self.cookie_config is not None and self.type != "Cookie":
+            raise ValueError("cookieConfig can only be set with type Cookie")
+        if self.lifetime == "Permanent" and self.absolute_timeout is None:
+            raise ValueError("absoluteTimeout must be specified when cookie lifetimeType is Permanent")
+        return self
+
+    @property
+    def lifetime(self) -> str:
+        if self.cookie_config is not None:
+            return self.cookie_config.lifetime_type
+        return (self.cookie.lifetime_type if self.cookie else None) or "Session"
+
+    @property
+    def name(self) -> str | None:
+        return self.session_name or (self.cookie.name if self.cookie else None)
+
+
 class HTTPRouteRule(Model):
     name: str | None = None
     matches: list[HTTPRouteMatch] = Field(
@@ -341,7 +383,7 @@ class HTTPRouteRule(Model):
     backend_refs: list[BackendRef] = Field(default_factory=list)
     timeouts: HTTPRouteTimeouts | None = None
     retry: HTTPRouteRetry | None = None
-    session_persistence: OpenModel | None = None
+    session_persistence: SessionPersistence | None = None
 
 
 class HTTPRouteSpec(Model):
@@ -422,7 +464,7 @@ class GRPCRouteRule(Model):
     matches: list[GRPCRouteMatch] = Field(default_factory=list, max_length=64)
     filters: list[GRPCRouteFilter] = Field(default_factory=list)
     backend_refs: list[GRPCBackendRef] = Field(default_factory=list)
-    session_persistence: OpenModel | None = None
+    session_persistence: SessionPersistence | None = None
 
 
 class GRPCRouteSpec(Model):

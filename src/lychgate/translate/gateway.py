@@ -97,6 +97,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = (
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteRetry",
     "HTTPRouteSchemeRedirect",
+    "HTTPRouteSessionPersistenceCookie",
     "ListenerSet",
     "ReferenceGrant",
     "TCPRoute",
@@ -353,7 +354,10 @@ def _attachment(
         conds.append(condition("Accepted", False, "UnsupportedValue",
                                "every rule is invalid and answers 500: " + "; ".join(compiled.replaced), gen))
     else:
-        conds.append(condition("Accepted", True, "Accepted", f"attached to {', '.join(l.name for l, _ in attached)}", gen))
+        message = f"attached to {', '.join(l.name for l, _ in attached)}"
+        if compiled.notes:
+            message += "; not honoured: " + "; ".join(compiled.notes)
+        conds.append(condition("Accepted", True, "Accepted", message, gen))
     conds.append(resolved_refs(compiled.unresolved_reason, compiled.unresolved, gen))
     if compiled.replaced and len(compiled.replaced) < compiled.rule_count:
         conds.append(condition("PartiallyInvalid", True, "UnsupportedValue",

@@ -27,6 +27,7 @@ from lychgate.translate.routes import (
     check_regex,
     header_ops,
     resolve_backend,
+    session_of,
 )
 from lychgate.translate.rule_filters import backend_policy, policy_must_exist
 
@@ -68,7 +69,8 @@ def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRul
             out.clusters[cluster.name] = cluster
         if ref.weight:
             backends.append(ir.WeightedCluster(cluster.name if cluster else None, ref.weight, req, resp))
-    action: ir.Action = (ir.Forward(tuple(backends)) if any(b.cluster for b in backends)
+    session = session_of(rule.session_persistence, str(rule.name or index), backends, out)
+    action: ir.Action = (ir.Forward(tuple(backends), session=session) if any(b.cluster for b in backends)
                          else ir.DirectResponse(500, NO_BACKEND_BODY))
     for m, match in enumerate(rule.matches or [GRPCRouteMatch()]):
         out.routes.append(ir.Route(source=_source(route, index, m, rule), match=_match(match, f"matches[{m}]"), action=action,

@@ -20,6 +20,7 @@ from lychgate.api.gateway import (
     HTTPRouteMatch,
     HTTPRouteRule,
     RequestMirror,
+    SessionPersistence,
 )
 from lychgate.api.policy import is_policy_ref
 from lychgate.store import Store
@@ -34,6 +35,7 @@ from lychgate.translate.rule_filters import (
     duration_ms,
     policy_must_exist,
 )
+from lychgate.translate.session_persistence import compile_session
 
 # Filter type -> the model attribute that carries its configuration.
 SUPPORTED_FILTERS: dict[str, str] = {
@@ -59,6 +61,8 @@ class CompiledRoute:
     # Rules replaced by a 500 (standard validation): "rule 1: why"
     replaced: list[str] = field(default_factory=list)
     quarantined: list[str] = field(default_factory=list)  # replaced because Envoy refused them
+    # Fields the rules keep but Envoy cannot honour: "rule 1: why" (the Accepted message says so)
+    notes: list[str] = field(default_factory=list)
     rule_count: int = 0
 
     def replace_rule(self, label: str, why: str, matches: list[tuple[ir.RouteSource, ir.Match]],
@@ -231,7 +235,19 @@ def _forward(
         websocket=websocket,
         hash_policies=backend_config.hash_policies(out.clusters.get(b.cluster or "") for b in backends),
         aws_lambda=aws_lambda_of(out.clusters.get(b.cluster or "") for b in backends),
+        session=session_of(rule.session_persistence, label, backends, out),
     )
+
+
+def session_of(spec: SessionPersistence | None, label: str, backends: list[ir.WeightedCluster],
+               out: CompiledRoute) -> ir.SessionPersistence | None:
+    """A rule's sessionPersistence (HTTPRoute and GRPCRoute), its notes in `out`."""
+    if spec is None:
+        return None
+    notes: list[str] = []
+    session = compile_session(spec, len(backends), notes)
+    out.notes.extend(f"rule {label}: {n}" for n in notes)
+    return session
 
 
 def _mirrors(

@@ -44,6 +44,7 @@ from lychgate.xds.translator import (  # noqa: F401
     route_policy,
     route_stats,
     scoped,
+    stateful_session,
     tracing,
     transformation,
     tunnel,
