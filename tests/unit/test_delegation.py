@@ -218,3 +218,31 @@ def test_changing_a_child_retranslates_the_parent() -> None:
     store.upsert(parse(httproute("team1", "d", [forward("team1", "d", match("/a/three"))])))
     t = translate(store, lambda _gw: "127.0.0.1", state=state)
     assert sorted(p for _, p, _ in served(t)) == ["/a/three", "/a/two"]
+
+
+def timeout_policy(ns: str, route_name: str, timeout: str) -> dict[str, Any]:
+    return {"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "TrafficPolicy",
+            "metadata": {"name": f"{route_name}-timeout", "namespace": ns},
+            "spec": {"targetRefs": [{"group": GROUP, "kind": "HTTPRoute", "name": route_name}],
+                     "timeouts": {"request": timeout}}}
+
+
+def test_child_policies_come_before_the_parents() -> None:
+    docs = (root(("/a", "team1")),
+            httproute("team1", "own", [forward("team1", "own", match("/a/own"))]),
+            httproute("team1", "bare", [forward("team1", "bare", match("/a/bare"))]),
+            timeout_policy("infra", "root", "5s"))
+    store = Store()
+    store.upsert(builtin_class())
+    for d in (gateway(), service("team1", "svc"), *docs):
+        store.upsert(parse(d))
+    state = Aggregate()
+
+    def timeouts() -> dict[str, int | None]:
+        t = translate(store, lambda _gw: "127.0.0.1", state=state)
+        return {r.match.path: r.policy.timeout_ms if r.policy else None for r in routes(t)}
+
+    assert timeouts() == {"/a/own": 5000, "/a/bare": 5000}
+    # A policy on a child only (no Gateway parent of its own) reaches its parent's virtual host.
+    store.upsert(parse(timeout_policy("team1", "own", "2s")))
+    assert timeouts() == {"/a/own": 2000, "/a/bare": 5000}

@@ -110,9 +110,13 @@ class Aggregate:
                 gateways.add((t.namespace, t.name))
             elif t.kind == "ListenerSet":
                 self._touch_listener_set(t.namespace, t.name)
-            elif (entry := self.routes.get(ObjectKey(t.kind, t.namespace, t.name))) is not None:
-                for gw, _, table, names in entry[1].attachments:
-                    self.dirty.update((gw, table, host) for host in names)
+            else:
+                key = ObjectKey(t.kind, t.namespace, t.name)
+                # A delegated child is served under its parents' virtual hosts.
+                for route in [key, *(p for p, entries in self.delegated.items() if any(c == key for c, _ in entries))]:
+                    if (entry := self.routes.get(route)) is not None:
+                        for gw, _, table, names in entry[1].attachments:
+                            self.dirty.update((gw, table, host) for host in names)
         if gateways:
             for (gw, table), served in self.hosts.items():
                 if gw in gateways:
