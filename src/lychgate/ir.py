@@ -633,6 +633,8 @@ class Route:
     # Why the route answers 500 instead of forwarding (standard validation).
     replaced_because: str | None = None
     policy: RoutePolicy | None = None
+    # kgateway's route-weight annotation: higher weights sort first in a virtual host.
+    weight: int = 0
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ class Contribution:
     routes: tuple[ir.Route, ...]
     clusters: tuple[ir.Cluster, ...]
     status: dict[str, Any] | None
+    # Status parent entries for the child HTTPRoutes it delegates to (translate/delegation.py)
+    delegated: tuple[tuple[ObjectKey, dict[str, Any]], ...] = ()
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Aggregate:
     cluster_users: dict[GatewayKey, dict[str, dict[ObjectKey, ir.Cluster]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(dict)))
     statuses: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
+    delegated: dict[ObjectKey, tuple[tuple[ObjectKey, dict[str, Any]], ...]] = field(default_factory=dict)
     dirty: set[VHostKey] = field(default_factory=set)
     # The virtual hosts of each (gateway, route table) in host order, kept in
     # step with the buckets: a host that comes or goes is inserted or deleted in
@@ -107,9 +110,13 @@ class Aggregate:
                 gateways.add((t.namespace, t.name))
             elif t.kind == "ListenerSet":
                 self._touch_listener_set(t.namespace, t.name)
-            elif (entry := self.routes.get(ObjectKey(t.kind, t.namespace, t.name))) is not None:
-                for gw, _, table, names in entry[1].attachments:
-                    self.dirty.update((gw, table, host) for host in names)
+            else:
+                key = ObjectKey(t.kind, t.namespace, t.name)
+                # A delegated child is served under its parents' virtual hosts.
+                for route in [key, *(p for p, entries in self.delegated.items() if any(c == key for c, _ in entries))]:
+                    if (entry := self.routes.get(route)) is not None:
+                        for gw, _, table, names in entry[1].attachments:
+                            self.dirty.update((gw, table, host) for host in names)
         if gateways:
             for (gw, table), served in self.hosts.items():
                 if gw in gateways:
@@ -136,6 +143,7 @@ class Aggregate:
                 if not readers:  # routes come and go under new names: keep no empty entries
                     del self.readers[token]
         self.statuses.pop(key, None)
+        self.delegated.pop(key, None)
         if old is None:
             return
         _, contribution = old
@@ -164,6 +172,8 @@ class Aggregate:
             self.readers[token].add(key)
         if contribution.status is not None:
             self.statuses[key] = contribution.status
+        if contribution.delegated:
+            self.delegated[key] = contribution.delegated
         for gw, listener, table, hosts in contribution.attachments:
             self.listener_routes[(gw, listener)].add(key)
             for host in hosts:
@@ -193,6 +203,18 @@ class Aggregate:
             entries = [e for es in self.buckets[(gw, table, host)].values() for e in es]
             built.put(host, build(table, host, entries))
         return built.vhosts  # type: ignore[return-value]  # every slot is filled now
+
+    def route_statuses(self) -> dict[ObjectKey, dict[str, Any]]:
+        """Each route's status, with the parent entries its delegating parents wrote
+        for it (a child route delegated to has them beside its own Gateway parents)."""
+        if not self.delegated:
+            return self.statuses
+        out = dict(self.statuses)
+        for entries in self.delegated.values():
+            for child, entry in entries:
+                status = out.get(child) or {}
+                out[child] = {**status, "parents": [*status.get("parents", []), entry]}
+        return out
 
     def clusters(self, gw: GatewayKey) -> dict[str, ir.Cluster]:
         # Routes that resolved the same Service carry equal Cluster values.

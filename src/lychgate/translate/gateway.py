@@ -204,7 +204,7 @@ def _translate(
     # The virtual hosts rebuilt this pass resolve their route rules again; waypoints, every pass.
     policies.ledger.release(state.dirty)
     policies.ledger.release(("mesh", k) for k in ctxs)
-    out.status.update(state.statuses)
+    out.status.update(state.route_statuses())
     streams = translate_streams(store, ctxs)
     out.status.update(streams.status)
     for ctx in ctxs.values():
@@ -330,6 +330,7 @@ def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], Gat
         routes=tuple(compiled.routes) if compiled else (),
         clusters=tuple(compiled.clusters.values()) if compiled else (),
         status={"parents": parents} if parents else None,
+        delegated=compiled.delegation.entries() if compiled else (),
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from lychgate import envoy_limits, ir
-from lychgate.api.base import Resource
+from lychgate.api.base import ObjectKey, Resource
 from lychgate.api.gateway import (
     BackendObjectReference,
     HeaderModifier,
@@ -24,7 +24,7 @@ from lychgate.api.gateway import (
 )
 from lychgate.api.policy import is_policy_ref
 from lychgate.store import Store
-from lychgate.translate import backend_config, direct_response, rule_filters
+from lychgate.translate import backend_config, delegation, direct_response, rule_filters
 from lychgate.translate.backends import aws_lambda_of
 from lychgate.translate.quarantine import Entry
 from lychgate.translate.references import Resolution, resolve_service
@@ -64,6 +64,8 @@ class CompiledRoute:
     # Fields the rules keep but Envoy cannot honour: "rule 1: why" (the Accepted message says so)
     notes: list[str] = field(default_factory=list)
     rule_count: int = 0
+    # What delegation to child HTTPRoutes took and refused (translate/delegation.py)
+    delegation: delegation.Report = field(default_factory=delegation.Report)
 
     def replace_rule(self, label: str, why: str, matches: list[tuple[ir.RouteSource, ir.Match]],
                      quarantined: bool = False) -> None:
@@ -82,19 +84,82 @@ INVALID_RULE_BODY = f"{REPLACED_ROUTE_BODY}This route rule is invalid; see the H
 NO_BACKEND_BODY = "this route has no valid backend; see the HTTPRoute status\n"
 
 
-def compile_route(store: Store, route: HTTPRoute, quarantined: Mapping[int, Entry] | None = None) -> CompiledRoute:
+def compile_route(store: Store, route: HTTPRoute, quarantined: Mapping[int, Entry] | None = None, *,
+                  rules: list[tuple[int, HTTPRouteRule]] | None = None,
+                  chain: frozenset[ObjectKey] = frozenset()) -> CompiledRoute:
+    """`rules`: only these (index, rule) of the route (a delegated child's, with the
+    matches its parent admits); `chain`: the routes delegating to this one."""
     out = CompiledRoute(rule_count=len(route.spec.rules))
-    for rule_index, rule in enumerate(route.spec.rules):
+    for rule_index, rule in rules if rules is not None else enumerate(route.spec.rules):
         entry = quarantined.get(rule_index) if quarantined else None
         try:
             if entry is not None:
                 raise InvalidRule(entry.reason())
+            if any(delegation.is_delegation(ref) for ref in rule.backend_refs):
+                _delegate(store, route, rule_index, rule, out, chain | {route.key})
+                continue
             _compile_rule(store, route, rule_index, rule, out)
         except InvalidRule as err:
             matches = [(_source(route, rule_index, m, rule), _safe_match(match, trusted=entry is None))
                        for m, match in enumerate(rule.matches)]
             out.replace_rule(rule.name or str(rule_index), str(err), matches, quarantined=entry is not None)
+    if weight := delegation.route_weight(route):
+        out.routes = [r if r.weight else dataclasses.replace(r, weight=weight) for r in out.routes]
     return out
+
+
+def _delegate(store: Store, parent: HTTPRoute, rule_index: int, rule: HTTPRouteRule, out: CompiledRoute,
+              chain: frozenset[ObjectKey]) -> None:
+    """A rule handing its matches to child HTTPRoutes (translate/delegation.py):
+    their rules, compiled under this route; none at all: 500 on the rule's matches."""
+    label = rule.name or str(rule_index)
+    if not all(delegation.is_delegation(ref) for ref in rule.backend_refs):
+        raise InvalidRule("a rule that delegates to HTTPRoutes cannot also have other backendRefs")
+    if rule.filters:
+        raise InvalidRule("filters on a rule that delegates to HTTPRoutes are not supported; put them on the child rules")
+    weight = delegation.route_weight(parent)
+    served = 0
+    for b, ref in enumerate(rule.backend_refs):
+        valid = 0
+        for child in delegation.children(store, parent, ref):
+            if not delegation.can_attach(child, parent):
+                continue  # its parentRefs name other parents
+            if child.key in chain:
+                why = (f"{delegation.CYCLE} while evaluating delegated routes for parent "
+                       f"{parent.namespace}/{parent.name}: child route {child.namespace}/{child.name} is ignored")
+                out.unresolved_reason = out.unresolved_reason or "RefNotPermitted"
+                out.unresolved.append(f"rule {label} backendRefs[{b}]: {why}")
+                continue
+            if child.spec.hostnames:
+                out.delegation.refuse(child, parent, "UnsupportedValue", delegation.HOSTNAMES_SET)
+                continue
+            rules = delegation.selected_rules(rule.matches, child)
+            if not rules:
+                out.delegation.refuse(child, parent, "NoMatchingParent",
+                                      f"no match of the route falls inside rule {label}'s matches of HTTPRoute "
+                                      f"{parent.namespace}/{parent.name}")
+                continue
+            valid += 1
+            sub = compile_route(store, child, rules=rules, chain=chain)
+            # A child without a weight of its own takes its parent's.
+            out.routes.extend(r if r.weight else dataclasses.replace(r, weight=weight) for r in sub.routes)
+            served += len(sub.routes)
+            out.clusters.update(sub.clusters)
+            out.delegation.update(sub.delegation)
+            out.delegation.take(child, parent, f"rule {label} serves rules {', '.join(str(i) for i, _ in rules)}")
+            for why in sub.unresolved + sub.replaced:
+                out.delegation.unresolve(child, parent, sub.unresolved_reason or "UnsupportedValue", why)
+        if not valid:
+            out.unresolved_reason = out.unresolved_reason or "BackendNotFound"
+            out.unresolved.append(f"rule {label} backendRefs[{b}]: no valid child route among "
+                                  f"{delegation.selector(ref, parent)}")
+    if not served:
+        out.routes.extend(ir.Route(_source(parent, rule_index, m, rule), _safe_match(match),
+                                   ir.DirectResponse(500, NO_CHILD_BODY), weight=weight)
+                          for m, match in enumerate(rule.matches))
+
+
+NO_CHILD_BODY = "this route delegates to no valid child route; see the HTTPRoute status\n"
 
 
 def _source(route: HTTPRoute, rule: int, match: int, spec: HTTPRouteRule) -> ir.RouteSource:
@@ -371,6 +436,7 @@ def precedence_key(route: Resource, r: ir.Route) -> tuple[object, ...]:
     m = r.match
     path_rank = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}[m.path_type]
     return (
+        -r.weight,  # kgateway's route-weight annotation (translate/delegation.py)
         path_rank,
         -len(m.path),
         m.method is None,

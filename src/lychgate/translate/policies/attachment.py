@@ -491,13 +491,19 @@ class PolicyIndex:
         its owners stay (Ledger.release)."""
         if not self.by_target:
             return r
-        key = (gateway.namespace, gateway.name, listener, route.KIND, route.namespace, route.name, r.source.rule)
+        src = r.source
+        key = (gateway.namespace, gateway.name, listener, route.KIND, route.namespace, route.name,
+               src.namespace, src.name, src.rule)
         resolved = self.ledger.lookup(owner, key)
         if resolved is None:
-            points = [Target(route.KIND, route.namespace, route.name, rule=r.source.rule)]
-            if r.source.rule_name:
-                points.append(Target(route.KIND, route.namespace, route.name, r.source.rule_name))
-            points.append(Target(route.KIND, route.namespace, route.name))
+            # A rule delegated to (translate/delegation.py) comes from a child route: its own
+            # rule and route first, then the parent's policies below them.
+            points = [Target(src.kind, src.namespace, src.name, rule=src.rule)]
+            if src.rule_name:
+                points.append(Target(src.kind, src.namespace, src.name, src.rule_name))
+            points.append(Target(src.kind, src.namespace, src.name))
+            if (src.namespace, src.name) != (route.namespace, route.name):
+                points.append(Target(route.KIND, route.namespace, route.name))
             # A ListenerSet's listener is "namespace/set/listener" (ListenerState.id).
             set_ns, _, rest = listener.partition("/")
             if rest:

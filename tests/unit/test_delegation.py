@@ -1,0 +1,248 @@
+"""Route delegation (translate/delegation.py): which child rules a parent serves,
+what answers 500, and the status of parents and children."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lychgate import ir
+from lychgate.api.base import ObjectKey
+from lychgate.api.registry import parse
+from lychgate.controlplane import builtin_class
+from lychgate.store import Store
+from lychgate.translate.aggregate import Aggregate
+from lychgate.translate.gateway import Translation, translate
+
+V1 = "gateway.networking.k8s.io/v1"
+GROUP = "gateway.networking.k8s.io"
+
+
+def gateway() -> dict[str, Any]:
+    return {"apiVersion": V1, "kind": "Gateway", "metadata": {"name": "gw", "namespace": "infra"},
+            "spec": {"gatewayClassName": "lychgate", "listeners": [
+                {"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}}]}}
+
+
+def service(ns: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns},
+            "spec": {"ports": [{"port": 80, "targetPort": 8080}]}}
+
+
+def match(path: str, kind: str = "PathPrefix", headers: dict[str, str] | None = None,
+          query: dict[str, str] | None = None) -> dict[str, Any]:
+    m: dict[str, Any] = {"path": {"type": kind, "value": path}}
+    if headers:
+        m["headers"] = [{"name": k, "value": v} for k, v in headers.items()]
+    if query:
+        m["queryParams"] = [{"name": k, "value": v} for k, v in query.items()]
+    return m
+
+
+def delegate(ns: str, name: str = "*") -> dict[str, Any]:
+    return {"group": GROUP, "kind": "HTTPRoute", "name": name, "namespace": ns}
+
+
+def httproute(ns: str, name: str, rules: list[dict[str, Any]], parents: list[dict[str, Any]] | None = None,
+              hostnames: list[str] | None = None, annotations: dict[str, str] | None = None,
+              labels: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"rules": rules}
+    if parents is not None:
+        spec["parentRefs"] = parents
+    if hostnames:
+        spec["hostnames"] = hostnames
+    return {"apiVersion": V1, "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations or {}, "labels": labels or {}},
+            "spec": spec}
+
+
+ROOT_PARENT = [{"name": "gw", "namespace": "infra"}]
+
+
+def to_root(name: str = "root") -> list[dict[str, Any]]:
+    return [{"group": GROUP, "kind": "HTTPRoute", "name": name, "namespace": "infra"}]
+
+
+def root(*prefixes: tuple[str, str], name: str = "root", hostnames: list[str] | None = None) -> dict[str, Any]:
+    return httproute("infra", name, [{"matches": [match(p)], "backendRefs": [delegate(ns)]} for p, ns in prefixes],
+                     ROOT_PARENT, hostnames)
+
+
+def forward(ns: str, name: str, *matches: dict[str, Any], svc: str = "svc") -> dict[str, Any]:
+    return {"matches": list(matches), "backendRefs": [{"name": svc, "namespace": ns, "port": 80}]}
+
+
+def run(*docs: dict[str, Any]) -> tuple[Translation, Store]:
+    store = Store()
+    store.upsert(builtin_class())
+    for d in (gateway(), service("team1", "svc"), service("team2", "svc"), *docs):
+        store.upsert(parse(d))
+    return translate(store, lambda _gw: "127.0.0.1"), store
+
+
+def routes(t: Translation, host: str = "*") -> list[ir.Route]:
+    """The routes of one virtual host, in the order Envoy tries them."""
+    gw = t.gateways["infra/gw"]
+    return [r for listener in gw.listeners for vh in listener.virtual_hosts if host in vh.domains for r in vh.routes]
+
+
+def served(t: Translation, host: str = "*") -> list[tuple[str, str, str]]:
+    """(path type, path, what): 'ns/name' of the route whose rule forwards, or the status code."""
+    out = []
+    for r in routes(t, host):
+        what = (f"{r.source.namespace}/{r.source.name}" if isinstance(r.action, ir.Forward)
+                else str(getattr(r.action, "status", "?")))
+        out.append((r.match.path_type, r.match.path, what))
+    return out
+
+
+def parents(t: Translation, ns: str, name: str) -> list[dict[str, Any]]:
+    return list(t.status.get(ObjectKey("HTTPRoute", ns, name), {}).get("parents", []))
+
+
+def cond(entry: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in entry["conditions"] if c["type"] == type_)
+
+
+def test_children_by_namespace_serve_under_the_parent() -> None:
+    t, _ = run(root(("/anything/team1", "team1"), ("/anything/team2", "team2")),
+               httproute("team1", "svc1", [forward("team1", "svc1", match("/anything/team1/foo"))]),
+               httproute("team2", "svc2", [forward("team2", "svc2", match("/anything/team2/foo", "Exact"))],
+                         to_root()))
+    assert served(t) == [("Exact", "/anything/team2/foo", "team2/svc2"),
+                         ("PathPrefix", "/anything/team1/foo", "team1/svc1")]
+    root_status = parents(t, "infra", "root")[0]
+    assert cond(root_status, "ResolvedRefs")["status"] == "True"
+    (child,) = parents(t, "team2", "svc2")
+    assert child["parentRef"] == {"group": GROUP, "kind": "HTTPRoute", "namespace": "infra", "name": "root"}
+    assert cond(child, "Accepted")["status"] == "True"
+    assert "delegated from HTTPRoute infra/root" in cond(child, "Accepted")["message"]
+
+
+def test_child_matches_outside_the_parent_are_refused() -> None:
+    parent = httproute("infra", "root", [{"matches": [match("/a", headers={"h": "1"}, query={"q": "1"})],
+                                          "backendRefs": [delegate("team1")]}], ROOT_PARENT)
+    t, _ = run(parent, httproute("team1", "ok", [forward("team1", "ok", match("/a/x", headers={"h": "1", "x": "y"},
+                                                                               query={"q": "1"}))]),
+               httproute("team1", "nohdr", [forward("team1", "nohdr", match("/a/y"))]),
+               httproute("team1", "other", [forward("team1", "other", match("/b", headers={"h": "1"},
+                                                                             query={"q": "1"}))]))
+    assert [w for *_, w in served(t)] == ["team1/ok"]
+    for name in ("nohdr", "other"):
+        (entry,) = parents(t, "team1", name)
+        assert cond(entry, "Accepted")["status"] == "False"
+        assert cond(entry, "Accepted")["reason"] == "NoMatchingParent"
+
+
+def test_parent_rule_without_children_answers_500_and_says_backend_not_found() -> None:
+    t, _ = run(root(("/anything/team1", "team1")))
+    assert served(t) == [("PathPrefix", "/anything/team1", "500")]
+    resolved = cond(parents(t, "infra", "root")[0], "ResolvedRefs")
+    assert (resolved["status"], resolved["reason"]) == ("False", "BackendNotFound")
+
+
+def test_child_with_hostnames_is_refused_siblings_still_served() -> None:
+    t, _ = run(root(("/anything/team1", "team1"), ("/anything/team2", "team2")),
+               httproute("team1", "svc1", [forward("team1", "svc1", match("/anything/team1/foo"))]),
+               httproute("team2", "svc2", [forward("team2", "svc2", match("/anything/team2/foo", "Exact"))],
+                         hostnames=["team2.com"]))
+    assert ("PathPrefix", "/anything/team1/foo", "team1/svc1") in served(t)
+    assert ("PathPrefix", "/anything/team2", "500") in served(t)
+    (entry,) = parents(t, "team2", "svc2")
+    assert "spec.hostnames must be unset" in cond(entry, "Accepted")["message"]
+
+
+def test_cycle_is_reported_and_not_followed() -> None:
+    mid = httproute("team2-root", "mid", [{"matches": [match("/anything/team2/")],
+                                           "backendRefs": [delegate("team2")]}], to_root())
+    loop = httproute("team2", "svc2", [{"matches": [match("/anything/team2/foo")], "backendRefs": [delegate("team2")]}])
+    t, _ = run(root(("/anything/team1", "team1"), ("/anything/team2", "team2-root")), mid, loop,
+               httproute("team1", "svc1", [forward("team1", "svc1", match("/anything/team1/foo"))]))
+    assert ("PathPrefix", "/anything/team2/foo", "500") in served(t)
+    assert ("PathPrefix", "/anything/team1/foo", "team1/svc1") in served(t)
+    messages = [c["message"] for e in parents(t, "team2", "svc2") for c in e["conditions"]]
+    assert any("cyclic reference detected" in m for m in messages)
+
+
+def test_recursive_delegation() -> None:
+    mid = httproute("team2-root", "mid", [{"matches": [match("/anything/team2/")],
+                                           "backendRefs": [delegate("team2")]}], to_root())
+    leaf = httproute("team2", "svc2", [forward("team2", "svc2", match("/anything/team2/.*", "RegularExpression"))])
+    t, _ = run(root(("/anything/team2", "team2-root")), mid, leaf)
+    assert served(t) == [("RegularExpression", "/anything/team2/.*", "team2/svc2")]
+    assert cond(parents(t, "team2", "svc2")[0], "Accepted")["status"] == "True"
+    assert parents(t, "team2", "svc2")[0]["parentRef"]["name"] == "mid"
+
+
+def test_child_naming_one_parent_is_only_under_that_parent() -> None:
+    t, _ = run(root(("/anything/team2", "team2"), name="p1", hostnames=["p1.com"]),
+               root(("/anything/team2", "team2"), name="p2", hostnames=["p2.com"]),
+               httproute("team2", "svc2", [forward("team2", "svc2", match("/anything/team2/foo", "Exact"))],
+                         to_root("p1")))
+    assert served(t, "p1.com") == [("Exact", "/anything/team2/foo", "team2/svc2")]
+    assert served(t, "p2.com") == [("PathPrefix", "/anything/team2", "500")]
+
+
+def test_inherit_parent_matcher_joins_paths() -> None:
+    child = httproute("team1", "svc1", [forward("team1", "svc1", match("/child"))],
+                      annotations={"delegation.kgateway.dev/inherit-parent-matcher": "true"})
+    t, _ = run(root(("/anything/foo", "team1"), name="p1"), root(("/anything/baz", "team1"), name="p2"), child)
+    assert sorted(served(t)) == [("PathPrefix", "/anything/baz/child", "team1/svc1"),
+                                 ("PathPrefix", "/anything/foo/child", "team1/svc1")]
+
+
+def test_route_weight_orders_children_before_precedence() -> None:
+    parent = httproute("infra", "root", [{"matches": [match("/")], "backendRefs": [
+        {"group": "delegation.kgateway.dev", "kind": "label", "name": "child", "namespace": "all"}]}], ROOT_PARENT)
+    label = {"delegation.kgateway.dev/label": "child"}
+    t, _ = run(parent,
+               httproute("team1", "svc1", [forward("team1", "svc1", match("/anything"))], labels=label,
+                         annotations={"kgateway.dev/route-weight": "1"}),
+               httproute("team2", "svc2", [forward("team2", "svc2", match("/anything/team2", "Exact"))], to_root(),
+                         labels=label),
+               httproute("team2", "unlabelled", [forward("team2", "svc", match("/x"))]))
+    assert served(t) == [("PathPrefix", "/anything", "team1/svc1"), ("Exact", "/anything/team2", "team2/svc2")]
+
+
+def test_changing_a_child_retranslates_the_parent() -> None:
+    store = Store()
+    store.upsert(builtin_class())
+    for d in (gateway(), service("team1", "svc"), root(("/a", "team1")),
+              httproute("team1", "c", [forward("team1", "c", match("/a/one"))])):
+        store.upsert(parse(d))
+    state = Aggregate()
+    t = translate(store, lambda _gw: "127.0.0.1", state=state)
+    assert [p for _, p, _ in served(t)] == ["/a/one"]
+    store.upsert(parse(httproute("team1", "c", [forward("team1", "c", match("/a/two"))])))
+    t = translate(store, lambda _gw: "127.0.0.1", state=state)
+    assert [p for _, p, _ in served(t)] == ["/a/two"]
+    store.upsert(parse(httproute("team1", "d", [forward("team1", "d", match("/a/three"))])))
+    t = translate(store, lambda _gw: "127.0.0.1", state=state)
+    assert sorted(p for _, p, _ in served(t)) == ["/a/three", "/a/two"]
+
+
+def timeout_policy(ns: str, route_name: str, timeout: str) -> dict[str, Any]:
+    return {"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "TrafficPolicy",
+            "metadata": {"name": f"{route_name}-timeout", "namespace": ns},
+            "spec": {"targetRefs": [{"group": GROUP, "kind": "HTTPRoute", "name": route_name}],
+                     "timeouts": {"request": timeout}}}
+
+
+def test_child_policies_come_before_the_parents() -> None:
+    docs = (root(("/a", "team1")),
+            httproute("team1", "own", [forward("team1", "own", match("/a/own"))]),
+            httproute("team1", "bare", [forward("team1", "bare", match("/a/bare"))]),
+            timeout_policy("infra", "root", "5s"))
+    store = Store()
+    store.upsert(builtin_class())
+    for d in (gateway(), service("team1", "svc"), *docs):
+        store.upsert(parse(d))
+    state = Aggregate()
+
+    def timeouts() -> dict[str, int | None]:
+        t = translate(store, lambda _gw: "127.0.0.1", state=state)
+        return {r.match.path: r.policy.timeout_ms if r.policy else None for r in routes(t)}
+
+    assert timeouts() == {"/a/own": 5000, "/a/bare": 5000}
+    # A policy on a child only (no Gateway parent of its own) reaches its parent's virtual host.
+    store.upsert(parse(timeout_policy("team1", "own", "2s")))
+    assert timeouts() == {"/a/own": 2000, "/a/bare": 5000}
