@@ -169,3 +169,19 @@ spec:
     assert isinstance(policy, TrafficPolicy) and policy.spec.transformation is not None
     response = policy.spec.transformation.response
     assert response is not None and response.set == [] and response.add[0].name == "origin"
+
+
+@pytest.mark.parametrize(("field", "spec"), [
+    ("spec.backendTLS", "  backendTLS: {clientCertificateRef: {name: c}}\n  listeners: [{name: h, protocol: HTTP, port: 80}]\n"),
+    ("spec.listeners[0].tls.frontendValidation",
+     "  listeners:\n    - {name: s, protocol: HTTPS, port: 443, tls: {certificateRefs: [{name: c}], "
+     "frontendValidation: {caCertificateRefs: [{name: ca, kind: ConfigMap, group: ''}]}}}\n"),
+])
+def test_older_experimental_fields_are_refused_by_name(field: str, spec: str) -> None:
+    """Fields v1.6 moved (to spec.tls.backend and spec.tls.frontend) are not silently kept."""
+    from lychgate.api.registry import ManifestError, parse
+
+    doc = yaml.safe_load("apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw}\n"
+                         "spec:\n  gatewayClassName: lychgate\n" + spec)
+    with pytest.raises(ManifestError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        parse(doc)

@@ -1,7 +1,9 @@
 """Gateway API (gateway.networking.k8s.io) kinds that lychgate reads.
 
-Field names, defaults and enums follow the v1.6 CRDs. Parts the translator does
-not interpret yet are OpenModel so valid manifests are never rejected for them.
+Field names, defaults and enums follow the v1.6 CRDs. A field lychgate cannot honour
+is refused by name (on load, or in the status where the object is otherwise valid): the
+older experimental `backendTLS` and `tls.frontendValidation`, which v1.6 moved to
+`spec.tls.backend` and `spec.tls.frontend`, are unknown fields here as for the v1.6 CRDs.
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ class GatewayTLSConfig(Model):
     mode: Literal["Terminate", "Passthrough"] = "Terminate"
     certificate_refs: list[SecretObjectReference] = Field(default_factory=list)
     options: dict[str, str] = Field(default_factory=dict)
-    frontend_validation: OpenModel | None = None
 
 
 class LabelSelector(Model):
@@ -154,7 +155,6 @@ class GatewaySpec(Model):
     infrastructure: GatewayInfrastructure | None = None
     tls: GatewayTLS | None = None
     allowed_listeners: AllowedListeners = Field(default_factory=AllowedListeners)
-    backend_tls: OpenModel | None = None
 
 
 class Gateway(Resource):
