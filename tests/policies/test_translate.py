@@ -10,7 +10,7 @@ import yaml
 
 from lychgate import ir
 from lychgate.api.base import ObjectKey
-from lychgate.api.registry import parse
+from lychgate.api.registry import ManifestError, parse
 from lychgate.controlplane import builtin_class
 from lychgate.store import Store
 from lychgate.translate.gateway import Translation, translate
@@ -660,3 +660,27 @@ spec:
     assert isinstance(split, ir.DirectResponse) and split.status == 500
     conditions = t.status[ObjectKey("HTTPRoute", "default", "backends")]["parents"][0]["conditions"]
     assert any("a TrafficPolicy on one of several backendRefs is not supported" in c["message"] for c in conditions)
+
+
+def test_an_external_auth_filter_is_refused_by_name() -> None:
+    """Gateway API's experimental ExternalAuth filter is typed (the CRD validates it) but not
+    served: its rule answers 500 and the route's status says what to use instead."""
+    route = """---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: ext}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [ext.example.com]
+  rules:
+    - filters: [{type: ExternalAuth, externalAuth: {protocol: GRPC, grpc: {}, backendRef: {name: authz, port: 9000}}}]
+      backendRefs: [{name: app, port: 80}]
+"""
+    t = run(route)
+    action = routes(t)["ext/0"].action
+    assert isinstance(action, ir.DirectResponse) and action.status == 500
+    conditions = t.status[ObjectKey("HTTPRoute", "default", "ext")]["parents"][0]["conditions"]
+    assert any("filter ExternalAuth is not supported yet; a TrafficPolicy extAuth does this" in c["message"]
+               for c in conditions)
+    with pytest.raises(ManifestError, match=r"externalAuth\.protocl"):
+        parse(yaml.safe_load(route.replace("protocol: GRPC", "protocl: GRPC")))

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from lychgate.api.lychgate import SelfManaged
 from lychgate.api.registry import ManifestError, parse
 
 
@@ -60,4 +61,6 @@ def test_a_wrong_kubernetes_field_is_named(kube: dict[str, Any], error: str) -> 
 def test_kube_and_self_managed_exclude_each_other() -> None:
     with pytest.raises(ManifestError, match="exactly one of kube, selfManaged may be set"):
         parse({**params(), "spec": {"kube": {}, "selfManaged": {}}})
-    assert parse({**params(), "spec": {"selfManaged": {}}}).spec.self_managed == {}  # type: ignore[attr-defined]
+    assert parse({**params(), "spec": {"selfManaged": {}}}).spec.self_managed == SelfManaged()  # type: ignore[attr-defined]
+    with pytest.raises(ManifestError, match=r"spec.selfManaged.image: Extra inputs are not permitted"):
+        parse({**params(), "spec": {"selfManaged": {"image": "x"}}})  # kgateway's selfManaged has no fields

@@ -262,9 +262,13 @@ class KubernetesProxyConfig(Model):
     vertical_pod_autoscaler: ResourceOverlay | None = None
 
 
+class SelfManaged(Model):
+    """`selfManaged: {}` (kgateway's empty SelfManagedGateway): no settings of its own."""
+
+
 class GatewayParametersSpec(Model):
     kube: KubernetesProxyConfig = Field(default_factory=KubernetesProxyConfig)
-    self_managed: dict[str, Any] | None = Field(
+    self_managed: SelfManaged | None = Field(
         None, description="Present: lychgate deploys nothing for these Gateways (no Deployment, Service or local "
                           "Envoy); it serves their xDS and status, and the user runs the proxy.")
 

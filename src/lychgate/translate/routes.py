@@ -332,7 +332,8 @@ def _mirrors(
 def _check_filter(f: HTTPRouteFilter) -> None:
     attr = SUPPORTED_FILTERS.get(f.type)
     if attr is None:
-        raise InvalidRule(f"filter {f.type} is not supported yet")
+        hint = "; a TrafficPolicy extAuth does this" if f.type == "ExternalAuth" else ""
+        raise InvalidRule(f"filter {f.type} is not supported yet{hint}")
     if getattr(f, attr) is None:
         raise InvalidRule(f"filter {f.type} needs its {f.type[0].lower() + f.type[1:]} field")
 
