@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
-from pydantic.alias_generators import to_camel
 
 from lychgate.api.auth import (
     ACLPolicy,
@@ -34,7 +33,7 @@ from lychgate.api.auth import (
     OAuth2Provider,
     PolicyDisable,
 )
-from lychgate.api.base import Model, OpenModel, Resource
+from lychgate.api.base import Model, OpenModel, Resource, renamed
 from lychgate.api.direct_response import DirectResponseSpec
 from lychgate.api.gateway import BackendRef
 from lychgate.api.lychgate import GROUP
@@ -453,7 +452,7 @@ class RequestMirrorPolicy(Model):
         return self
 
 
-# Fields kgateway renamed: (newer, older). Both are accepted; setting both is refused.
+# Fields kgateway renamed: (newer, older). Both are accepted (read as the newer); both at once is refused.
 RENAMED_FIELDS = (("api_key_auth", "api_key_authentication"), ("acl", "http_acl"), ("jwt_auth", "jwt"))
 
 
@@ -494,11 +493,10 @@ class TrafficPolicySpec(Model):
 
     @model_validator(mode="after")
     def _one_name(self) -> TrafficPolicySpec:
+        spec = self
         for new, old in RENAMED_FIELDS:
-            if getattr(self, new) is not None and getattr(self, old) is not None:
-                raise ValueError(f"{to_camel(new)} and {to_camel(old)} are two names of one field and cannot "
-                                 f"both be set; use {to_camel(new)}")
-        return self
+            spec = renamed(spec, new, old)
+        return spec
 
 
 class TrafficPolicy(Resource):

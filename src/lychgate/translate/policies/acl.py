@@ -47,7 +47,6 @@ def _deny(value: dict[str, Any]) -> dict[str, Any]:
 
 class AclField(PolicyField):
     name, attr, security = "acl", "acl", True
-    older_attr = "http_acl"
     merges_within_tier = True
 
     def merge(self, high: dict[str, Any], low: dict[str, Any]) -> dict[str, Any]:

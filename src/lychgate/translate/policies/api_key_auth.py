@@ -23,7 +23,6 @@ DEFAULT_SOURCE = ir.ApiKeySource(header="api-key")
 
 class ApiKeyAuthField(PolicyField):
     name, attr, security = "apiKeyAuth", "api_key_auth", True
-    older_attr = "api_key_authentication"
 
     def normalize(self, policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:
         value["fromNamespace"] = policy.namespace

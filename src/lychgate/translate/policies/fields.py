@@ -40,7 +40,6 @@ class PolicyField:
 
     name = ""  # the spec field, camelCase as users write it ("extAuth")
     attr = ""  # the model attribute ("ext_auth")
-    older_attr = ""  # the attribute of kgateway's older name of the field, if it was renamed
     # Policies at one tier (Gateway and its listeners; routes and their rules) merge this
     # field (merge()) without a policyMerge setting; a route-tier value replaces the Gateway's.
     merges_within_tier = False
@@ -57,8 +56,6 @@ class PolicyField:
     def value(self, policy: TrafficPolicy) -> dict[str, Any] | None:
         """The field as the user wrote it (plain data), with references made absolute."""
         model = getattr(policy.spec, self.attr)
-        if model is None and self.older_attr:
-            model = getattr(policy.spec, self.older_attr)  # the model refuses both names set
         if model is None:
             return None
         value: dict[str, Any] = model.model_dump(by_alias=True, exclude_unset=True, mode="json")

@@ -178,7 +178,6 @@ def _local_keys(store: Store, ext: GatewayExtension, inline: str | None, ref: An
 
 class JwtAuthField(ExtensionField):
     name, attr, security = "jwtAuth", "jwt_auth", True
-    older_attr = "jwt"  # kgateway's older name
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         if check_switch(value, path):
