@@ -21,6 +21,7 @@ from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
+from envoy.type.v3 import percent_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from lychgate import ir
@@ -37,6 +38,10 @@ def pack(message: object) -> any_pb2.Any:
 
 def ms(value: int) -> duration_pb2.Duration:
     return duration_pb2.Duration(seconds=value // 1000, nanos=(value % 1000) * 1_000_000)
+
+
+def percent(value: int) -> percent_pb2.FractionalPercent:
+    return percent_pb2.FractionalPercent(numerator=value, denominator=percent_pb2.FractionalPercent.HUNDRED)
 
 
 def policies(listener: ir.HTTPListener) -> tuple[ir.RoutePolicy, ...]:

@@ -5,17 +5,13 @@ from __future__ import annotations
 import re
 
 from envoy.config.route.v3 import route_components_pb2 as route_pb
-from envoy.type.v3 import percent_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.policy_filters import percent
 from lychgate.xds.translator.tracing import custom_tag
 
 _TOKEN = re.compile(r"\{\{\s*(route_name|route_namespace|rule_name)\s*\}\}")
-
-
-def _percent(value: int) -> percent_pb2.FractionalPercent:
-    return percent_pb2.FractionalPercent(numerator=value, denominator=percent_pb2.FractionalPercent.HUNDRED)
 
 
 def stat_prefix(template: str, source: ir.RouteSource) -> str:
@@ -36,15 +32,10 @@ class RouteStats(Feature):
         t = p.tracing
         if t is None:
             return
-        if t.disabled:  # nothing sampled, whatever the listener says
-            for field in (out.tracing.client_sampling, out.tracing.random_sampling, out.tracing.overall_sampling):
-                field.CopyFrom(_percent(0))
-            return
-        for value, field in ((t.client_sampling, out.tracing.client_sampling),
-                             (t.random_sampling, out.tracing.random_sampling),
-                             (t.overall_sampling, out.tracing.overall_sampling)):
+        for attr in ("client_sampling", "random_sampling", "overall_sampling"):
+            value = 0 if t.disabled else getattr(t, attr)  # disabled: nothing sampled, whatever the listener says
             if value is not None:
-                field.CopyFrom(_percent(value))
+                getattr(out.tracing, attr).CopyFrom(percent(value))
         out.tracing.custom_tags.extend(custom_tag(tag) for tag in t.tags)
 
 
