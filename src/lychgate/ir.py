@@ -146,6 +146,19 @@ Action = Forward | DirectResponse | Redirect
 
 
 @dataclass(frozen=True)
+class DelegationHop:
+    """A parent HTTPRoute rule that handed a rule to a child route, with how its policies
+    combine with the child's (kgateway's inherited-policy-priority annotation)."""
+
+    namespace: str
+    name: str
+    rule: int
+    rule_name: str | None
+    prefer_parent: bool = False  # the parent's policy fields override the child's
+    deep_merge: bool = False  # fields that merge (extAuth, extProc, transformation) combine
+
+
+@dataclass(frozen=True)
 class RouteSource:
     """Where a route came from: used for names, status and debugging."""
 
@@ -155,6 +168,8 @@ class RouteSource:
     rule: int
     match: int
     rule_name: str | None = None
+    # The parent HTTPRoute rules that delegated this rule, nearest first (translate/delegation.py)
+    delegated_by: tuple[DelegationHop, ...] = ()
 
     @property
     def ref(self) -> str:

@@ -160,3 +160,67 @@ spec:
     lg.wait_pod(addr, "team1", "/anything/team2")
     resp: Any = lg.get(addr, "/anything/team2")
     assert resp.headers.get("origin") == "svc1"
+
+
+def transform(ns: str, name: str, route: str, value: str, verb: str = "set") -> str:
+    return f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {route}}}]
+  transformation:
+    response:
+      {verb}: [{{name: origin, value: {value}}}]
+"""
+
+
+def test_policy_merging_follows_the_parents_priority(stack: tuple[Lychgate, str]) -> None:
+    """kgateway's policy_merging scenario: parent1 (DeepMergePreferChild) lets the children's
+    transformations win, parent2 (DeepMergePreferParent) keeps its own; a Gateway API timeout on
+    parent2's delegating rule reaches the child, which sets none (Envoy says so in a header)."""
+    lg, addr = stack
+    p1 = parent("parent1", [("/anything/team1", "team1"), ("/anything/team2", "team2")], "parent1.com").replace(
+        "namespace: infra}", "namespace: infra, annotations: {kgateway.dev/inherited-policy-priority: "
+        "DeepMergePreferChild}}", 1)
+    p2 = parent("parent2", [("/anything/team1", "team1"), ("/anything/team2", "team2")], "parent2.com").replace(
+        "namespace: infra}", "namespace: infra, annotations: {kgateway.dev/inherited-policy-priority: "
+        "DeepMergePreferParent}}", 1).replace("namespace: team1}]", "namespace: team1}]\n      timeouts: {request: 7s}")
+    scenario(lg, p1, p2,
+             child("team1", "svc1", "{path: {type: PathPrefix, value: /anything/team1/foo}}"),
+             child("team2", "svc2", "{path: {type: Exact, value: /anything/team2/foo}}"),
+             transform("infra", "parent1-transform", "parent1", "parent1"),
+             transform("infra", "parent2-transform", "parent2", "parent2"),
+             transform("team1", "svc1-transform", "svc1", "svc1"),
+             transform("team2", "svc2-transform", "svc2", "svc2", verb="add"))
+
+    def origin(host: str, path: str) -> str | None:
+        resp = lg.get(addr, path, host=host)
+        return resp.headers.get("origin") if resp.status_code == 200 else f"status {resp.status_code}"
+
+    wait_for(lambda: origin("parent2.com", "/anything/team2/foo") == "parent2", 20, "parent2's transformation")
+    assert origin("parent1.com", "/anything/team1/foo") == "svc1"
+    assert origin("parent1.com", "/anything/team2/foo") == "svc2"
+    assert origin("parent2.com", "/anything/team1/foo") == "parent2"
+    seen = lg.get(addr, "/anything/team1/foo", host="parent2.com").json()["headers"]
+    assert seen.get("X-Envoy-Expected-Rq-Timeout-Ms") == ["7000"]
+
+
+def test_invalid_child_serves_standalone_and_unresolved_child_is_reported(stack: tuple[Lychgate, str]) -> None:
+    """kgateway's invalid_child_valid_standalone and unresolved_child scenarios."""
+    lg, addr = stack
+    both_parents = ("parentRefs: [{name: gw, namespace: infra}, {group: gateway.networking.k8s.io, "
+                    "kind: HTTPRoute, name: root, namespace: infra}]\n  hostnames: [team2.com]")
+    scenario(lg, parent("root", [("/anything/team1", "team1"), ("/anything/team2", "team2")], "parent.com"),
+             child("team1", "svc1", "{path: {type: PathPrefix, value: /anything/team1/foo}}"),
+             child("team2", "svc2", "{path: {type: PathPrefix, value: /anything/team2/foo}}", both_parents))
+    lg.wait_pod(addr, "team2", "/anything/team2/foo", host="team2.com")
+    assert lg.pod(addr, "/anything/team2/foo", host="parent.com") == 500
+    assert lg.pod(addr, "/anything/team1/foo", host="parent.com") == "team1"
+    wait_for(lambda: "spec.hostnames must be unset" in accepted_messages(lg, "team2", "svc2"), 10, "child status")
+
+    scenario(lg, parent("root", [("/anything/team1", "nobody")]))
+    lg.wait_pod(addr, 500, "/anything/team1/foo")
+    wait_for(lambda: any(c.get("reason") == "BackendNotFound"
+                         for p in lg.status("HTTPRoute", "root", "infra").get("parents", [])
+                         for c in p["conditions"]), 10, "BackendNotFound on the parent")

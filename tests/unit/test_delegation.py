@@ -3,6 +3,7 @@ what answers 500, and the status of parents and children."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from lychgate import ir
@@ -246,3 +247,204 @@ def test_child_policies_come_before_the_parents() -> None:
     # A policy on a child only (no Gateway parent of its own) reaches its parent's virtual host.
     store.upsert(parse(timeout_policy("team1", "own", "2s")))
     assert timeouts() == {"/a/own": 2000, "/a/bare": 5000}
+
+
+def header_policy(ns: str, name: str, target: dict[str, Any] | None, value: str) -> dict[str, Any]:
+    """A TrafficPolicy whose transformation sets response header `origin`."""
+    spec: dict[str, Any] = {"transformation": {"response": {"set": [{"name": "origin", "value": value}]}}}
+    if target is not None:
+        spec["targetRefs"] = [target]
+    return {"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "TrafficPolicy",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def route_ref(name: str, section: str | None = None) -> dict[str, Any]:
+    ref = {"group": GROUP, "kind": "HTTPRoute", "name": name}
+    if section:
+        ref["sectionName"] = section
+    return ref
+
+
+def _leaves(node: Any) -> Iterator[Any]:
+    if isinstance(node, tuple):
+        for item in node:
+            yield from _leaves(item)
+    else:
+        yield node
+
+
+def origins(t: Translation, host: str) -> dict[str, str | None]:
+    """path -> the text the route's transformation sets response header `origin` to."""
+    out: dict[str, str | None] = {}
+    for r in routes(t, host):
+        response = r.policy.transformation.response if r.policy and r.policy.transformation else None
+        sets = dict(response.set) if response else {}
+        # A literal template is ("t", text) nodes (translate/policies/templates.py).
+        out[r.match.path] = "".join(_leaves(sets["origin"])).removeprefix("t") if "origin" in sets else None
+    return out
+
+
+def test_inherited_policy_priority_decides_who_wins() -> None:
+    """kgateway's policy_merging scenario: parent1 lets children override (DeepMergePreferChild),
+    parent2 does not (DeepMergePreferParent); the older annotation name and values count too."""
+    def parent(name: str, priority: str, annotation: str = "kgateway.dev/inherited-policy-priority"
+               ) -> dict[str, Any]:
+        doc = root(("/anything/team1", "team1"), ("/anything/team2", "team2"), name=name,
+                   hostnames=[f"{name}.com"])
+        doc["metadata"]["annotations"] = {annotation: priority}
+        return doc
+
+    t, _ = run(parent("parent1", "DeepMergePreferChild"), parent("parent2", "DeepMergePreferParent"),
+               parent("parent3", "PreferParent", "delegation.kgateway.dev/inherited-policy-priority"),
+               httproute("team1", "svc1", [forward("team1", "svc1", match("/anything/team1/foo"))]),
+               httproute("team2", "svc2", [forward("team2", "svc2", match("/anything/team2/foo", "Exact"))]),
+               header_policy("infra", "p1", route_ref("parent1"), "parent1"),
+               header_policy("infra", "p2", route_ref("parent2"), "parent2"),
+               header_policy("infra", "p3", route_ref("parent3"), "parent2"),
+               header_policy("team1", "c1", route_ref("svc1"), "svc1"),
+               header_policy("team2", "c2", route_ref("svc2"), "svc2"))
+    assert origins(t, "parent1.com") == {"/anything/team1/foo": "svc1", "/anything/team2/foo": "svc2"}
+    assert origins(t, "parent2.com") == {"/anything/team1/foo": "parent2", "/anything/team2/foo": "parent2"}
+    assert origins(t, "parent3.com") == {"/anything/team1/foo": "parent2", "/anything/team2/foo": "parent2"}
+
+
+def test_parent_fields_fill_what_the_child_leaves_unset() -> None:
+    """Shallow merge, child preferred (the default): a child's transformation wins, and the
+    parent's timeout still reaches the child that sets none."""
+    t, _ = run(root(("/a", "team1")),
+               httproute("team1", "c", [forward("team1", "c", match("/a/c"))]),
+               header_policy("team1", "c-header", route_ref("c"), "svc1"),
+               header_policy("infra", "root-header", route_ref("root"), "root"),
+               timeout_policy("infra", "root", "7s"))
+    [r] = routes(t)
+    assert r.policy is not None and r.policy.timeout_ms == 7000
+    assert origins(t, "*") == {"/a/c": "svc1"}
+
+
+def test_policies_of_every_delegating_parent_reach_a_grandchild() -> None:
+    """root -> mid -> leaf: the leaf gets mid's policy over root's, and root's where mid sets nothing."""
+    mid = httproute("team1", "mid", [{"matches": [match("/a/b")], "backendRefs": [delegate("team2")]}])
+    t, _ = run(root(("/a", "team1")), mid,
+               httproute("team2", "leaf", [forward("team2", "leaf", match("/a/b/c"))]),
+               header_policy("team1", "mid-header", route_ref("mid"), "mid"),
+               header_policy("infra", "root-header", route_ref("root"), "root"),
+               timeout_policy("infra", "root", "3s"))
+    [r] = routes(t)
+    assert origins(t, "*") == {"/a/b/c": "mid"}
+    assert r.policy is not None and r.policy.timeout_ms == 3000
+
+
+def test_policy_on_the_delegating_rule_reaches_its_children_only() -> None:
+    """A TrafficPolicy named in an ExtensionRef filter of the parent's delegating rule, and one
+    targeting that rule by name, apply to the children under that rule, not to the other rule's."""
+    parent = root(("/a", "team1"), ("/b", "team2"))
+    parent["spec"]["rules"][0]["filters"] = [{"type": "ExtensionRef", "extensionRef": {
+        "group": "gateway.lychgate.dev", "kind": "TrafficPolicy", "name": "by-filter"}}]
+    parent["spec"]["rules"][1]["name"] = "second"
+    by_filter = header_policy("infra", "by-filter", None, "parent1")
+    t, _ = run(parent, by_filter, header_policy("infra", "by-name", route_ref("root", "second"), "parent2"),
+               httproute("team1", "c1", [forward("team1", "c1", match("/a/x"))]),
+               httproute("team2", "c2", [forward("team2", "c2", match("/b/x"))]))
+    assert origins(t, "*") == {"/a/x": "parent1", "/b/x": "parent2"}
+
+
+def test_delegating_rule_filters_and_timeouts_are_inherited() -> None:
+    """Gateway API fields of the parent's rule reach the child rules that do not set the same:
+    a request header modifier and the request timeout (kgateway's native-policy inheritance)."""
+    parent = root(("/a", "team1"))
+    parent["spec"]["rules"][0]["filters"] = [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
+        "set": [{"name": "x-from", "value": "parent"}]}}]
+    parent["spec"]["rules"][0]["timeouts"] = {"request": "10s"}
+    own = forward("team1", "own", match("/a/own"))
+    own["timeouts"] = {"request": "30s"}
+    own["filters"] = [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
+        "set": [{"name": "x-from", "value": "child"}]}}]
+    t, _ = run(parent, httproute("team1", "own", [own]),
+               httproute("team1", "bare", [forward("team1", "bare", match("/a/bare"))]))
+    by_path = {r.match.path: r for r in routes(t)}
+    bare, mine = by_path["/a/bare"], by_path["/a/own"]
+    assert list(bare.request_headers.set) == [("x-from", "parent")]
+    assert list(mine.request_headers.set) == [("x-from", "child")]
+    assert isinstance(bare.action, ir.Forward) and isinstance(mine.action, ir.Forward)
+    assert (bare.action.timeout_ms, mine.action.timeout_ms) == (10000, 30000)
+
+
+def test_filters_a_delegating_rule_cannot_pass_down_are_refused() -> None:
+    parent = root(("/a", "team1"))
+    parent["spec"]["rules"][0]["filters"] = [{"type": "URLRewrite", "urlRewrite": {
+        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}]
+    t, _ = run(parent, httproute("team1", "c", [forward("team1", "c", match("/a/c"))]))
+    assert served(t) == [("PathPrefix", "/a", "500")]
+    [entry] = parents(t, "infra", "root")
+    assert "ReplacePrefixMatch on a rule that delegates" in cond(entry, "Accepted")["message"]
+
+
+def test_unknown_priority_value_is_said_in_the_parent_status() -> None:
+    parent = root(("/a", "team1"))
+    parent["metadata"]["annotations"] = {"kgateway.dev/inherited-policy-priority": "ChildFirst"}
+    t, _ = run(parent, httproute("team1", "c", [forward("team1", "c", match("/a/c"))]))
+    [entry] = parents(t, "infra", "root")
+    assert "'ChildFirst' is not one of" in cond(entry, "Accepted")["message"]
+
+
+def test_child_with_hostnames_serves_standalone_but_not_under_the_parent() -> None:
+    """kgateway's invalid_child_valid_standalone: a route with hostnames and two parents (the
+    Gateway and the delegating route) serves its own hostname; under the parent it is refused."""
+    child = httproute("team2", "svc2", [forward("team2", "svc2", match("/anything/team2/foo"))],
+                      [{"name": "gw", "namespace": "infra"}, *to_root()], hostnames=["team2.com"])
+    t, _ = run(root(("/anything/team1", "team1"), ("/anything/team2", "team2"), hostnames=["parent.com"]),
+               httproute("team1", "svc1", [forward("team1", "svc1", match("/anything/team1/foo"))]), child)
+    assert served(t, "team2.com") == [("PathPrefix", "/anything/team2/foo", "team2/svc2")]
+    assert ("PathPrefix", "/anything/team2", "500") in served(t, "parent.com")
+    by_kind = {p["parentRef"].get("kind", "Gateway"): p for p in parents(t, "team2", "svc2")}
+    assert cond(by_kind["Gateway"], "Accepted")["status"] == "True"
+    assert "spec.hostnames must be unset" in cond(by_kind["HTTPRoute"], "Accepted")["message"]
+
+
+def test_a_child_change_recompiles_that_child_only() -> None:
+    """Incremental: with many children under one parent, editing one re-compiles its rules;
+    the others' routes are the very objects of the last pass (delegation_cache.py)."""
+    store = Store()
+    store.upsert(builtin_class())
+    kids = [httproute("team1", f"c{i}", [forward("team1", f"c{i}", match(f"/a/{i}"))]) for i in range(20)]
+    for d in (gateway(), service("team1", "svc"), root(("/a", "team1")), *kids):
+        store.upsert(parse(d))
+    state = Aggregate()
+    before = {r.match.path: r for r in routes(translate(store, lambda _gw: "127.0.0.1", state=state))}
+    store.upsert(parse(httproute("team1", "c7", [forward("team1", "c7", match("/a/seven"))])))
+    after = {r.match.path: r for r in routes(translate(store, lambda _gw: "127.0.0.1", state=state))}
+    assert "/a/seven" in after and "/a/7" not in after
+    assert all(after[p] is before[p] for p in after if p != "/a/seven")
+    # A Service a child uses changes: that child's routes are compiled again.
+    store.upsert(parse({**service("team1", "svc"), "spec": {"ports": [{"port": 80, "targetPort": 9090}]}}))
+    again = {r.match.path: r for r in routes(translate(store, lambda _gw: "127.0.0.1", state=state))}
+    assert all(again[p] is not after[p] for p in again)
+
+
+def test_deep_merge_priority_runs_the_ext_proc_of_parent_and_child() -> None:
+    """DeepMerge...: the parent's and the child's extProc extensions both run (the preferred
+    side's first); ShallowMergePreferChild: the child's only."""
+    def extension(ns: str) -> list[dict[str, Any]]:
+        return [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "proc", "namespace": ns},
+                 "spec": {"ports": [{"port": 9000}]}},
+                {"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "GatewayExtension",
+                 "metadata": {"name": "proc", "namespace": ns},
+                 "spec": {"extProc": {"grpcService": {"backendRef": {"name": "proc", "port": 9000}}}}}]
+
+    def uses(ns: str, target: str) -> dict[str, Any]:
+        return {"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "TrafficPolicy",
+                "metadata": {"name": f"{target}-proc", "namespace": ns},
+                "spec": {"targetRefs": [route_ref(target)], "extProc": {"extensionRef": {"name": "proc"}}}}
+
+    def ext_procs(priority: str) -> list[str]:
+        parent = root(("/a", "team1"))
+        parent["metadata"]["annotations"] = {"kgateway.dev/inherited-policy-priority": priority}
+        t, _ = run(parent, httproute("team1", "c", [forward("team1", "c", match("/a/c"))]),
+                   *extension("infra"), *extension("team1"), uses("infra", "root"), uses("team1", "c"))
+        [r] = routes(t)
+        return [p.service.name for p in r.policy.ext_proc] if r.policy else []
+
+    assert ext_procs("DeepMergePreferChild") == ["team1/proc", "infra/proc"]
+    assert ext_procs("DeepMergePreferParent") == ["infra/proc", "team1/proc"]
+    assert ext_procs("ShallowMergePreferChild") == ["team1/proc"]
+    assert ext_procs("ShallowMergePreferParent") == ["infra/proc"]

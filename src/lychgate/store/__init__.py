@@ -1,3 +1,3 @@
-from lychgate.store.store import Change, Read, Store
+from lychgate.store.store import Change, Read, Store, reached
 
-__all__ = ["Change", "Read", "Store"]
+__all__ = ["Change", "Read", "Store", "reached"]

@@ -33,9 +33,23 @@ class Change:
     revision: int = 0
 
 
+def reached(changes: Iterable[Read]) -> set[Read]:
+    """Every read token a change answers: a changed object also changes the lists it is in."""
+    out = set(changes)
+    for what, ident in changes:
+        if what == "key":
+            assert isinstance(ident, ObjectKey)
+            out.add(("list", (ident.kind, ident.namespace)))
+            out.add(("list", (ident.kind, None)))
+    return out
+
+
 class Store:
     def __init__(self) -> None:
         self._by_kind: dict[str, dict[ObjectKey, Resource]] = defaultdict(dict)
+        # The same by (kind, namespace): a namespace's list without a walk over every
+        # namespace's (delegation lists one team's HTTPRoutes among thousands).
+        self._by_namespace: dict[tuple[str, str], dict[ObjectKey, Resource]] = defaultdict(dict)
         # EndpointSlices by the (namespace, service) they belong to: the one
         # lookup translation does per backend.
         self._slices: dict[tuple[str, str], dict[ObjectKey, EndpointSlice]] = defaultdict(dict)
@@ -61,6 +75,7 @@ class Store:
         if isinstance(old, EndpointSlice):
             self._unindex_slice(old)
         self._by_kind[key.kind][key] = obj
+        self._by_namespace[(key.kind, key.namespace)][key] = obj
         if isinstance(obj, EndpointSlice) and obj.service_name:
             self._slices[(key.namespace, obj.service_name)][key] = obj
         self._touch(key)
@@ -72,6 +87,10 @@ class Store:
         old = self._by_kind[key.kind].pop(key, None)
         if old is None:
             return None
+        bucket = self._by_namespace[(key.kind, key.namespace)]
+        del bucket[key]
+        if not bucket:
+            del self._by_namespace[(key.kind, key.namespace)]
         if isinstance(old, EndpointSlice):
             self._unindex_slice(old)
         self._touch(key)
@@ -130,9 +149,8 @@ class Store:
     def list(self, cls: type[R], namespace: str | None = None) -> builtins.list[R]:
         if self._reads is not None:
             self._reads.add(("list", (cls.KIND, namespace)))
-        items: Iterable[Resource] = self._by_kind[cls.KIND].values()
-        if namespace is not None:
-            items = (o for o in items if o.namespace == namespace)
+        items: Iterable[Resource] = (self._by_kind[cls.KIND] if namespace is None
+                                     else self._by_namespace.get((cls.KIND, namespace), {})).values()
         return [o for o in items if isinstance(o, cls)]
 
     def kinds(self) -> builtins.list[str]:
@@ -168,6 +186,12 @@ class Store:
             self._reads = outer
             if outer is not None:
                 outer.update(reads)
+
+    def replay(self, reads: Iterable[Read]) -> None:
+        """Count reads made earlier (by a result kept from then) as made now: the
+        enclosing tracking block depends on them as if it had read them itself."""
+        if self._reads is not None:
+            self._reads.update(reads)
 
 
     def last_change(self, exclude: frozenset[str] = frozenset()) -> int:

@@ -21,6 +21,7 @@ from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import GRPCRoute, HTTPRoute
 from lychgate.store.store import Read
+from lychgate.translate.delegation_cache import SubtreeCache
 from lychgate.translate.policies import PolicyIndex, Target
 
 GatewayKey = tuple[str, str]
@@ -80,6 +81,7 @@ class Aggregate:
     tables: dict[tuple[GatewayKey, str], RouteTable] = field(default_factory=dict)
     requested: set[tuple[GatewayKey, str]] = field(default_factory=set)  # tables asked for this pass
     policies: PolicyIndex = field(default_factory=PolicyIndex)  # kept with the routes it resolved
+    subtrees: SubtreeCache = field(default_factory=SubtreeCache)  # delegated children, compiled
 
     def reset(self) -> None:
         fresh = Aggregate()

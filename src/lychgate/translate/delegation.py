@@ -19,6 +19,18 @@ onto it. Matches outside are dropped, then rules left without a match, then
 children left without a rule. A parent rule left without any child answers
 500 and says so in ResolvedRefs (BackendNotFound). A child reached again on its
 own delegation chain is a cycle: it is skipped and reported, never followed.
+
+What the parent puts on its delegating rule reaches the children's rules
+(kgateway's inheritance): its header modifier, URL rewrite (hostname, full
+path) and CORS filters and its timeouts, retry and sessionPersistence, where the
+child rule does not set the same; TrafficPolicies on the parent (on the route,
+the rule, or in an ExtensionRef filter of the rule) below the child's own
+(translate/policies/attachment.py). The parent's
+`kgateway.dev/inherited-policy-priority` annotation turns that around
+(ShallowMergePreferParent, DeepMergePreferParent: the parent's win) and says
+whether fields that merge combine (DeepMerge...); kgateway's older
+`delegation.kgateway.dev/inherited-policy-priority` (PreferChild, PreferParent)
+is read too.
 """
 
 from __future__ import annotations
@@ -28,15 +40,18 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import (
     GROUP,
     BackendObjectReference,
     HTTPRoute,
+    HTTPRouteFilter,
     HTTPRouteMatch,
     HTTPRouteRule,
     PathMatch,
 )
+from lychgate.api.policy import is_policy_ref
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
 
 if TYPE_CHECKING:
@@ -46,6 +61,15 @@ LABEL_GROUP = "delegation.kgateway.dev"
 LABEL = "delegation.kgateway.dev/label"
 INHERIT_MATCHER = "delegation.kgateway.dev/inherit-parent-matcher"
 ROUTE_WEIGHT = "kgateway.dev/route-weight"
+PRIORITY = "kgateway.dev/inherited-policy-priority"
+OLD_PRIORITY = "delegation.kgateway.dev/inherited-policy-priority"
+# value -> (prefer parent, deep merge)
+PRIORITIES = {"ShallowMergePreferChild": (False, False), "ShallowMergePreferParent": (True, False),
+              "DeepMergePreferChild": (False, True), "DeepMergePreferParent": (True, True)}
+OLD_PRIORITIES = {"PreferChild": (False, False), "PreferParent": (True, False)}
+# Filters of a delegating rule its children inherit; the others name objects in the
+# parent's namespace, or rewrite relative to the parent's match, and are refused there.
+INHERITED_FILTERS = frozenset({"RequestHeaderModifier", "ResponseHeaderModifier", "URLRewrite", "CORS"})
 CYCLE = "cyclic reference detected"
 HOSTNAMES_SET = "spec.hostnames must be unset on a delegatee route as they are inherited from the parent route"
 
@@ -62,6 +86,60 @@ def route_weight(route: HTTPRoute) -> int:
         return int(route.metadata.annotations.get(ROUTE_WEIGHT, "0"))
     except ValueError:
         return 0
+
+
+def priority(route: HTTPRoute) -> tuple[bool, bool, str | None]:
+    """(prefer parent, deep merge, a problem with the annotation) of a delegating route."""
+    annotations = route.metadata.annotations
+    for name, values in ((PRIORITY, PRIORITIES), (OLD_PRIORITY, OLD_PRIORITIES)):
+        if name in annotations:
+            value = annotations[name]
+            if value in values:
+                return (*values[value], None)
+            return False, False, (f"annotation {name}: {value!r} is not one of {', '.join(values)}; "
+                                  "ShallowMergePreferChild applies")
+    return False, False, None
+
+
+def hop(parent: HTTPRoute, rule_index: int, rule: HTTPRouteRule) -> ir.DelegationHop:
+    prefer_parent, deep, _ = priority(parent)
+    return ir.DelegationHop(parent.namespace, parent.name, rule_index, rule.name, prefer_parent, deep)
+
+
+def delegating_rule_problem(rule: HTTPRouteRule) -> str | None:
+    """Why a rule cannot delegate as written, or None."""
+    if not all(is_delegation(ref) for ref in rule.backend_refs):
+        return "a rule that delegates to HTTPRoutes cannot also have other backendRefs"
+    for i, f in enumerate(rule.filters):
+        if f.type == "ExtensionRef" and f.extension_ref and is_policy_ref(f.extension_ref.group, f.extension_ref.kind):
+            continue  # the policy applies to the delegated rules (attachment.py)
+        if f.type not in INHERITED_FILTERS:
+            return (f"filters[{i}]: a {f.type} filter on a rule that delegates to HTTPRoutes is not supported; "
+                    f"put it on the child rules (inherited: {', '.join(sorted(INHERITED_FILTERS))}, and "
+                    "ExtensionRefs naming TrafficPolicies)")
+        rewrite = f.url_rewrite
+        if f.type == "URLRewrite" and rewrite and rewrite.path and rewrite.path.type == "ReplacePrefixMatch":
+            return (f"filters[{i}].urlRewrite.path: ReplacePrefixMatch on a rule that delegates to HTTPRoutes "
+                    "is not supported (it would rewrite each child's own prefix); put it on the child rules")
+    return None
+
+
+def _inherited(parent: HTTPRouteRule, child: HTTPRouteRule, prefer_parent: bool) -> dict[str, Any]:
+    """The parent rule's filters, timeouts, retry and sessionPersistence the child rule gets."""
+    update: dict[str, Any] = {}
+    own = {f.type for f in child.filters}
+    passed: list[HTTPRouteFilter] = [f for f in parent.filters if f.type in INHERITED_FILTERS]
+    if passed:
+        if prefer_parent:
+            theirs = {f.type for f in passed}
+            update["filters"] = passed + [f for f in child.filters if f.type not in theirs]
+        else:
+            update["filters"] = child.filters + [f for f in passed if f.type not in own]
+    for attr in ("timeouts", "retry", "session_persistence"):
+        value = getattr(parent, attr)
+        if value is not None and (prefer_parent or getattr(child, attr) is None):
+            update[attr] = value
+    return update
 
 
 def children(store: Store, parent: HTTPRoute, ref: BackendObjectReference) -> list[HTTPRoute]:
@@ -146,21 +224,22 @@ def inherits(child: HTTPRoute) -> bool:
     return child.metadata.annotations.get(INHERIT_MATCHER, "").lower() in ("true", "yes", "enabled")
 
 
-def selected_rules(parent_matches: list[HTTPRouteMatch], child: HTTPRoute) -> list[tuple[int, HTTPRouteRule]]:
+def selected_rules(parent: HTTPRouteRule, child: HTTPRoute, prefer_parent: bool = False
+                   ) -> list[tuple[int, HTTPRouteRule]]:
     """The child's rules under a parent rule, each with just its matches that
-    fall inside (or are joined onto) one of the parent's; rules left with none
-    are dropped."""
+    fall inside (or are joined onto) one of the parent's, and what it inherits
+    from the parent rule; rules left with no match are dropped."""
     out: list[tuple[int, HTTPRouteRule]] = []
     joined = inherits(child)
     for i, rule in enumerate(child.spec.rules):
         matches: list[HTTPRouteMatch] = []
-        for pm in parent_matches:
+        for pm in parent.matches:
             if joined:
                 matches.extend(inherit(pm, cm) for cm in rule.matches)
             else:
                 matches.extend(cm for cm in rule.matches if inside(pm, cm))
         if matches:
-            out.append((i, rule.model_copy(update={"matches": matches})))
+            out.append((i, rule.model_copy(update={"matches": matches, **_inherited(parent, rule, prefer_parent)})))
     return out
 
 

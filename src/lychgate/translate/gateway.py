@@ -37,6 +37,7 @@ from lychgate.translate.aggregate import (
     Entry,
 )
 from lychgate.translate.conditions import condition, resolved_refs
+from lychgate.translate.delegation_cache import SubtreeCache
 from lychgate.translate.grpcroutes import compile_grpc_route
 from lychgate.translate.listeners import ListenerState, validate_listeners
 from lychgate.translate.listenersets import listener_sets, set_status
@@ -263,6 +264,7 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
     requarantined = quarantine.prune(store)
     if incremental:
         assert changes is not None
+        state.subtrees.forget(changes)
         dirty = state.affected(changes) | requarantined
     else:
         state.reset()
@@ -273,7 +275,7 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
         route = store.get_key(key)
         if isinstance(route, HTTPRoute | GRPCRoute):
             with store.tracking() as reads:
-                contribution = _contribution(store, route, ctxs, quarantine.rules_of(key))
+                contribution = _contribution(store, route, ctxs, quarantine.rules_of(key), state.subtrees)
             state.add(key, route, contribution, frozenset(reads))
     return changes if incremental else None
 
@@ -305,7 +307,7 @@ def _our_classes(store: Store, out: Translation, waypoint_enabled: bool) -> dict
 
 
 def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], GatewayCtx],
-                  quarantined: Mapping[int, QuarantineEntry]) -> Contribution:
+                  quarantined: Mapping[int, QuarantineEntry], subtrees: SubtreeCache | None = None) -> Contribution:
     """What one route adds, under every parent Gateway of ours."""
     compiled: CompiledRoute | None = None
     parents: list[dict[str, Any]] = []
@@ -320,7 +322,7 @@ def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], Gat
             continue
         if compiled is None:
             compiled = (compile_grpc_route(store, route, quarantined) if isinstance(route, GRPCRoute)
-                        else compile_route(store, route, quarantined))
+                        else compile_route(store, route, quarantined, subtrees=subtrees))
         conds, attached = _attachment(store, route, ref, ctx, compiled)
         gw_key = (ctx.gateway.namespace, ctx.gateway.name)
         attachments.extend((gw_key, listener.id, route_table(listener), tuple(hosts)) for listener, hosts in attached)

@@ -26,6 +26,7 @@ from lychgate.api.policy import is_policy_ref
 from lychgate.store import Store
 from lychgate.translate import backend_config, delegation, direct_response, rule_filters
 from lychgate.translate.backends import aws_lambda_of
+from lychgate.translate.delegation_cache import Subtree, SubtreeCache
 from lychgate.translate.quarantine import Entry
 from lychgate.translate.references import Resolution, resolve_service
 from lychgate.translate.rule_filters import (
@@ -86,9 +87,10 @@ NO_BACKEND_BODY = "this route has no valid backend; see the HTTPRoute status\n"
 
 def compile_route(store: Store, route: HTTPRoute, quarantined: Mapping[int, Entry] | None = None, *,
                   rules: list[tuple[int, HTTPRouteRule]] | None = None,
-                  chain: frozenset[ObjectKey] = frozenset()) -> CompiledRoute:
+                  chain: frozenset[ObjectKey] = frozenset(), subtrees: SubtreeCache | None = None) -> CompiledRoute:
     """`rules`: only these (index, rule) of the route (a delegated child's, with the
-    matches its parent admits); `chain`: the routes delegating to this one."""
+    matches its parent admits); `chain`: the routes delegating to this one;
+    `subtrees`: delegated children compiled in earlier passes (delegation_cache.py)."""
     out = CompiledRoute(rule_count=len(route.spec.rules))
     for rule_index, rule in rules if rules is not None else enumerate(route.spec.rules):
         entry = quarantined.get(rule_index) if quarantined else None
@@ -96,7 +98,7 @@ def compile_route(store: Store, route: HTTPRoute, quarantined: Mapping[int, Entr
             if entry is not None:
                 raise InvalidRule(entry.reason())
             if any(delegation.is_delegation(ref) for ref in rule.backend_refs):
-                _delegate(store, route, rule_index, rule, out, chain | {route.key})
+                _delegate(store, route, rule_index, rule, out, chain | {route.key}, subtrees)
                 continue
             _compile_rule(store, route, rule_index, rule, out)
         except InvalidRule as err:
@@ -109,15 +111,18 @@ def compile_route(store: Store, route: HTTPRoute, quarantined: Mapping[int, Entr
 
 
 def _delegate(store: Store, parent: HTTPRoute, rule_index: int, rule: HTTPRouteRule, out: CompiledRoute,
-              chain: frozenset[ObjectKey]) -> None:
+              chain: frozenset[ObjectKey], subtrees: SubtreeCache | None) -> None:
     """A rule handing its matches to child HTTPRoutes (translate/delegation.py):
     their rules, compiled under this route; none at all: 500 on the rule's matches."""
     label = rule.name or str(rule_index)
-    if not all(delegation.is_delegation(ref) for ref in rule.backend_refs):
-        raise InvalidRule("a rule that delegates to HTTPRoutes cannot also have other backendRefs")
-    if rule.filters:
-        raise InvalidRule("filters on a rule that delegates to HTTPRoutes are not supported; put them on the child rules")
-    weight = delegation.route_weight(parent)
+    if problem := delegation.delegating_rule_problem(rule):
+        raise InvalidRule(problem)
+    for i, f in enumerate(rule.filters):
+        if f.type == "ExtensionRef" and f.extension_ref:  # a TrafficPolicy (the others are refused)
+            policy_must_exist(store, parent.namespace, f.extension_ref.name, f"filters[{i}].extensionRef")
+    _, _, annotation_problem = delegation.priority(parent)
+    if annotation_problem and annotation_problem not in out.notes:
+        out.notes.append(annotation_problem)
     served = 0
     for b, ref in enumerate(rule.backend_refs):
         valid = 0
@@ -130,33 +135,57 @@ def _delegate(store: Store, parent: HTTPRoute, rule_index: int, rule: HTTPRouteR
                 out.unresolved_reason = out.unresolved_reason or "RefNotPermitted"
                 out.unresolved.append(f"rule {label} backendRefs[{b}]: {why}")
                 continue
-            if child.spec.hostnames:
-                out.delegation.refuse(child, parent, "UnsupportedValue", delegation.HOSTNAMES_SET)
-                continue
-            rules = delegation.selected_rules(rule.matches, child)
-            if not rules:
-                out.delegation.refuse(child, parent, "NoMatchingParent",
-                                      f"no match of the route falls inside rule {label}'s matches of HTTPRoute "
-                                      f"{parent.namespace}/{parent.name}")
-                continue
-            valid += 1
-            sub = compile_route(store, child, rules=rules, chain=chain)
-            # A child without a weight of its own takes its parent's.
-            out.routes.extend(r if r.weight else dataclasses.replace(r, weight=weight) for r in sub.routes)
-            served += len(sub.routes)
+            key = (parent.key, rule_index, b, child.key, chain)
+            sub = subtrees.get(key, parent, child) if subtrees is not None else None
+            if sub is None:
+                with store.tracking() as reads:
+                    sub = _subtree(store, parent, rule_index, rule, child, chain, subtrees)
+                sub.reads = frozenset(reads)
+                if subtrees is not None:
+                    subtrees.put(key, sub)
+            else:
+                store.replay(sub.reads)
+            out.routes.extend(sub.routes)
             out.clusters.update(sub.clusters)
-            out.delegation.update(sub.delegation)
-            out.delegation.take(child, parent, f"rule {label} serves rules {', '.join(str(i) for i, _ in rules)}")
-            for why in sub.unresolved + sub.replaced:
-                out.delegation.unresolve(child, parent, sub.unresolved_reason or "UnsupportedValue", why)
+            out.delegation.update(sub.report)
+            valid += sub.served
+            served += len(sub.routes)
         if not valid:
             out.unresolved_reason = out.unresolved_reason or "BackendNotFound"
             out.unresolved.append(f"rule {label} backendRefs[{b}]: no valid child route among "
                                   f"{delegation.selector(ref, parent)}")
     if not served:
+        weight = delegation.route_weight(parent)
         out.routes.extend(ir.Route(_source(parent, rule_index, m, rule), _safe_match(match),
                                    ir.DirectResponse(500, NO_CHILD_BODY), weight=weight)
                           for m, match in enumerate(rule.matches))
+
+
+def _subtree(store: Store, parent: HTTPRoute, rule_index: int, rule: HTTPRouteRule, child: HTTPRoute,
+             chain: frozenset[ObjectKey], subtrees: SubtreeCache | None) -> Subtree:
+    """One child under one parent rule: its rules that fall inside the rule's matches,
+    compiled, each route marked with the parent's hop (whose policies reach it) and,
+    without a weight of its own, given the parent's."""
+    report = delegation.Report()
+    if child.spec.hostnames:
+        report.refuse(child, parent, "UnsupportedValue", delegation.HOSTNAMES_SET)
+        return Subtree(parent, child, [], {}, report, served=False)
+    step = delegation.hop(parent, rule_index, rule)
+    rules = delegation.selected_rules(rule, child, step.prefer_parent)
+    if not rules:
+        report.refuse(child, parent, "NoMatchingParent",
+                      f"no match of the route falls inside rule {rule.name or rule_index}'s matches of HTTPRoute "
+                      f"{parent.namespace}/{parent.name}")
+        return Subtree(parent, child, [], {}, report, served=False)
+    sub = compile_route(store, child, rules=rules, chain=chain, subtrees=subtrees)
+    weight = delegation.route_weight(parent)
+    routes = [dataclasses.replace(r, source=dataclasses.replace(r.source, delegated_by=(*r.source.delegated_by, step)),
+                                  weight=r.weight or weight) for r in sub.routes]
+    report.update(sub.delegation)
+    report.take(child, parent, f"rule {rule.name or rule_index} serves rules {', '.join(str(i) for i, _ in rules)}")
+    for why in sub.unresolved + sub.replaced:
+        report.unresolve(child, parent, sub.unresolved_reason or "UnsupportedValue", why)
+    return Subtree(parent, child, routes, sub.clusters, report, served=True)
 
 
 NO_CHILD_BODY = "this route delegates to no valid child route; see the HTTPRoute status\n"

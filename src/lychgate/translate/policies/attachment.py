@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -63,7 +63,7 @@ from lychgate.api.gateway import (
     ListenerSet,
 )
 from lychgate.api.policy import GatewayExtension, TrafficPolicy, is_policy_ref
-from lychgate.store import Read, Store
+from lychgate.store import Read, Store, reached
 from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
 from lychgate.translate.policies.extensions import SERVICES as EXTENSION_SERVICES
 from lychgate.translate.policies.extensions import extension_status, extension_type
@@ -199,7 +199,7 @@ class PolicyIndex:
         self._by_contributors: dict[tuple[tuple[str, tuple[str, ...]], ...], Resolved] = {}
         # the attachments at a rule's points (by identity) -> its resolution; emptied whenever
         # a policy changes (new attachment objects: an id of a dropped one may come back)
-        self._by_attachments: dict[tuple[tuple[int, ...], ...], tuple[Resolved, tuple[Record, ...]]] = {}
+        self._by_attachments: dict[Hashable, tuple[Resolved, tuple[Record, ...]]] = {}
         self._marks: dict[Mark, Mark] = {}  # one object per distinct mark (thousands of rules share a few)
         # Every usable extension gets a filter on every listener (see ir.HTTPListener.extensions).
         self.extensions: tuple[ir.ExtensionService, ...] = ()
@@ -222,7 +222,7 @@ class PolicyIndex:
         if global_namespace != self.global_namespace:
             self.global_namespace, changes = global_namespace, None
         self.store, self.gateways, self.listeners, self.deep = store, gateways, listeners, deep
-        touched = _reached_by(changes) if changes is not None else None
+        touched = reached(changes) if changes is not None else None
         if self._extension_reads is None or touched is None or not self._extension_reads.isdisjoint(touched):
             self._index_extensions()
         referenced = {ObjectKey(TrafficPolicy.KIND, ns, name) for ns, name in self._update_referrers(changes)}
@@ -493,26 +493,10 @@ class PolicyIndex:
             return r
         src = r.source
         key = (gateway.namespace, gateway.name, listener, route.KIND, route.namespace, route.name,
-               src.namespace, src.name, src.rule)
+               src.namespace, src.name, src.rule, src.delegated_by)
         resolved = self.ledger.lookup(owner, key)
         if resolved is None:
-            # A rule delegated to (translate/delegation.py) comes from a child route: its own
-            # rule and route first, then the parent's policies below them.
-            points = [Target(src.kind, src.namespace, src.name, rule=src.rule)]
-            if src.rule_name:
-                points.append(Target(src.kind, src.namespace, src.name, src.rule_name))
-            points.append(Target(src.kind, src.namespace, src.name))
-            if (src.namespace, src.name) != (route.namespace, route.name):
-                points.append(Target(route.KIND, route.namespace, route.name))
-            # A ListenerSet's listener is "namespace/set/listener" (ListenerState.id).
-            set_ns, _, rest = listener.partition("/")
-            if rest:
-                set_name, _, listener_name = rest.partition("/")
-                points += [Target("ListenerSet", set_ns, set_name, listener_name), Target("ListenerSet", set_ns, set_name)]
-            else:
-                points.append(Target("Gateway", gateway.namespace, gateway.name, listener))
-            points.append(Target("Gateway", gateway.namespace, gateway.name))
-            resolved, records = self._resolve(points)
+            resolved, records = self._resolve(_points(gateway, listener, route, src))
             self.ledger.add(owner, key, route.key, f"{gateway.namespace}/{gateway.name}", resolved, records)
         if resolved.failed_because is not None:
             if isinstance(r.action, ir.DirectResponse) and r.replaced_because:
@@ -523,25 +507,31 @@ class PolicyIndex:
             return r
         return dataclasses.replace(r, policy=resolved.policy)
 
-    def _resolve(self, points: list[Target]) -> tuple[Resolved, tuple[Record, ...]]:
-        """A route rule's effective policy from the policies at its attachment points (most
-        specific first), and what that did to each of them. It depends on those policies
-        only: the rules under the same ones (most rules of a Gateway) share one answer."""
-        lists = [self.by_target.get(pt, ()) for pt in points]
-        key = tuple(tuple(map(id, atts)) for atts in lists)
+    def _resolve(self, tiers: tuple[Tier, ...]) -> tuple[Resolved, tuple[Record, ...]]:
+        """A route rule's effective policy from the policies at its attachment points, and
+        what that did to each of them. It depends on those policies (and how delegating
+        parents merge) only: the rules under the same ones (most rules of a Gateway) share
+        one answer."""
+        lists = [self.by_target.get(pt, ()) for tier in tiers for pt in tier.points]
+        key = (tuple(tuple(map(id, atts)) for atts in lists),
+               tuple((t.hop.prefer_parent, t.hop.deep_merge) for t in tiers if t.hop is not None))
         found = self._by_attachments.get(key)
         if found is None:
-            found = self._by_attachments[key] = self._resolve_uncached(points, [a for atts in lists for a in atts])
+            found = self._by_attachments[key] = self._resolve_uncached(tiers, [a for atts in lists for a in atts])
         return found
 
-    def _resolve_uncached(self, points: list[Target], everything: list[Attachment]
+    def _resolve_uncached(self, tiers: tuple[Tier, ...], everything: list[Attachment]
                           ) -> tuple[Resolved, tuple[Record, ...]]:
         if not everything:
             return _NOTHING, ()
-        # Priority order: most specific point first, oldest first within a point. Invalid
-        # policies (and those whose security field cannot be resolved) contribute nothing.
+        # Priority order: the attachment points by precedence (_precedence), oldest first
+        # within a point. Invalid policies (and those whose security field cannot be
+        # resolved) contribute nothing.
+        points = [pt for tier in _precedence(tiers) for pt in tier.points]
+        rank = {pt: i for i, pt in enumerate(points)}
         prio = [a for pt in points for a in self.by_target.get(pt, ())
                 if a.state.unresolved is None and not a.state.errors]
+        deep_hops = any(t.hop is not None and t.hop.deep_merge for t in tiers)
 
         marking = {id(a): _Marking() for a in everything}
         chosen: list[tuple[PolicyField, list[Attachment]]] = []
@@ -550,7 +540,9 @@ class PolicyIndex:
             if not setters:
                 continue
             superseded_by: dict[int, tuple[Attachment, str]] = {}
-            if f.deep_mergeable and f.name in self.deep:
+            if f.combines_across_delegation and deep_hops and f.name not in self.deep:
+                contributors = _fold(tiers, setters)
+            elif f.deep_mergeable and f.name in self.deep:
                 over = f.superseded([a.state.values[f.name] for a in setters])
                 contributors = [a for a, o in zip(setters, over, strict=True) if o is None]
                 superseded_by = {id(a): (setters[o[0]], o[1]) for a, o in zip(setters, over, strict=True) if o}
@@ -558,10 +550,10 @@ class PolicyIndex:
                 route_tier = setters[0].target.level >= _LEVELS["HTTPRoute"]
                 contributors = [a for a in setters if (a.target.level >= _LEVELS["HTTPRoute"]) == route_tier]
             elif f.layers_across_tiers:  # the winner of each tier: route, ListenerSet, Gateway
-                tiers: dict[str, Attachment] = {}
+                per_tier: dict[str, Attachment] = {}
                 for a in setters:
-                    tiers.setdefault(_TIERS[a.target.kind], a)
-                contributors = list(tiers.values())
+                    per_tier.setdefault(_TIERS[a.target.kind], a)
+                contributors = list(per_tier.values())
             else:
                 contributors = setters[:1]
             for a in setters:
@@ -576,9 +568,9 @@ class PolicyIndex:
         # at the same or a more specific point supplies the field, that one applies
         # (kgateway's valid-and-invalid ACL case) and the invalid policy is reported, not
         # served; a looser one further up never stands in for it.
-        level = {f.name: contributors[0].target.level for f, contributors in chosen}
+        served_at = {f.name: rank[contributors[0].target] for f, contributors in chosen}
         blocking = [a for a in everything if (a.state.errors or a.state.closed_by)
-                    and any(level.get(name, -1) < a.target.level for name in a.state.values)]
+                    and any(served_at.get(name, len(rank)) > rank[a.target] for name in a.state.values)]
         if blocking:
             names = sorted({a.state.key for a in blocking})
             records = tuple((a.state.key, a.target, self._intern(Mark(
@@ -636,6 +628,76 @@ class PolicyIndex:
             status[ext.key] = extension_status(self.store, ext)
 
 
+@dataclass(frozen=True)
+class Tier:
+    """Attachment points of one route rule that rank together, most specific first: the
+    rule's own route, a delegating parent's (with `hop`: how it merges with the tiers
+    before it), or the listener and Gateway the rule is served on."""
+
+    points: tuple[Target, ...]
+    hop: ir.DelegationHop | None = None
+
+
+def _points(gateway: Gateway, listener: str, route: HTTPRoute | GRPCRoute, src: ir.RouteSource) -> tuple[Tier, ...]:
+    """The attachment points of a route rule (src), by tier: the rule's ExtensionRef filter,
+    the rule, its route; for a rule delegated to (translate/delegation.py), the same of
+    each delegating parent rule, nearest first; then the listener (of a ListenerSet, and
+    the set) and the Gateway."""
+
+    def own(kind: str, namespace: str, name: str, rule: int, rule_name: str | None) -> tuple[Target, ...]:
+        named = (Target(kind, namespace, name, rule_name),) if rule_name else ()
+        return (Target(kind, namespace, name, rule=rule), *named, Target(kind, namespace, name))
+
+    tiers = [Tier(own(src.kind, src.namespace, src.name, src.rule, src.rule_name))]
+    tiers += [Tier(own(route.KIND, h.namespace, h.name, h.rule, h.rule_name), h) for h in src.delegated_by]
+    # A ListenerSet's listener is "namespace/set/listener" (ListenerState.id).
+    set_ns, _, rest = listener.partition("/")
+    if rest:
+        set_name, _, listener_name = rest.partition("/")
+        outer = [Target("ListenerSet", set_ns, set_name, listener_name), Target("ListenerSet", set_ns, set_name)]
+    else:
+        outer = [Target("Gateway", gateway.namespace, gateway.name, listener)]
+    tiers.append(Tier((*outer, Target("Gateway", gateway.namespace, gateway.name))))
+    return tuple(tiers)
+
+
+def _precedence(tiers: tuple[Tier, ...]) -> list[Tier]:
+    """Tiers from the highest priority down: a delegating parent ranks below what it
+    delegated to, or above it with a PreferParent priority (kgateway folds each parent
+    into what is below it with the parent's inherited-policy-priority); the listener
+    and Gateway last."""
+    order = [tiers[0]]
+    for tier in tiers[1:-1]:
+        if tier.hop is not None and tier.hop.prefer_parent:
+            order.insert(0, tier)
+        else:
+            order.append(tier)
+    return [*order, tiers[-1]]
+
+
+def _fold(tiers: tuple[Tier, ...], setters: list[Attachment]) -> list[Attachment]:
+    """A field that combines (PolicyField.combines_across_delegation), across a delegation
+    chain with a DeepMerge priority: each tier's oldest value, combined up the chain (the
+    preferred side first), a shallow parent taking all or nothing (kgateway's MergePolicies
+    across hierarchy levels)."""
+    def first(tier: Tier) -> list[Attachment]:
+        points = set(tier.points)
+        return next(([a] for a in setters if a.target in points), [])
+
+    acc = first(tiers[0])
+    for tier in tiers[1:]:
+        mine = first(tier)
+        if not mine or not acc:
+            acc = acc or mine
+            continue
+        hop = tier.hop
+        if hop is not None and hop.deep_merge:
+            acc = mine + acc if hop.prefer_parent else acc + mine
+        elif hop is not None and hop.prefer_parent:
+            acc = mine
+    return acc
+
+
 def _record(name: str, a: Attachment, contributors: list[Attachment], marking: _Marking,
             superseded_by: tuple[Attachment, str] | None = None) -> None:
     """What resolving one field of one route rule did to attachment `a` (`superseded_by`:
@@ -675,14 +737,3 @@ def _extension_refs(route: HTTPRoute | GRPCRoute) -> Iterator[tuple[str, int, st
                 ref = f.extension_ref
                 if f.type == "ExtensionRef" and ref is not None and is_policy_ref(ref.group, ref.kind):
                     yield ref.name, i, f"{route.KIND} {route.namespace}/{route.name} {where}.filters[{j}].extensionRef"
-
-
-def _reached_by(changes: set[Read]) -> set[Read]:
-    """Every read token a change answers: a changed object also changes the lists it is in."""
-    out = set(changes)
-    for what, ident in changes:
-        if what == "key":
-            assert isinstance(ident, ObjectKey)
-            out.add(("list", (ident.kind, ident.namespace)))
-            out.add(("list", (ident.kind, None)))
-    return out

@@ -47,6 +47,7 @@ class ExtensionField(PolicyField):
 
 class ExtAuthField(ExtensionField):
     name, attr, deep_mergeable, security = "extAuth", "ext_auth", True, True
+    combines_across_delegation = True
 
     def compile(self, ctx: CompileContext, value: dict[str, Any], path: str) -> dict[str, Any]:
         if check_switch(value, path):

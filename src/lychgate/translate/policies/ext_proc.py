@@ -41,6 +41,7 @@ def _entries(value: dict[str, Any]) -> list[dict[str, Any]]:
 
 class ExtProcField(ExtensionField):
     name, attr, deep_mergeable = "extProc", "ext_proc", True
+    combines_across_delegation = True
 
     def superseded(self, values: Sequence[dict[str, Any]]) -> list[tuple[int, str] | None]:
         disabler = next((i for i, v in enumerate(values) if "disable" in v), None)

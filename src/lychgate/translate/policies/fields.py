@@ -47,6 +47,10 @@ class PolicyField:
     # merge(route's, outer tier's): kgateway applies headerModifiers of every tier.
     layers_across_tiers = False
     deep_mergeable = False  # policyMerge.trafficPolicy.<name>: DeepMerge is allowed
+    # A delegating parent's DeepMerge... priority combines this field with its children's
+    # (each GatewayExtension named runs). kgateway concatenates transformations too, but the
+    # first that applies is the only one Envoy runs: the preferred side's, whole.
+    combines_across_delegation = False
     # Authentication / authorization: when its references cannot be resolved the
     # routes the policy targets answer 500 instead of serving unprotected.
     security = False

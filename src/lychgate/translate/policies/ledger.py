@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from lychgate.translate.policies.attachment import Resolved, Target
 
 # (gateway namespace, gateway name, listener, route kind, route namespace, route name,
-#  namespace and name of the route the rule comes from (a delegated child's), rule index)
-ResolutionKey = tuple[str, str, str, str, str, str, str, str, int]
+#  namespace and name of the route the rule comes from (a delegated child's), rule index,
+#  the parent rules that delegated it)
+ResolutionKey = tuple[str, str, str, str, str, str, str, str, int, tuple[ir.DelegationHop, ...]]
 # A virtual host ((gateway, route table, host), translate/aggregate.py) or ("mesh", gateway).
 Owner = tuple[Hashable, ...]
 Tally = dict["Mark", int]
