@@ -293,8 +293,10 @@ class BackgroundProber:
     """
 
     def __init__(self, address: str, port: int, hosts: list[str], interval: float = 0.01,
-                 max_seconds: float = 3600) -> None:
+                 max_seconds: float = 3600, paths: list[str] | None = None) -> None:
+        """`paths`: the path to ask each host for (default /)."""
         self.address, self.port, self.hosts = address, port, hosts
+        self.paths = paths or ["/"] * len(hosts)
         self.interval, self.max_seconds = interval, max_seconds
         self.total = 0
         self.failures: list[tuple[float, str, int, str]] = []
@@ -311,10 +313,11 @@ class BackgroundProber:
         i = 0
         while not self._stop.is_set() and time.monotonic() < deadline:
             k = i % len(self.hosts)
-            status, body = probes[k].get(self.hosts[k])
+            status, body = probes[k].get(self.hosts[k], self.paths[k])
             self.total += 1
             if status != 200:
-                self.failures.append((time.time(), self.hosts[k], status, body[:200].decode(errors="replace")))
+                self.failures.append((time.time(), self.hosts[k] + self.paths[k], status,
+                                      body[:200].decode(errors="replace")))
             i += 1
             self._stop.wait(self.interval)
         for p in probes:

@@ -448,3 +448,17 @@ def test_deep_merge_priority_runs_the_ext_proc_of_parent_and_child() -> None:
     assert ext_procs("DeepMergePreferParent") == ["infra/proc", "team1/proc"]
     assert ext_procs("ShallowMergePreferChild") == ["team1/proc"]
     assert ext_procs("ShallowMergePreferParent") == ["infra/proc"]
+
+
+def test_child_status_drops_a_parent_that_no_longer_delegates_to_it() -> None:
+    store = Store()
+    store.upsert(builtin_class())
+    for d in (gateway(), service("team1", "svc"), root(("/a", "team1")),
+              httproute("team1", "c", [forward("team1", "c", match("/a/c"))])):
+        store.upsert(parse(d))
+    state = Aggregate()
+    t = translate(store, lambda _gw: "127.0.0.1", state=state)
+    assert [p["parentRef"]["name"] for p in parents(t, "team1", "c")] == ["root"]
+    store.upsert(parse(root(("/a", "team2"))))  # the rule now hands /a to another team
+    t = translate(store, lambda _gw: "127.0.0.1", state=state)
+    assert parents(t, "team1", "c") == []

@@ -30,9 +30,10 @@ _REDIRECT_CODES = {
 VIRTUAL_HOSTS_FIELD = route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number
 
 
-def _framed_host(vh: ir.VirtualHost) -> bytes:
+def _framed_host(vh: ir.VirtualHost, cache: WireCache | None = None, table: Hashable | None = None) -> bytes:
     """A virtual host as one entry of RouteConfiguration.virtual_hosts on the wire."""
-    return repeated_field(VIRTUAL_HOSTS_FIELD, [virtual_host(vh).SerializeToString(deterministic=True)])
+    return repeated_field(VIRTUAL_HOSTS_FIELD,
+                          [virtual_host(vh, cache, table).SerializeToString(deterministic=True)])
 
 
 def route_configuration(
@@ -61,22 +62,43 @@ def route_table(
         request_headers_to_remove=list(remove_headers),
     ).SerializeToString(deterministic=True)
     cache = cache or WireCache()
-    data, digests = cache.get_all(key, vhosts, "vhost", _framed_host)
+    data, digests = cache.get_all(key, vhosts, "vhost", lambda vh: _framed_host(vh, cache, key))
     digest = hashlib.blake2b(head + b"".join(digests), digest_size=8).hexdigest()
     return RawMessage(route_pb2.RouteConfiguration, head + b"".join(data), digest)
 
 
-def virtual_host(vh: ir.VirtualHost) -> route_pb.VirtualHost:
+def virtual_host(vh: ir.VirtualHost, cache: WireCache | None = None, table: Hashable | None = None
+                 ) -> route_pb.VirtualHost:
     """Routes in Gateway API precedence order: a list Envoy tries one by one, or,
     for a virtual host with many routes, a prefix map on :path (route_matcher.py)
     that gives the same answers without trying them all."""
     out = route_pb.VirtualHost(name=vh.name, domains=list(vh.domains))
-    routes = [envoy_route(r) for r in vh.routes]
     lists = route_matcher.use_matcher([r.match for r in vh.routes])
     if lists is None:
-        out.routes.extend(routes)
+        out.routes.extend(envoy_route(r) for r in vh.routes)
     else:
-        out.matcher.CopyFrom(route_matcher.path_matcher(routes, lists))
+        out.matcher.CopyFrom(route_matcher.path_matcher(_route_bytes(vh, cache, table), lists))
+    return out
+
+
+def _route_bytes(vh: ir.VirtualHost, cache: WireCache | None, table: Hashable | None) -> list[bytes]:
+    """The routes of a big virtual host serialized, each route the same object as when
+    the host was last built reusing its bytes: one route changed among thousands (a
+    delegated child, a path route) costs one route, not the host. Kept per host of a
+    table (`table`: the Gateway's route table, as WireCache.get_all's key), only its
+    current routes, so nothing stale outlives the next build."""
+    host = (table, vh.name)
+    before = cache.route_bytes.get(host, {}) if cache is not None else {}
+    now: dict[int, tuple[ir.Route, bytes]] = {}
+    out = []
+    for r in vh.routes:
+        kept = before.get(id(r))
+        if kept is None or kept[0] is not r:
+            kept = (r, envoy_route(r).SerializeToString(deterministic=True))
+        now[id(r)] = kept
+        out.append(kept[1])
+    if cache is not None:
+        cache.route_bytes[host] = now
     return out
 
 

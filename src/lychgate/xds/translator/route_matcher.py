@@ -107,9 +107,9 @@ def use_matcher(matches: Sequence[ir.Match], min_routes: int | None = None) -> d
     return lists
 
 
-def path_matcher(routes: Sequence[route_pb.Route], lists: dict[str, list[int]]) -> matcher_pb2.Matcher:
-    """A prefix map on :path whose entries are the lists of `route_lists`."""
-    blobs = [r.SerializeToString(deterministic=True) for r in routes]
+def path_matcher(blobs: Sequence[bytes], lists: dict[str, list[int]]) -> matcher_pb2.Matcher:
+    """A prefix map on :path whose entries are the lists of `route_lists`, from the
+    routes serialized (deterministic)."""
     out = matcher_pb2.Matcher()
     tree = out.matcher_tree
     tree.input.name = "request-path"

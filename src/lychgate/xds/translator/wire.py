@@ -72,6 +72,8 @@ class WireCache:
         self._sequences: dict[Hashable, tuple[Sequence[Any], list[bytes], list[bytes]]] = {}
         # Route tables split into scopes, by (namespace, gateway, table) (scoped.py).
         self.tables: dict[Hashable, Any] = {}
+        # The routes of big virtual hosts, serialized, by (table, host name) (route.py _route_bytes).
+        self.route_bytes: dict[tuple[Hashable, str], dict[int, tuple[Any, bytes]]] = {}
 
     def get(self, obj: Any, kind: str, encode: Callable[[Any], bytes]) -> tuple[bytes, bytes]:
         """(encode(obj), its 8-byte digest), encoded once per object."""
@@ -122,4 +124,5 @@ class WireCache:
             self._entries = {}
             self._sequences = {}
             self.tables = {}
+            self.route_bytes = {}
         self._used = 0
