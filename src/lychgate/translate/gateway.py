@@ -63,6 +63,10 @@ from lychgate.translate.streams import Streams, translate_streams
 SUPPORTED_FEATURES: tuple[str, ...] = (
     "BackendTLSPolicy",
     "BackendTLSPolicySANValidation",
+    # Session persistence under the names newer Gateway API releases test (HTTPRoute and
+    # GRPCRoute); HTTPRouteSessionPersistenceCookie below is the older name.
+    "CookieSessionPersistence",
+    "CookieSessionPersistencePermanentLifetime",
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "Gateway",

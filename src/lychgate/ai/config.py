@@ -1,0 +1,92 @@
+"""What the AI extension needs to know, as the control plane hands it over.
+
+One `AIConfig` per Gateway: every provider endpoint of the AI Backends its routes
+use (by id: the value of the endpoint metadata `lychgate.ai/id` Envoy sends with
+each attempt) and the AI settings of each route (by the id in the route's
+metadata). Credentials are resolved here (Secrets read by the control plane), so
+Envoy's configuration never holds them; the extension reads the config from a
+file the control plane writes (local mode: the state directory, mode 0600;
+Kubernetes: a Secret mounted into the extension's container).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+ProviderKind = Literal["openai", "azureopenai", "anthropic", "gemini", "vertexai", "bedrock"]
+RouteType = Literal["CHAT", "CHAT_STREAMING"]
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One LLM provider endpoint of an AI Backend (kgateway's LLMProvider)."""
+
+    id: str  # "<namespace>/<backend>/<provider name>"
+    kind: ProviderKind
+    host: str  # where Envoy sends the request (the provider's API host, or the `host` override)
+    port: int
+    tls: bool
+    model: str | None = None  # replaces the request's model (openai, anthropic); the model (gemini, ...)
+    # Credentials: a token (Inline or SecretRef, resolved), or the client's own (Passthrough).
+    token: str | None = None
+    passthrough: bool = False
+    auth_header: str | None = None  # authHeader.headerName: replaces the provider's header name
+    auth_prefix: str | None = None  # authHeader.prefix: replaces the provider's prefix ("Bearer")
+    path: str | None = None  # path.full: replaces the provider's default path
+    # azureopenai
+    endpoint: str | None = None
+    deployment_name: str | None = None
+    # azureopenai, gemini, vertexai, anthropic ("anthropic-version")
+    api_version: str | None = None
+    # vertexai
+    project_id: str | None = None
+    location: str | None = None
+    publisher: str | None = None
+    model_path: str | None = None
+    # bedrock
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    guardrail_identifier: str | None = None
+    guardrail_version: str | None = None
+
+    def redacted(self) -> dict[str, Any]:
+        """The provider as logs and snapshots may show it: credentials replaced."""
+        out = asdict(self)
+        for key in ("token", "secret_access_key", "session_token"):
+            if out[key] is not None:
+                out[key] = "<redacted>"
+        return out
+
+
+@dataclass(frozen=True)
+class RouteSettings:
+    """A route's TrafficPolicy `ai` (kgateway's AIPolicy), as plain data the extension's
+    guard, enrichment and defaults modules read (their field names are kgateway's)."""
+
+    id: str
+    route_type: RouteType = "CHAT"
+    prompt_enrichment: dict[str, Any] | None = None
+    prompt_guard: dict[str, Any] | None = None
+    defaults: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass
+class AIConfig:
+    providers: dict[str, Provider] = field(default_factory=dict)
+    routes: dict[str, RouteSettings] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"providers": [asdict(p) for p in self.providers.values()],
+                           "routes": [asdict(r) for r in self.routes.values()]}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AIConfig:
+        data = json.loads(text)
+        providers = {p["id"]: Provider(**p) for p in data.get("providers", [])}
+        routes = {r["id"]: RouteSettings(**{**r, "defaults": tuple(r.get("defaults", ()))})
+                  for r in data.get("routes", [])}
+        return cls(providers, routes)
