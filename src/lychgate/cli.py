@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -260,6 +261,27 @@ def echo(
     from lychgate.echo import run_echo
 
     run_echo(host, port, pod=pod)
+
+
+@app.command("ai-extension")
+def ai_extension(
+    config: Annotated[Path, typer.Option(help="The AI config file the control plane writes (watched).")],
+    listen: Annotated[str, typer.Option(help="Address:port of the ext_proc server Envoy calls.")] = "127.0.0.1:9097",
+    metrics_port: Annotated[int, typer.Option(help="Port of the Prometheus metrics (token counts); 0: none.")] = 0,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the AI extension: the ext_proc server beside Envoy that speaks to LLM providers
+    (`lychgate run` starts it by itself; in Kubernetes it is a container of the proxy's pod)."""
+    from lychgate.ai.extension import serve
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if metrics_port:
+        from prometheus_client import start_http_server
+
+        from lychgate.ai.metrics import REGISTRY
+
+        start_http_server(metrics_port, addr=listen.rpartition(":")[0] or "127.0.0.1", registry=REGISTRY)
+    asyncio.run(serve(listen, config))
 
 
 proxy_app = typer.Typer(help="Envoy's admin interface of a Gateway's proxy (spec §4.2).", no_args_is_help=True)

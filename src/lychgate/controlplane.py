@@ -26,6 +26,7 @@ from lychgate.log import component_logger
 from lychgate.settings import Settings
 from lychgate.status.store import StatusStore
 from lychgate.store import Change, Store
+from lychgate.translate import ai_config
 from lychgate.translate.aggregate import Aggregate
 from lychgate.translate.gateway import (
     CONTROLLER_NAME,
@@ -290,6 +291,7 @@ class ControlPlane:
                     quarantine=self.quarantine,
                     global_policy_namespace=(self.settings.namespace if self.settings.global_policy_namespace is None
                                              else self.settings.global_policy_namespace),
+                    ai_extension_port=getattr(self.deployer, "ai_extension_port", ai_config.DEFAULT_EXTENSION_PORT),
                 )
                 # Strict preflight validates whole route tables: it sees them unsplit.
                 threshold = 0 if self.preflight is not None else self.settings.route_scope_threshold
@@ -318,6 +320,8 @@ class ControlPlane:
                 self.intended.pop(ref, None)
                 self._retired.pop(ref, None)
                 self._served_from.pop(ref, None)
+            if (extension := getattr(self.deployer, "ai", None)) is not None:  # local mode's AI extension
+                await extension.apply(self.translation.ai)
             await self.deployer.sync({ref: p for ref, p in self.translation.proxies.items() if not p.self_managed})
             changed = self.status.update(self.translation.status)
             for key in changed:

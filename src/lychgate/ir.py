@@ -115,11 +115,20 @@ class Forward:
     hash_policies: tuple[HashPolicy, ...] = ()
     aws_lambda: AwsLambda | None = None  # the backend is a Lambda Backend
     session: SessionPersistence | None = None  # the rule's sessionPersistence
+    ai: AIRoute | None = None  # the backend is an AI Backend (xds/translator/ai_gateway.py)
 
     @property
     def pickers(self) -> tuple[EndpointPicker, ...]:
         """The endpoint pickers of the InferencePool backends, once each."""
         return tuple(dict.fromkeys(b.picker for b in self.backends if b.picker is not None))
+
+
+@dataclass(frozen=True)
+class AIRoute:
+    """A rule forwarding to an AI Backend: one attempt per priority group, each failing
+    over to the next on 5xx, 429 or no connection."""
+
+    groups: int
 
 
 @dataclass(frozen=True)
@@ -631,6 +640,7 @@ class RoutePolicy:
     stat_prefix: str | None = None
     direct_response: DirectResponse | None = None  # answered instead of forwarding
     request_mirror: RequestMirror | None = None  # xds/translator/request_mirror.py
+    ai: str | None = None  # TrafficPolicy `ai`: its settings' id for the AI extension (lychgate.ai.config)
 
 
 @dataclass(frozen=True)
@@ -971,12 +981,25 @@ class Cluster:
     # addresses), resolved by Envoy's DNS (static host names), or the Host of each
     # request (dynamic forward proxy; `forward_proxy_tls`: TLS to that host), or
     # `priority_groups` (a Backend failing over between other Backends' clusters).
-    discovery: Literal["eds", "static", "dns", "forward_proxy", "priority_groups"] = "eds"
+    discovery: Literal["eds", "static", "dns", "forward_proxy", "priority_groups", "ai"] = "eds"
     forward_proxy_tls: bool = False
     aws_lambda: AwsLambda | None = None  # a Lambda Backend: routes to it invoke the function
     tunnel: Tunnel | None = None  # BackendConfigPolicy `tunnel`: through a CONNECT proxy
     # Backend `priorityGroups`, first group first; a group's index is its members' priority.
     priority_groups: tuple[tuple[PriorityMember, ...], ...] = ()
+    ai_endpoints: tuple[AIEndpoint, ...] = ()  # an AI Backend's providers (discovery "ai")
+
+
+@dataclass(frozen=True)
+class AIEndpoint:
+    """One provider of an AI Backend as Envoy reaches it; its credentials are the AI
+    extension's alone (lychgate.ai.config), never in Envoy's configuration."""
+
+    id: str  # the endpoint metadata the extension reads: "<namespace>/<backend>/<provider>"
+    host: str
+    port: int
+    tls: bool
+    priority: int  # the priority group
 
 
 @dataclass(frozen=True)
@@ -1025,6 +1048,8 @@ class GatewayIR:
     waypoint: Waypoint | None = None
     # ListenerPolicy settings of whole Envoy listeners (PROXY protocol, buffer limits), by port.
     ports: tuple[ir_listener.PortSettings, ...] = ()
+    # The loopback port of the AI extension its AI Backends' clusters call (lychgate.ai); 0: none.
+    ai_extension_port: int = 0
 
     @property
     def ref(self) -> str:

@@ -23,6 +23,7 @@ import aiohttp
 
 from lychgate import native
 from lychgate.api.gateway import Gateway
+from lychgate.deploy.ai_extension import LocalAIExtension
 from lychgate.deploy.allocations import Allocations
 from lychgate.deploy.bootstrap import (
     ENVOY_FLAGS,
@@ -109,6 +110,11 @@ class LocalDeployer:
         self.proxies: dict[str, LocalProxy] = {}
         self._binary = envoy_binary()
         self._lock = asyncio.Lock()
+        self.ai = LocalAIExtension(state_dir)  # started with the first AI Backend
+
+    @property
+    def ai_extension_port(self) -> int:
+        return self.ai.port
 
     # --- translation-time facts -----------------------------------------
 
@@ -154,7 +160,7 @@ class LocalDeployer:
 
     async def close(self) -> None:
         async with self._lock:
-            await asyncio.gather(*(self._stop(p) for p in self.proxies.values()))
+            await asyncio.gather(*(self._stop(p) for p in self.proxies.values()), self.ai.close())
             self.proxies.clear()
 
     def _dir(self, ref: str) -> Path:

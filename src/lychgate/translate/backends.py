@@ -17,7 +17,8 @@ from lychgate import ir
 from lychgate.api.backend import GROUPS, Backend
 from lychgate.api.base import ObjectKey
 from lychgate.store import Store
-from lychgate.translate import aws_lambda, backend_config, priority_groups
+from lychgate.translate import ai_backends, aws_lambda, backend_config, priority_groups
+from lychgate.translate.policies.common import Invalid, Unresolved
 from lychgate.translate.conditions import condition
 from lychgate.translate.grants import grant_allows
 
@@ -46,8 +47,21 @@ def aws_lambda_of(clusters: Iterable[ir.Cluster | None]) -> ir.AwsLambda | None:
     return next((c.aws_lambda for c in clusters if c is not None and c.aws_lambda is not None), None)
 
 
+def ai_route_of(clusters: Iterable[ir.Cluster | None]) -> ir.AIRoute | None:
+    """A rule to an AI Backend: one attempt per priority group of its first AI backend."""
+    cluster = next((c for c in clusters if c is not None and c.discovery == "ai"), None)
+    if cluster is None:
+        return None
+    return ir.AIRoute(groups=len({e.priority for e in cluster.ai_endpoints}))
+
+
 def problem(store: Store, backend: Backend) -> str:
     """Why the Backend cannot be served, or ""."""
+    if backend.spec.ai is not None:
+        try:
+            ai_backends.providers_of(store, backend)
+        except (Invalid, Unresolved) as err:
+            return str(err)
     if backend.spec.aws is not None:
         try:
             aws_lambda.function(store, backend)
@@ -67,6 +81,10 @@ def problem(store: Store, backend: Backend) -> str:
 def cluster(store: Store, backend: Backend) -> ir.Cluster:
     name = cluster_name(backend.namespace, backend.name)
     config = backend_config.for_backend(store, backend)
+    if backend.spec.ai is not None:  # its providers; their credentials go to the AI extension only
+        endpoints = tuple(ir.AIEndpoint(p.id, p.host, p.port, p.tls, group)
+                          for group, p in ai_backends.providers_of(store, backend))
+        return ir.Cluster(name=name, endpoints=(), discovery="ai", ai_endpoints=endpoints, config=config)
     if backend.spec.aws is not None:
         scheme, host, port = aws_lambda.endpoint(backend)
         tls = ir.UpstreamTLS(sni=host, ca=None, sans=(("Hostname", host),)) if scheme == "https" else None

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lychgate import ir
+from lychgate.ai.config import AIConfig
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import Gateway, GatewayClass, GRPCRoute, HTTPRoute, ParentReference
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.store import Read, Store
 from lychgate.translate import (
+    ai_config,
     backend_config,
     backends,
     backendtls,
@@ -155,6 +157,7 @@ class Translation:
     gateways: dict[str, ir.GatewayIR] = field(default_factory=dict)
     proxies: dict[str, ProxyIntent] = field(default_factory=dict)
     status: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
+    ai: AIConfig = field(default_factory=AIConfig)  # for the AI extension (credentials: never in `gateways`)
 
 
 AddressFor = Callable[[Gateway], str | None]
@@ -172,14 +175,19 @@ def translate(
     inference_enabled: bool = False,
     quarantine: Quarantine | None = None,
     global_policy_namespace: str = "",
+    ai_extension_port: int = ai_config.DEFAULT_EXTENSION_PORT,
 ) -> Translation:
     """Translate the store. With a `state` kept across calls, a call after changes
     to routes, Services, EndpointSlices or ReferenceGrants only redoes the routes
     those changes reach (see translate/aggregate.py). Rules in `quarantine`
     answer 500 (translate/quarantine.py)."""
     with inference.serving(inference_enabled):
-        return _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled,
-                          quarantine or Quarantine(), global_policy_namespace)
+        out = _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled,
+                         quarantine or Quarantine(), global_policy_namespace)
+    if store.count("Backend"):  # AI Backends are Backends: nothing to do without any
+        ai_config.finish(store, out.gateways, ai_extension_port)
+        out.ai = ai_config.build(store)
+    return out
 
 
 def _translate(

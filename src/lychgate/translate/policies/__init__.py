@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from lychgate.translate.policies import (  # noqa: F401  (imported to register their fields)
     acl,
+    ai,
     api_key_auth,
     auto_host_rewrite,
     basic_auth,

@@ -67,7 +67,7 @@ from lychgate.store import Read, Store, reached
 from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
 from lychgate.translate.policies.extensions import SERVICES as EXTENSION_SERVICES
 from lychgate.translate.policies.extensions import extension_status, extension_type
-from lychgate.translate.policies.fields import FIELDS, UNSUPPORTED, PolicyField
+from lychgate.translate.policies.fields import FIELDS, PolicyField
 from lychgate.translate.policies.ledger import Ledger, Mark, Owner, Record
 from lychgate.translate.policies.outcomes import StatusWriter
 from lychgate.translate.rule_filters import REPLACED_ROUTE_BODY
@@ -366,9 +366,6 @@ class PolicyIndex:
 
     def _check(self, state: PolicyState) -> None:
         spec = state.policy.spec
-        for attr, name in UNSUPPORTED.items():
-            if getattr(spec, attr) is not None:
-                state.errors.append(f"spec.{name}: not supported by lychgate yet")
         ctx = CompileContext(self.store)
         kinds = {TARGET_KINDS.get((t.group, t.kind), t.kind) for t in spec.target_refs}
         kinds |= {TARGET_KINDS.get((t.group, t.kind), t.kind) for t in spec.target_selectors}

@@ -89,7 +89,3 @@ def register(field: PolicyField) -> PolicyField:
     FIELDS.append(field)
     return field
 
-
-# kgateway TrafficPolicy fields lychgate does not implement yet. A policy using
-# one is not Accepted: silently ignoring it is the failure this code exists to prevent.
-UNSUPPORTED = {"ai": "ai"}

@@ -15,6 +15,7 @@ from lychgate.xds import types
 from lychgate.xds.translator import (  # noqa: F401
     access_log,
     acl,
+    ai_gateway,
     api_key_auth,
     aws_lambda,
     backend_cluster,
@@ -129,6 +130,8 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
     for cluster in gateway.clusters:
         out.add(types.CLUSTER, cluster.name,
                 _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster))
+    if gateway.ai_extension_port:  # AI Backends call the AI extension beside the proxy
+        out.add(types.CLUSTER, ai_gateway.EXTENSION_CLUSTER, ai_gateway.extension_cluster(gateway.ai_extension_port))
         if cluster.discovery == "eds":
             out.add(types.ENDPOINT, cluster.name,
                     _cached(cache, cluster, "endpoints", endpoint_pb2.ClusterLoadAssignment, load_assignment))

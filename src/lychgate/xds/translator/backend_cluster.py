@@ -21,7 +21,7 @@ from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
 
 from lychgate import ir
-from lychgate.xds.translator import tunnel
+from lychgate.xds.translator import ai_gateway, tunnel
 from lychgate.xds.translator.cluster_policy import DNS_CLUSTER, HTTP_OPTIONS, SYSTEM_CA_BUNDLE
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import pack
@@ -51,6 +51,9 @@ def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb
     if cluster.aws_lambda is not None:
         # Envoy's aws_lambda filter acts only on clusters marked as Lambda gateways.
         out.metadata.filter_metadata["com.amazonaws.lambda"].update({"egress_gateway": True})
+    if cluster.discovery == "ai":
+        ai_gateway.patch_cluster(cluster, out)
+        return
     out.ClearField("eds_cluster_config")
     if cluster.tunnel is not None:  # through a CONNECT proxy: the way in is an internal listener
         out.type = cluster_pb2.Cluster.STATIC

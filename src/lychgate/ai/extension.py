@@ -1,0 +1,265 @@
+"""The AI extension: an ext_proc server in the upstream filter chain of AI Backend clusters.
+
+Envoy opens one stream per upstream attempt (so a failover to the next priority
+group is a new stream, for the provider Envoy picked then) and sends, in order:
+
+1. request headers, with the attempt's provider (attribute `xds.upstream_host_metadata`,
+   key `lychgate.ai/id`) and the route's AI settings id (`xds.route_metadata`,
+   `lychgate.ai/route`): answered at once, nothing changed yet;
+2. the request body, whole (BUFFERED): the OpenAI Chat Completions request is checked,
+   the route's defaults, enrichment and guard applied, and it is rewritten for the
+   provider (path, credentials, body) — or answered here (bad request, guard) so the
+   provider is never called;
+3. the response headers: an answer in the provider's shape becomes OpenAI's (content
+   type; the length changes);
+4. the response body chunk by chunk (STREAMED): a stream is translated as it comes, each
+   chunk passed on at once; a whole answer is collected and translated at its end.
+
+Tokens are counted from the provider's usage (metrics.py). Nothing here logs a
+request body or a credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from envoy.config.core.v3 import base_pb2
+from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
+from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
+from envoy.type.v3 import http_status_pb2
+from google.protobuf import text_format
+
+from lychgate.ai import metrics
+from lychgate.ai.config import AIConfig, Provider, RouteSettings
+from lychgate.ai.providers import CODECS
+from lychgate.ai.providers.base import Answer, ProviderError, StreamTranslator, Usage, openai_error
+
+log = logging.getLogger("lychgate.ai")
+
+METADATA = "lychgate.ai"
+HOST_METADATA = "xds.upstream_host_metadata"
+ROUTE_METADATA = "xds.route_metadata"
+STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
+
+
+def metadata_value(text: str, key: str) -> str | None:
+    """`key` of the `lychgate.ai` filter metadata in Envoy's text rendering of a Metadata
+    attribute (how ext_proc sends xds.*_metadata)."""
+    meta = base_pb2.Metadata()
+    text_format.Parse(text, meta)
+    fields = meta.filter_metadata.get(METADATA)
+    if fields is None or key not in fields.fields:
+        return None
+    return fields.fields[key].string_value
+
+
+@dataclass
+class Attempt:
+    """One upstream attempt, as its stream goes."""
+
+    provider: Provider | None = None
+    route: RouteSettings | None = None
+    client_headers: dict[str, str] = field(default_factory=dict)
+    model: str = ""
+    stream: bool = False
+    status: int = 200
+    translator: StreamTranslator | None = None
+    body: bytearray = field(default_factory=bytearray)
+    usage: Usage | None = None
+
+
+class Extension(pb_grpc.ExternalProcessorServicer):
+    def __init__(self, config: AIConfig | None = None) -> None:
+        self.config = config or AIConfig()
+        # (attribute text, key) -> id: as many as there are providers and routes
+        self._ids: dict[tuple[str, str], str | None] = {}
+
+    # --- the ext_proc stream ------------------------------------------------------------
+
+    async def Process(self, requests: AsyncIterator[pb.ProcessingRequest],
+                      context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ProcessingResponse]:
+        attempt = Attempt()
+        async for request in requests:
+            kind = request.WhichOneof("request")
+            try:
+                if kind == "request_headers":
+                    yield self._request_headers(attempt, request)
+                elif kind == "request_body":
+                    yield await self._request_body(attempt, request.request_body)
+                elif kind == "response_headers":
+                    yield self._response_headers(attempt, request.response_headers)
+                elif kind == "response_body":
+                    yield self._response_body(attempt, request.response_body)
+                else:  # trailers are not asked for; answer anything else unchanged
+                    yield pb.ProcessingResponse()
+            except ProviderError as err:
+                yield immediate(err.answer())
+
+    def _request_headers(self, attempt: Attempt, request: pb.ProcessingRequest) -> pb.ProcessingResponse:
+        attrs = request.attributes.get("envoy.filters.http.ext_proc")
+        fields = attrs.fields if attrs is not None else {}
+        provider_id = self._id(fields[HOST_METADATA].string_value, "id") if HOST_METADATA in fields else None
+        route_id = self._id(fields[ROUTE_METADATA].string_value, "route") if ROUTE_METADATA in fields else None
+        attempt.provider = self.config.providers.get(provider_id or "")
+        attempt.route = self.config.routes.get(route_id or "")
+        attempt.client_headers = {h.key: (h.raw_value.decode() if h.raw_value else h.value)
+                                  for h in request.request_headers.headers.headers}
+        if attempt.provider is None:
+            # The control plane has not handed this provider over (yet): fail closed.
+            raise ProviderError(503, "the AI gateway has no configuration for this backend yet", "server_error")
+        if request.request_headers.end_of_stream:
+            raise ProviderError(400, "a chat completion request needs a JSON body")
+        return pb.ProcessingResponse(request_headers=pb.HeadersResponse())
+
+    def _id(self, text: str, key: str) -> str | None:
+        if (text, key) not in self._ids:
+            self._ids[(text, key)] = metadata_value(text, key)
+        return self._ids[(text, key)]
+
+    async def _request_body(self, attempt: Attempt, body: pb.HttpBody) -> pb.ProcessingResponse:
+        provider = attempt.provider
+        assert provider is not None
+        try:
+            chat = json.loads(body.body)
+        except ValueError as err:
+            raise ProviderError(400, f"the request body is not valid JSON: {err}") from None
+        if not isinstance(chat, dict):
+            raise ProviderError(400, "the request body must be a JSON object (a chat completion request)")
+        if attempt.route is not None:
+            chat = await apply_route(attempt.route, chat)
+        attempt.stream = bool(chat.get("stream"))
+        attempt.model = provider.model or str(chat.get("model") or "")
+        codec = CODECS.get(provider.kind)
+        if codec is None:
+            raise ProviderError(501, f"provider {provider.kind} is not supported", "server_error")
+        upstream = codec.request(chat, provider, attempt.client_headers)
+        headers = {**upstream.headers, ":path": upstream.path, ":method": upstream.method,
+                   "content-length": str(len(upstream.body))}
+        remove = [h for h in upstream.remove_headers if not (provider.passthrough and h == "authorization")]
+        mutation = pb.HeaderMutation(remove_headers=remove, set_headers=[
+            base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key=k, raw_value=v.encode()),
+                                       append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD)
+            for k, v in headers.items()])
+        return pb.ProcessingResponse(request_body=pb.BodyResponse(response=pb.CommonResponse(
+            header_mutation=mutation, body_mutation=pb.BodyMutation(body=upstream.body))))
+
+    def _response_headers(self, attempt: Attempt, headers: pb.HttpHeaders) -> pb.ProcessingResponse:
+        values = {h.key: (h.raw_value.decode() if h.raw_value else h.value) for h in headers.headers.headers}
+        attempt.status = int(values.get(":status", "200"))
+        streamed = values.get("content-type", "").split(";")[0].strip() in STREAM_TYPES
+        provider = attempt.provider
+        assert provider is not None
+        if streamed and attempt.status < 300:
+            attempt.translator = CODECS[provider.kind].stream(provider, attempt.model)
+            content_type = "text/event-stream"
+        else:
+            content_type = "application/json"
+        mutation = pb.HeaderMutation(remove_headers=["content-length"], set_headers=[
+            base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key="content-type", raw_value=content_type.encode()),
+                                       append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD)])
+        return pb.ProcessingResponse(response_headers=pb.HeadersResponse(response=pb.CommonResponse(
+            header_mutation=mutation)))
+
+    def _response_body(self, attempt: Attempt, body: pb.HttpBody) -> pb.ProcessingResponse:
+        provider = attempt.provider
+        assert provider is not None
+        if attempt.translator is not None:
+            out = attempt.translator.feed(body.body)
+            if body.end_of_stream:
+                out += attempt.translator.finish()
+                self._count(attempt, attempt.translator.usage)
+        else:
+            attempt.body += body.body
+            out = b""
+            if body.end_of_stream:
+                answer = CODECS[provider.kind].response(attempt.status, {}, bytes(attempt.body), provider,
+                                                        attempt.model)
+                self._count(attempt, answer.usage)
+                out = answer.encode()
+        return pb.ProcessingResponse(response_body=pb.BodyResponse(response=pb.CommonResponse(
+            body_mutation=pb.BodyMutation(body=out))))
+
+    def _count(self, attempt: Attempt, usage: Usage | None) -> None:
+        provider = attempt.provider
+        if usage is None or provider is None:
+            return
+        attempt.usage = usage
+        metrics.count(provider, attempt.model, usage)
+
+
+async def apply_route(settings: RouteSettings, chat: dict[str, Any]) -> dict[str, Any]:
+    """The route's TrafficPolicy `ai` on the request (lychgate.ai.policy), or the request
+    unchanged while that module is not there."""
+    try:  # TODO(lead): a plain import once lychgate.ai.policy is merged
+        policy = importlib.import_module("lychgate.ai.policy")
+    except ImportError:
+        return chat
+    result = await policy.apply_request(settings, chat)
+    if isinstance(result, dict):
+        return result
+    raise ProviderError(result.status, result.message, "invalid_request_error")
+
+
+def immediate(answer: Answer) -> pb.ProcessingResponse:
+    """An answer from the gateway itself, in OpenAI's shape: the provider is not called."""
+    return pb.ProcessingResponse(immediate_response=pb.ImmediateResponse(
+        status=http_status_pb2.HttpStatus(code=answer.status),
+        headers=pb.HeaderMutation(set_headers=[base_pb2.HeaderValueOption(
+            header=base_pb2.HeaderValue(key="content-type", raw_value=b"application/json"))]),
+        body=answer.encode(), details="lychgate_ai_extension"))
+
+
+# --- the process --------------------------------------------------------------------------
+
+
+async def serve(listen: str, config_file: Path, stop: asyncio.Event | None = None) -> None:
+    """Serve ext_proc on `listen`, with the config in `config_file` (reloaded when it changes)."""
+    extension = Extension(load(config_file))
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    pb_grpc.add_ExternalProcessorServicer_to_server(extension, server)
+    server.add_insecure_port(listen)
+    await server.start()
+    log.info("AI extension listening on %s", listen)
+    watcher = asyncio.create_task(_watch(config_file, extension))
+    try:
+        if stop is None:
+            await server.wait_for_termination()
+        else:
+            await stop.wait()
+    finally:
+        watcher.cancel()
+        await server.stop(grace=1)
+
+
+def load(config_file: Path) -> AIConfig:
+    try:
+        return AIConfig.from_json(config_file.read_text())
+    except FileNotFoundError:
+        return AIConfig()
+    except (ValueError, TypeError) as err:
+        # A config the control plane wrote cannot be half-valid; keep serving the last one.
+        log.error("AI extension config %s cannot be read: %s", config_file, err)
+        raise
+
+
+async def _watch(config_file: Path, extension: Extension) -> None:
+    from watchfiles import awatch
+
+    async for _ in awatch(config_file.parent, debounce=50, step=20):
+        try:
+            extension.config = load(config_file)
+        except (ValueError, TypeError):
+            continue
+        log.info("AI extension config reloaded: %d providers, %d routes",
+                 len(extension.config.providers), len(extension.config.routes))
+
+
+__all__ = ["Extension", "metadata_value", "openai_error", "serve"]

@@ -1,0 +1,53 @@
+"""AI Backends and TrafficPolicy `ai`, for Envoy and for the AI extension.
+
+Envoy gets, per Gateway whose routes use an AI Backend, the extension's loopback port
+(its AI clusters call it: xds/translator/ai_gateway.py). The AI extension gets the
+AIConfig built here: every AI Backend's providers with their credentials resolved
+(translate/ai_backends.py) and every TrafficPolicy `ai` setting by the id routes carry
+(policies/ai.py). Both are cheap (a few Backends and policies), so they are built whole
+each pass; a Backend that cannot be resolved (a Secret missing) is left out, and its
+routes answer 500 (translate/backends.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from lychgate import ir
+from lychgate.ai.config import AIConfig
+from lychgate.api.backend import Backend
+from lychgate.api.policy import TrafficPolicy
+from lychgate.store import Store
+from lychgate.translate import ai_backends
+from lychgate.translate.policies.common import Invalid, Unresolved
+
+log = logging.getLogger("lychgate.translate")
+
+# Where the AI extension listens beside Envoy when nothing else says (the proxy pod's
+# container port in Kubernetes; `lychgate run` picks a free one).
+DEFAULT_EXTENSION_PORT = 9097
+
+
+def finish(store: Store, gateways: dict[str, ir.GatewayIR], port: int) -> None:
+    """Gateways with AI clusters learn where the extension is."""
+    for ref, gw in gateways.items():
+        if any(c.discovery == "ai" for c in gw.clusters):
+            gateways[ref] = dataclasses.replace(gw, ai_extension_port=port)
+
+
+def build(store: Store) -> AIConfig:
+    out = AIConfig()
+    for backend in store.list(Backend):
+        if backend.spec.ai is None:
+            continue
+        try:
+            for _, provider in ai_backends.providers_of(store, backend):
+                out.providers[provider.id] = provider
+        except (Invalid, Unresolved):
+            continue  # the Backend's status says why; its routes answer 500
+    for policy in store.list(TrafficPolicy):
+        if policy.spec.ai is not None:
+            settings = ai_backends.route_settings(policy.spec.ai)
+            out.routes[settings.id] = settings
+    return out
