@@ -48,6 +48,8 @@ def aws_lambda_of(clusters: Iterable[ir.Cluster | None]) -> ir.AwsLambda | None:
 
 def problem(store: Store, backend: Backend) -> str:
     """Why the Backend cannot be served, or ""."""
+    if backend.spec.ai is not None:
+        return "type AI is not supported by lychgate yet"
     if backend.spec.aws is not None:
         try:
             aws_lambda.function(store, backend)
