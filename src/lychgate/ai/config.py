@@ -35,6 +35,9 @@ class Provider:
     auth_header: str | None = None  # authHeader.headerName: replaces the provider's header name
     auth_prefix: str | None = None  # authHeader.prefix: replaces the provider's prefix ("Bearer")
     path: str | None = None  # path.full: replaces the provider's default path
+    # routes: path suffix ("/v1/chat/completions", or "*" for any) -> how its requests are
+    # handled ("completions", "messages", "models", "passthrough", ...); empty: all completions
+    routes: dict[str, str] = field(default_factory=dict)
     # azureopenai
     endpoint: str | None = None
     deployment_name: str | None = None

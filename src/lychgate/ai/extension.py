@@ -112,9 +112,10 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         attempt.route = self.config.routes.get(route_id or "")
         attempt.client_headers = {h.key: (h.raw_value.decode() if h.raw_value else h.value)
                                   for h in request.request_headers.headers.headers}
-        if attempt.provider is None:
-            # The control plane has not handed this provider over (yet): fail closed.
-            raise ProviderError(503, "the AI gateway has no configuration for this backend yet", "server_error")
+        if attempt.provider is None or (route_id and attempt.route is None):
+            # The control plane has not handed this provider (or the route's guards) over
+            # yet, or could not (a Secret missing): fail closed.
+            raise ProviderError(503, "the AI gateway has no configuration for this route yet", "server_error")
         if request.request_headers.end_of_stream:
             raise ProviderError(400, "a chat completion request needs a JSON body")
         return pb.ProcessingResponse(request_headers=pb.HeadersResponse())

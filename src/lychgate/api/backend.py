@@ -2,10 +2,10 @@
 
 Field for field kgateway's `Backend` (api/v1alpha1/kgateway/backend_types.go):
 `static` hosts and ports outside the cluster, a `dynamicForwardProxy` that goes
-wherever the request's Host names, an `aws.lambda` function, and `priorityGroups`
-(failover between groups of other Backends). Routes name it
-as a backendRef (`group: gateway.lychgate.dev, kind: Backend`); so do
-GatewayExtensions. `type` is deprecated in kgateway and inferred from the one
+wherever the request's Host names, an `aws.lambda` function, `priorityGroups`
+(failover between groups of other Backends) and `ai` (LLM providers, api/ai.py).
+Routes name it as a backendRef (`group: gateway.lychgate.dev, kind: Backend`); so
+do GatewayExtensions. `type` is deprecated in kgateway and inferred from the one
 configuration given.
 """
 
@@ -15,6 +15,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from lychgate.api.ai import AIBackend
+from lychgate.api.backend_common import AwsAuth, Host
 from lychgate.api.base import Model, Resource
 from lychgate.api.lychgate import GROUP, LocalObjectReference
 
@@ -22,11 +24,6 @@ from lychgate.api.lychgate import GROUP, LocalObjectReference
 GROUPS = frozenset({GROUP, "gateway.kgateway.dev"})
 
 AppProtocol = Literal["http2", "grpc", "grpc-web", "kubernetes.io/h2c", "kubernetes.io/ws"]
-
-
-class Host(Model):
-    host: str = Field(min_length=1, description="Host name or IP address.")
-    port: int = Field(ge=1, le=65535)
 
 
 class StaticBackend(Model):
@@ -37,17 +34,6 @@ class StaticBackend(Model):
 class DynamicForwardProxyBackend(Model):
     enable_tls: bool | None = Field(
         None, description="TLS to the requested host, verified against the system CAs with its name as SNI and SAN.")
-
-
-class AwsAuth(Model):
-    type: Literal["Secret"]
-    secret_ref: LocalObjectReference | None = None
-
-    @model_validator(mode="after")
-    def _secret(self) -> AwsAuth:
-        if self.secret_ref is None:
-            raise ValueError("secretRef must be specified when type is 'Secret'")
-        return self
 
 
 AccountId = Annotated[str, Field(min_length=1, max_length=12, pattern=r"^[0-9]{12}$")]
@@ -91,11 +77,12 @@ class PriorityGroup(Model):
     backend_refs: list[LocalObjectReference] = Field(min_length=1)
 
 
-BackendType = Literal["AWS", "Static", "DynamicForwardProxy", "PriorityGroups"]
+BackendType = Literal["AI", "AWS", "Static", "DynamicForwardProxy", "PriorityGroups"]
 
 
 class BackendSpec(Model):
     type: BackendType | None = Field(None, description="Deprecated: inferred from the configuration given.")
+    ai: AIBackend | None = Field(None, description="LLM providers behind an OpenAI-compatible endpoint.")
     aws: AwsBackend | None = None
     static: StaticBackend | None = None
     dynamic_forward_proxy: DynamicForwardProxyBackend | None = None
@@ -106,17 +93,19 @@ class BackendSpec(Model):
 
     @model_validator(mode="after")
     def _one(self) -> BackendSpec:
-        given = [t for t, v in (("AWS", self.aws), ("Static", self.static),
+        given = [t for t, v in (("AI", self.ai), ("AWS", self.aws), ("Static", self.static),
                                 ("DynamicForwardProxy", self.dynamic_forward_proxy),
                                 ("PriorityGroups", self.priority_groups)) if v is not None]
         if len(given) != 1:
-            raise ValueError("exactly one of aws, static, dynamicForwardProxy, or priorityGroups must be specified")
+            raise ValueError("exactly one of ai, aws, static, dynamicForwardProxy, or priorityGroups must be specified")
         if self.type is not None and self.type != given[0]:
             raise ValueError("backend configuration must match the specified type")
         return self
 
     @property
     def kind(self) -> BackendType:
+        if self.ai is not None:
+            return "AI"
         if self.aws is not None:
             return "AWS"
         if self.static is not None:

@@ -45,8 +45,21 @@ def renamed(model: M, new: str, old: str) -> M:
     if getattr(model, new):
         raise ValueError(f"{to_camel(new)} and {to_camel(old)} are two names of one field and cannot "
                          f"both be set; use {to_camel(new)}")
-    empty: list[object] | None = [] if isinstance(getattr(model, old), list) else None
+    empty = type(model).model_fields[old].get_default(call_default_factory=True)
     return model.model_copy(update={new: getattr(model, old), old: empty})
+
+
+def flattened(model: M, old: str, fields: tuple[str, ...]) -> M:
+    """An object kgateway flattened into its parent, written in its older nested shape
+    (`old`, whose `fields` are now the parent's own): moved up (translation reads only
+    those); both shapes at once is refused."""
+    inner = getattr(model, old)
+    if inner is None:
+        return model
+    if any(getattr(model, f) is not None for f in fields):
+        newer = ", ".join(map(to_camel, fields))
+        raise ValueError(f"{to_camel(old)} is the older shape of {newer} and cannot be set with them; use {newer}")
+    return model.model_copy(update={old: None, **{f: getattr(inner, f) for f in fields}})
 
 
 class OpenModel(Model):

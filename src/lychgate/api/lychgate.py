@@ -236,6 +236,51 @@ class AgentGateway(Model):
     custom_config_map_name: str | None = None
 
 
+class CustomLabel(Model):
+    """A label of the AI extension's request metrics, read from the request's dynamic metadata."""
+
+    name: str = Field(min_length=1)
+    metadata_namespace: Literal["envoy.filters.http.jwt_authn", "io.solo.transformation"] | None = Field(
+        None, description="Default: envoy.filters.http.jwt_authn (the JWT's claims).")
+    metadata_key: str = Field(min_length=1, description="Such as principal:sub.")
+    key_delimiter: str | None = Field(None, description="Splits metadataKey (default :).")
+
+
+class AiExtensionStats(Model):
+    custom_labels: list[CustomLabel] = Field(default_factory=list)
+
+
+class OTelTracesSampler(Model):
+    type: Literal["alwaysOn", "alwaysOff", "traceidratio", "parentbasedAlwaysOn", "parentbasedAlwaysOff",
+                  "parentbasedTraceidratio"] | None = None
+    arg: str | None = Field(None, pattern=r"^(0(\.\d+)?|1(\.0+)?)$", description="The ratio, 0 to 1.")
+
+
+class AiExtensionTrace(Model):
+    """Where the AI extension sends its OpenTelemetry traces (OTLP)."""
+
+    endpoint: str = Field(min_length=1, max_length=253, pattern=r"^(([^:/?#]+):)(//([^/?#]*))([^?#]*)(\?([^#]*))?(#(.*))?",
+                          description="An absolute URI, such as http://otel-collector.monitoring:4317.")
+    sampler: OTelTracesSampler | None = None
+    timeout: str | None = Field(None, max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")
+    protocol: Literal["grpc", "http/protobuf", "http/json"] | None = None
+    transport_security: Literal["secure", "insecure"] | None = None
+
+
+class AiExtension(Model):
+    """The AI extension beside Envoy in the proxy Pod (kgateway's `aiExtension`): it
+    translates, guards and counts the requests of AI Backends."""
+
+    enabled: bool | None = None
+    image: Image | None = None
+    security_context: k8s.SecurityContext | None = None
+    resources: ResourceRequirements | None = None
+    env: list[k8s.EnvVar] = Field(default_factory=list)
+    ports: list[k8s.ContainerPort] = Field(default_factory=list, description="core/v1 ContainerPorts.")
+    stats: AiExtensionStats | None = None
+    tracing: AiExtensionTrace | None = None
+
+
 class KubernetesProxyConfig(Model):
     """`spec.kube`: shapes the proxy's Deployment, Pod and Service (kgateway field names)."""
 
@@ -244,6 +289,7 @@ class KubernetesProxyConfig(Model):
     sds_container: SdsContainer | None = None
     istio: IstioIntegration | None = None
     agentgateway: AgentGateway | None = Field(None, alias="agentgateway")
+    ai_extension: AiExtension | None = None
     floating_user_id: bool | None = Field(
         None, description="No runAsUser in the rendered securityContexts: the platform picks the user (OpenShift).")
     pod_template: PodTemplate | None = None

@@ -8,8 +8,9 @@ a template, a reference) is checked by translation, which reports problems on
 the policy's status with the field path instead of rejecting the object.
 
 Every field is typed. The one kgateway field lychgate does not implement yet
-(`ai`, which comes with the AI gateway) loads and is reported as unsupported on
-the status, so a policy that uses it never says Accepted while doing nothing.
+(`ai`, api/ai.py, which comes with the AI gateway) loads and is reported as
+unsupported on the status, so a policy that uses it never says Accepted while
+doing nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from lychgate.api.ai import AIPolicy
 from lychgate.api.auth import (
     ACLPolicy,
     APIKeyAuth,
@@ -33,7 +35,7 @@ from lychgate.api.auth import (
     OAuth2Provider,
     PolicyDisable,
 )
-from lychgate.api.base import Model, OpenModel, Resource, renamed
+from lychgate.api.base import Model, Resource, renamed
 from lychgate.api.direct_response import DirectResponseSpec
 from lychgate.api.gateway import BackendRef
 from lychgate.api.lychgate import GROUP
@@ -488,8 +490,8 @@ class TrafficPolicySpec(Model):
     tracing: RouteTracing | None = None
     stat_prefix: str | None = Field(None, min_length=1, max_length=256, pattern=STAT_PREFIX_PATTERN)
     direct_response: DirectResponseSpec | None = None
-    # kgateway's AI policy: refused as unsupported until the AI gateway lands (its own issue).
-    ai: OpenModel | None = None
+    # kgateway's AI policy: refused as unsupported until the AI gateway is wired in.
+    ai: AIPolicy | None = None
 
     @model_validator(mode="after")
     def _one_name(self) -> TrafficPolicySpec:

@@ -20,6 +20,7 @@ from lychgate.api.backend import Backend
 from lychgate.api.policy import TrafficPolicy
 from lychgate.store import Store
 from lychgate.translate import ai_backends
+from lychgate.translate.policies.ai import AI, settings_id
 from lychgate.translate.policies.common import Invalid, Unresolved
 
 log = logging.getLogger("lychgate.translate")
@@ -47,7 +48,13 @@ def build(store: Store) -> AIConfig:
         except (Invalid, Unresolved):
             continue  # the Backend's status says why; its routes answer 500
     for policy in store.list(TrafficPolicy):
-        if policy.spec.ai is not None:
-            settings = ai_backends.route_settings(policy.spec.ai)
-            out.routes[settings.id] = settings
+        value = AI.value(policy)
+        if value is None or policy.spec.ai is None:
+            continue
+        try:
+            settings = ai_backends.route_settings(settings_id(value), policy.spec.ai, store=store,
+                                                  namespace=policy.namespace)
+        except (Invalid, Unresolved):
+            continue  # the policy's status says why; its routes answer 500
+        out.routes[settings.id] = settings
     return out

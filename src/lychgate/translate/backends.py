@@ -18,9 +18,9 @@ from lychgate.api.backend import GROUPS, Backend
 from lychgate.api.base import ObjectKey
 from lychgate.store import Store
 from lychgate.translate import ai_backends, aws_lambda, backend_config, priority_groups
-from lychgate.translate.policies.common import Invalid, Unresolved
 from lychgate.translate.conditions import condition
 from lychgate.translate.grants import grant_allows
+from lychgate.translate.policies.common import Invalid, Unresolved
 
 _H2 = frozenset({"http2", "grpc", "kubernetes.io/h2c"})
 
