@@ -353,9 +353,22 @@ def test_an_azure_endpoint_with_a_path_is_invalid() -> None:
     assert err.value.path == "Backend team/llm spec.ai.llm.azureopenai.endpoint"
 
 
-def test_ai_backends_are_refused_until_served() -> None:
-    b = load({"llm": OPENAI})
-    assert backends.problem(store_with(b), b) == "type AI is not supported by lychgate yet"
+def test_ai_backend_becomes_a_cluster_of_its_providers_without_their_keys() -> None:
+    b = load({"priorityGroups": [{"providers": [{"name": "a", **OPENAI}, {"name": "b", **OPENAI}]},
+                                 {"providers": [{"name": "c", **OPENAI}]}]})
+    store = store_with(b)
+    assert backends.problem(store, b) == ""
+    cluster = backends.cluster(store, b)
+    assert cluster.discovery == "ai"
+    assert [(e.id, e.host, e.port, e.tls, e.priority) for e in cluster.ai_endpoints] == [
+        ("team/llm/a", "api.openai.com", 443, True, 0), ("team/llm/b", "api.openai.com", 443, True, 0),
+        ("team/llm/c", "api.openai.com", 443, True, 1)]
+    assert KEY not in repr(cluster)
+
+
+def test_ai_backend_with_a_missing_secret_cannot_be_served() -> None:
+    b = load({"llm": {"openai": {"authToken": {"kind": "SecretRef", "secretRef": {"name": "gone"}}}}})
+    assert "Secret team/gone not found" in backends.problem(store_with(b), b)
 
 
 # --- route_settings --------------------------------------------------------------------------------

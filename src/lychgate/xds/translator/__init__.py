@@ -130,11 +130,11 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
     for cluster in gateway.clusters:
         out.add(types.CLUSTER, cluster.name,
                 _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster))
-    if gateway.ai_extension_port:  # AI Backends call the AI extension beside the proxy
-        out.add(types.CLUSTER, ai_gateway.EXTENSION_CLUSTER, ai_gateway.extension_cluster(gateway.ai_extension_port))
         if cluster.discovery == "eds":
             out.add(types.ENDPOINT, cluster.name,
                     _cached(cache, cluster, "endpoints", endpoint_pb2.ClusterLoadAssignment, load_assignment))
+    if gateway.ai_extension_port:  # AI Backends call the AI extension beside the proxy
+        out.add(types.CLUSTER, ai_gateway.EXTENSION_CLUSTER, ai_gateway.extension_cluster(gateway.ai_extension_port))
     for feature in FEATURES:
         for type_url, name, message in feature.resources(gateway):
             out.add(type_url, name, message)
