@@ -17,14 +17,16 @@ Write a provider's stand-in by subclassing `StandIn`:
 
         async def things(self, request: web.Request) -> web.StreamResponse:
             if request.headers.get("x-key") != self.key:
-                return self.error(401, "bad key")
-            body = await request.json()     # already read and recorded: reading again is fine
+                return self.refuse(request, 401, "bad key")  # error(), the reason noted on the record
+            body = self.json_body(request)  # None when not JSON
             if body.get("stream"):
                 return await self.send_stream(request, [b"data: 1\\n\\n", b"data: 2\\n\\n"],
                                               "text/event-stream")
             return web.json_response({...})
 
-and use it as a context manager (or call start() / stop()):
+`count_tokens(text)` (one token per word) and `words(text)` (the pieces to stream) keep
+the stand-ins' usage figures and chunks predictable. Use a stand-in as a context manager
+(or call start() / stop()):
 
     with MyProvider() as provider:
         httpx.post(provider.url + "/v1/things/x", ...)
@@ -66,6 +68,21 @@ class Recorded:
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+
+RECORDED = web.RequestKey("recorded", Recorded)
+
+
+def count_tokens(text: str) -> int:
+    """A stand-in's token count: one per word, so a test can say what usage to expect."""
+    return len(text.split())
+
+
+def words(text: str) -> list[str]:
+    """`text` cut into streamed pieces: the words, each but the first with its leading space
+    (joined back, they are `text` with runs of spaces made single)."""
+    parts = text.split()
+    return parts[:1] + [" " + w for w in parts[1:]]
 
 
 class StandIn:
@@ -138,9 +155,22 @@ class StandIn:
 
     # -- helpers for handlers ---------------------------------------------------------------
 
+    @staticmethod
+    def recorded(request: web.Request) -> Recorded:
+        """The request's record (`body` holds its bytes, already read)."""
+        return request[RECORDED]
+
+    @staticmethod
+    def json_body(request: web.Request) -> Any:
+        """The request's body as JSON, or None when it is not JSON."""
+        try:
+            return json.loads(request[RECORDED].body)
+        except ValueError:
+            return None
+
     def refuse(self, request: web.Request, status: int, message: str) -> web.Response:
         """The provider's error answer, noting why on the recorded request."""
-        request["recorded"].problems.append(message)
+        request[RECORDED].problems.append(message)
         return self.error(status, message)
 
     async def send_stream(self, request: web.Request, chunks: Iterable[bytes], content_type: str,
@@ -172,7 +202,7 @@ class StandIn:
         recorded = Recorded(request.method, request.path, dict(request.query),
                             {k.lower(): v for k, v in request.headers.items()}, await request.read())
         self.requests.append(recorded)
-        request["recorded"] = recorded
+        request[RECORDED] = recorded
         if self._failure is not None:
             status, message = self._failure
             if self._failures_left is not None:
