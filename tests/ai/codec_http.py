@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import httpx2  # the openai SDK's HTTP client
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -92,11 +93,11 @@ def stream(codec: ProviderCodec, chat: dict[str, Any], provider: Provider, stand
 def openai_client(status: int, body: bytes, content_type: str = "application/json") -> openai.OpenAI:
     """An openai SDK client whose every request gets this answer: how a client of the
     gateway reads what the codec produced."""
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(status, content=body, headers={"content-type": content_type})
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(status, content=body, headers={"content-type": content_type})
 
     return openai.OpenAI(api_key="k", base_url="http://gateway.test/v1", max_retries=0,
-                         http_client=httpx.Client(transport=httpx.MockTransport(answer)))
+                         http_client=httpx2.Client(transport=httpx2.MockTransport(answer)))
 
 
 def validate_answer(answer: Answer) -> ChatCompletion:

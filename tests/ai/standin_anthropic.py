@@ -132,7 +132,7 @@ class AnthropicStandIn(StandIn):
         tool_uses: set[str] = set()
         for i, message in enumerate(messages):
             role = message.get("role") if isinstance(message, dict) else None
-            if role not in roles:
+            if not isinstance(role, str) or role not in roles:
                 return f"messages.{i}.role: Input should be {' or '.join(map(repr, roles))}"
             if not i or messages[i - 1]["role"] != role:  # consecutive turns of one role make one turn
                 previous_tool_uses, tool_uses = tool_uses, set()

@@ -141,8 +141,8 @@ class OpenAIStandIn(StandIn):
             with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return await self.send_stream(request, self.events(base, call, finish, usage, with_usage),
                                           "text/event-stream; charset=utf-8")
-        message = {"role": "assistant", "content": None if call else self.reply, "refusal": None,
-                   "annotations": []}
+        message: dict[str, Any] = {"role": "assistant", "content": None if call else self.reply, "refusal": None,
+                                   "annotations": []}
         if call:
             message["tool_calls"] = [call]
         return web.json_response({**base, "object": "chat.completion", "service_tier": "default", "usage": usage,

@@ -191,7 +191,8 @@ class StandIn:
         app = web.Application(middlewares=[self._record], client_max_size=64 * 1024 * 1024)
         for method, path, handler in self._routes:
             app.router.add_route(method, path, handler)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A stream still being sent when the test ends is cut after a second, not a minute.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, 0, ssl_context=self.ssl_context)
         await site.start()

@@ -356,8 +356,8 @@ def test_the_standin_speaks_anthropics_api_to_the_sdk(standin: AnthropicStandIn)
                       headers={"x-api-key": "sk-ant-provider", "anthropic-version": "2023-06-01"},
                       json={"model": "claude-sonnet-4-6", "max_tokens": 50, "stream": True,
                             "messages": [{"role": "user", "content": "Hi"}]}) as reply:
-        events = [json.loads(line[len("data: "):]) for line in reply.iter_lines() if line.startswith("data: ")]
-    kinds = [TypeAdapter(RawMessageStreamEvent).validate_python(e).type for e in events if e["type"] != "ping"]
+        data = [json.loads(line[len("data: "):]) for line in reply.iter_lines() if line.startswith("data: ")]
+    kinds = [TypeAdapter(RawMessageStreamEvent).validate_python(e).type for e in data if e["type"] != "ping"]
     assert kinds[:2] == ["message_start", "content_block_start"] and kinds[-2:] == ["message_delta", "message_stop"]
     refused = httpx.post(standin.url + "/v1/messages", headers={"x-api-key": "sk-ant-provider",
                                                                 "anthropic-version": "2023-06-01"},

@@ -103,6 +103,15 @@ def test_stream_events_cut_anywhere_come_out_whole_and_unchanged(standin: OpenAI
     assert cut.content() == standin.reply
 
 
+def test_crlf_events_and_comments_cut_byte_by_byte() -> None:
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}
+    body = (": keep-alive\r\n\r\ndata: " + json.dumps(chunk) + "\r\n\r\ndata: [DONE]\r\n\r\n").encode()
+    translator = OPENAI.stream(provider(), "m")
+    out = b"".join(translator.feed(body[i:i + 1]) for i in range(len(body))) + translator.finish()
+    assert out == b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
+
+
 def test_the_openai_sdk_reads_the_relayed_stream(standin: OpenAIStandIn) -> None:
     body = stream(OPENAI, {**CHAT, "stream": True}, provider(), standin).body
     client = openai_client(200, body, "text/event-stream")
