@@ -5,7 +5,9 @@ server-sent events, chunk by chunk as they come).
 The extension calls, per attempt: `request()` with the client's (already guarded
 and enriched) request; then `response()` for a whole answer, or, when the provider
 streams, `stream()` once and `feed()` for each body chunk Envoy hands over and
-`finish()` at the end. Nothing here does I/O: the extension owns the streams.
+`finish()` at the end. For an answer with an error status (not 2xx) the extension
+calls `response()` with the whole body, streamed request or not: providers answer
+errors whole. Nothing here does I/O: the extension owns the streams.
 """
 
 from __future__ import annotations
@@ -102,5 +104,9 @@ class ProviderCodec:
                  model: str) -> Answer:
         raise NotImplementedError
 
-    def stream(self, provider: Provider, model: str) -> StreamTranslator:
+    def stream(self, provider: Provider, model: str, *, include_usage: bool = False) -> StreamTranslator:
+        """`include_usage`: the client asked for `stream_options.include_usage` (chat.wants_usage),
+        so the stream ends with OpenAI's usage chunk (`choices: []`); without it that chunk is
+        not sent (clients reading `chunk.choices[0]` would fail on it) and the usage is only
+        counted (`StreamTranslator.usage`)."""
         raise NotImplementedError
