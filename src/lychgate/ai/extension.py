@@ -41,6 +41,7 @@ from lychgate.ai import metrics
 from lychgate.ai.config import AIConfig, Provider, RouteSettings
 from lychgate.ai.providers import CODECS
 from lychgate.ai.providers.base import Answer, ProviderError, StreamTranslator, Usage, openai_error
+from lychgate.ai.providers.chat import wants_usage
 
 log = logging.getLogger("lychgate.ai")
 
@@ -70,6 +71,7 @@ class Attempt:
     client_headers: dict[str, str] = field(default_factory=dict)
     model: str = ""
     stream: bool = False
+    include_usage: bool = False  # the client asked for the usage chunk at the end of a stream
     status: int = 200
     translator: StreamTranslator | None = None
     body: bytearray = field(default_factory=bytearray)
@@ -137,6 +139,7 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         if attempt.route is not None:
             chat = await apply_route(attempt.route, chat)
         attempt.stream = bool(chat.get("stream"))
+        attempt.include_usage = wants_usage(chat)
         attempt.model = provider.model or str(chat.get("model") or "")
         codec = CODECS.get(provider.kind)
         if codec is None:
@@ -159,7 +162,8 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         provider = attempt.provider
         assert provider is not None
         if streamed and attempt.status < 300:
-            attempt.translator = CODECS[provider.kind].stream(provider, attempt.model)
+            attempt.translator = CODECS[provider.kind].stream(provider, attempt.model,
+                                                              include_usage=attempt.include_usage)
             content_type = "text/event-stream"
         else:
             content_type = "application/json"

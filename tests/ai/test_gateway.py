@@ -1,0 +1,162 @@
+"""The AI gateway end to end: the official openai SDK pointed at a Gateway (`base_url`),
+a real `lychgate run` with its Envoy and its AI extension process, and provider stand-ins
+speaking the providers' real APIs (tests/ai/standin_*.py) behind an AI Backend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from tests.ai.standin_anthropic import AnthropicStandIn
+from tests.ai.standin_openai import OpenAIStandIn
+from tests.ai.standins import count_tokens
+from tests.harness import Lychgate, gateway_yaml, wait_for
+
+pytestmark = pytest.mark.e2e
+
+KEY = "sk-gateway-held-key"
+REPLY = "The gateway answered this."
+
+
+def backend(name: str, providers: str) -> str:
+    return f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: Backend
+metadata: {{name: {name}, namespace: default}}
+spec:
+  type: AI
+  ai:
+{providers}
+"""
+
+
+def route(name: str, backend_name: str, path: str = "/v1") -> str:
+    return f"""
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}, namespace: default}}
+spec:
+  parentRefs: [{{name: gw}}]
+  rules:
+    - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]
+      backendRefs: [{{group: gateway.lychgate.dev, kind: Backend, name: {backend_name}}}]
+"""
+
+
+def openai_provider(port: int, indent: int, name: str | None = None) -> str:
+    """An OpenAI provider at the stand-in, its keys `indent` spaces in (its first line not indented)."""
+    lines = [f"name: {name}"] if name else []
+    lines += ["openai: {authToken: {kind: SecretRef, secretRef: {name: openai-key}}}", "host: 127.0.0.1",
+              f"port: {port}"]
+    return ("\n" + " " * indent).join(lines)
+
+
+SECRET = f"""
+apiVersion: v1
+kind: Secret
+metadata: {{name: openai-key, namespace: default}}
+stringData: {{Authorization: {KEY}}}
+"""
+
+
+@pytest.fixture
+def openai_standin() -> Iterator[OpenAIStandIn]:
+    with OpenAIStandIn(key=KEY, reply=REPLY) as standin:
+        yield standin
+
+
+def client(lg: Lychgate) -> openai.OpenAI:
+    # The client's own key is not the provider's: the gateway holds that one.
+    return openai.OpenAI(base_url=f"http://{lg.address('gw')}:8080/v1", api_key="client-key", max_retries=0,
+                         timeout=20)
+
+
+def ready(lg: Lychgate) -> None:
+    def answers() -> bool:
+        try:
+            r = httpx.post(f"http://{lg.address('gw')}:8080/v1/chat/completions", timeout=5,
+                           json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "ping"}]})
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 200
+    wait_for(answers, 30, "the AI route to answer")
+
+
+def test_openai_sdk_through_the_gateway(lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
+    lychgate.write("gateway.yaml", gateway_yaml())
+    lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
+                   + "---" + route("chat", "llm"))
+    lychgate.start()
+    ready(lychgate)
+    sdk = client(lychgate)
+
+    answer = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
+    assert answer.choices[0].message.content == REPLY
+    assert answer.usage is not None and answer.usage.total_tokens > 0
+    sent = openai_standin.last
+    assert sent is not None and sent.headers["authorization"] == f"Bearer {KEY}"  # the gateway's key, not the client's
+
+    # Streaming: chunks arrive one by one (the stand-in spaces them), the first well before the last.
+    started = time.monotonic()
+    seen: list[tuple[float, str]] = []
+    with sdk.chat.completions.create(model="gpt-4o-mini", stream=True, stream_options={"include_usage": True},
+                                     messages=[{"role": "user", "content": "Hi"}]) as stream:
+        usage = None
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                seen.append((time.monotonic() - started, chunk.choices[0].delta.content))
+            usage = chunk.usage or usage
+    assert "".join(text for _, text in seen) == REPLY
+    assert len(seen) > 2 and seen[-1][0] - seen[0][0] > 0.04  # relayed as they came, not held back
+    assert usage is not None and usage.completion_tokens == count_tokens(REPLY)
+
+    # A provider error comes back in OpenAI's shape: the SDK raises its own error type.
+    openai_standin.fail(429, times=1)
+    with pytest.raises(openai.RateLimitError):
+        sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
+
+    # Bad input is answered by the gateway; the provider is never called.
+    calls = len(openai_standin.requests)
+    with pytest.raises(openai.BadRequestError):
+        sdk.chat.completions.create(model="gpt-4o-mini", messages=[])
+    r = httpx.post(f"http://{lychgate.address('gw')}:8080/v1/chat/completions", content=b"{not json", timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    assert len(openai_standin.requests) == calls
+
+
+def test_failover_to_the_next_priority_group(lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
+    with AnthropicStandIn(key=KEY, reply="Claude answered.") as claude:
+        providers = f"""    priorityGroups:
+      - providers:
+          - {openai_provider(openai_standin.port, 12, "primary")}
+      - providers:
+          - name: fallback
+            anthropic: {{authToken: {{kind: SecretRef, secretRef: {{name: openai-key}}}}, model: claude-sonnet-4-5}}
+            host: 127.0.0.1
+            port: {claude.port}"""
+        lychgate.write("gateway.yaml", gateway_yaml())
+        lychgate.write("ai.yaml", SECRET + "---" + backend("llm", providers) + "---" + route("chat", "llm"))
+        lychgate.start()
+        ready(lychgate)
+        sdk = client(lychgate)
+        openai_standin.fail(503)  # the first group is down: the second answers, in OpenAI's shape
+        answer = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
+        assert answer.choices[0].message.content == "Claude answered."
+        assert claude.last is not None and claude.last.headers["x-api-key"] == KEY
+        openai_standin.recover()
+
+
+def test_missing_secret_fails_closed(lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
+    lychgate.write("gateway.yaml", gateway_yaml())
+    lychgate.write("ai.yaml", backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
+                   + "---" + route("chat", "llm"))
+    lychgate.start()
+    wait_for(lambda: "openai-key" in str(lychgate.status("Backend", "llm")), 20, "the Backend to name the Secret")
+    r = httpx.post(f"http://{lychgate.address('gw')}:8080/v1/chat/completions", timeout=10,
+                   json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]})
+    assert r.status_code == 500
+    assert openai_standin.requests == []
