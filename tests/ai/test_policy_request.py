@@ -6,11 +6,18 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 
-from lychgate.ai.config import RouteSettings
+from lychgate.ai.config import AIConfig, RouteSettings
 from lychgate.ai.policy import apply_request, compile_policy
 from lychgate.ai.rejection import PolicyError, Rejection
+from lychgate.api.policy import TrafficPolicy
+from lychgate.api.registry import parse
+from lychgate.store import Store
+from lychgate.translate.ai_backends import route_settings
+from tests.ai.conftest import Serve
 
 
 def chat(*contents: str, **fields: Any) -> dict[str, Any]:
@@ -169,3 +176,36 @@ async def test_settings_that_cannot_apply_fail_closed_naming_the_field(settings:
     r = await rejected(settings, chat("hi"))
     assert (r.status, r.code, r.message) == (500, "ai_policy_invalid", "The route's AI policy could not be applied")
     assert r.detail.startswith(field)  # for the extension's log
+
+
+async def test_a_trafficpolicy_as_users_write_it_reaches_the_request(
+        serve: Serve, session: aiohttp.ClientSession) -> None:
+    # The control plane's RouteSettings (the webhook's older field names included), through
+    # the extension's config file, applied to a request.
+    async def passes(request: web.Request) -> web.Response:
+        return web.json_response({"action": {"reason": "fine"}})
+
+    app = web.Application()
+    app.router.add_post("/request", passes)
+    host, port = (await serve(app)).removeprefix("http://").split(":")
+    tp = parse({"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "TrafficPolicy",
+                "metadata": {"name": "p", "namespace": "team"}, "spec": {"ai": {
+                    "defaults": [{"field": "temperature", "value": "0.5"},
+                                 {"field": "max_tokens", "value": "100", "override": True}],
+                    "promptEnrichment": {"prepend": [{"role": "SYSTEM", "content": "Answer in French."}]},
+                    "promptGuard": {"request": {
+                        "customResponse": {"message": "No cards"},
+                        "regex": {"action": "REJECT", "builtins": ["CREDIT_CARD"]},
+                        "webhook": {"host": {"host": host, "port": int(port)},
+                                    "forwardHeaders": [{"name": "x-user", "value": "any"}]}}}}}})
+    assert isinstance(tp, TrafficPolicy) and tp.spec.ai is not None
+    store = Store()
+    store.upsert(tp)
+    config = AIConfig(routes={"team/p": route_settings("team/p", tp.spec.ai, store=store, namespace="team")})
+    settings = AIConfig.from_json(config.to_json()).routes["team/p"]
+    out = await apply_request(settings, chat("hi", max_tokens=5), session=session)
+    assert not isinstance(out, Rejection)
+    assert (out["temperature"], out["max_tokens"]) == (0.5, 100)
+    assert out["messages"][0] == {"role": "system", "content": "Answer in French."}
+    r = await apply_request(settings, chat("4111 1111 1111 1111"), session=session)
+    assert isinstance(r, Rejection) and (r.status, r.message) == (403, "No cards")
