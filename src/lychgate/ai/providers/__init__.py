@@ -15,3 +15,4 @@ def register(codec: ProviderCodec) -> ProviderCodec:
 
 
 # The provider modules register themselves on import (add each new one here).
+from lychgate.ai.providers import gemini, vertexai  # noqa: E402,F401

@@ -34,7 +34,8 @@ class UpstreamRequest:
     """What goes to the provider instead of the client's request."""
 
     path: str  # with the query string, if any
-    headers: dict[str, str]  # set on the upstream request (credentials, versions, content type)
+    # set on the upstream request (credentials, versions, content type); out of the repr: keys
+    headers: dict[str, str] = field(repr=False)
     body: bytes
     method: str = "POST"
     remove_headers: tuple[str, ...] = ("authorization",)  # the client's credentials never reach a provider
@@ -102,5 +103,13 @@ class ProviderCodec:
                  model: str) -> Answer:
         raise NotImplementedError
 
-    def stream(self, provider: Provider, model: str) -> StreamTranslator:
+    def stream(self, provider: Provider, model: str, include_usage: bool = False) -> StreamTranslator:
+        """include_usage: the client's `stream_options.include_usage` (OpenAI sends the usage
+        chunk, with empty choices, only when asked: clients reading choices[0] of every chunk
+        would break on it otherwise)."""
         raise NotImplementedError
+
+    def upstream_host(self, location: str | None = None, region: str | None = None) -> str:
+        """The provider's API host when the Backend overrides none (Vertex AI's depends on the
+        location, Bedrock's on the region)."""
+        return self.default_host
