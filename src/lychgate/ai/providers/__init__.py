@@ -15,4 +15,4 @@ def register(codec: ProviderCodec) -> ProviderCodec:
 
 
 # The provider modules register themselves on import (add each new one here).
-from lychgate.ai.providers import gemini, vertexai  # noqa: E402,F401
+from lychgate.ai.providers import bedrock, gemini, vertexai  # noqa: E402,F401
