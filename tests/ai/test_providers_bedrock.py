@@ -278,6 +278,12 @@ def test_bad_input_and_missing_credentials_never_reach_aws(bedrock: tuple[Bedroc
     assert not standin.seen and not standin.rejected
 
 
-def test_host_of_a_region() -> None:
-    assert BEDROCK.upstream_host(region="eu-west-3") == "bedrock-runtime.eu-west-3.amazonaws.com"
+def test_host_of_a_region_signed_as_clients_send_it() -> None:
+    host = BEDROCK.upstream_host(region="eu-west-3")
+    assert host == "bedrock-runtime.eu-west-3.amazonaws.com"
     assert BEDROCK.upstream_host() == "bedrock-runtime.us-east-1.amazonaws.com"
+    p = Provider(id="a/b/c", kind="bedrock", host=host, port=443, tls=True, model=MODEL, region="eu-west-3",
+                 access_key_id="AKIDSTANDIN", secret_access_key="standin/secret/key")
+    up = BEDROCK.request({"messages": CONVERSATION}, p, {})
+    assert up.headers["host"] == host  # no :443, as HTTP clients and Envoy send it
+    assert "/eu-west-3/bedrock/aws4_request" in up.headers["authorization"]
