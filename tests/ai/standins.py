@@ -59,7 +59,7 @@ class Recorded:
     """One request a stand-in received."""
 
     method: str
-    path: str  # without the query string
+    path: str  # as sent (percent-escapes kept), without the query string
     query: dict[str, str]
     headers: dict[str, str]  # names lowercased (HTTP headers are case-insensitive)
     body: bytes
@@ -168,10 +168,11 @@ class StandIn:
         except ValueError:
             return None
 
-    def refuse(self, request: web.Request, status: int, message: str) -> web.Response:
-        """The provider's error answer, noting why on the recorded request."""
+    def refuse(self, request: web.Request, status: int, message: str, **details: Any) -> web.Response:
+        """The provider's error answer (`details`: what its error() takes besides), noting
+        why on the recorded request."""
         request[RECORDED].problems.append(message)
-        return self.error(status, message)
+        return self.error(status, message, **details)
 
     async def send_stream(self, request: web.Request, chunks: Iterable[bytes], content_type: str,
                           headers: dict[str, str] | None = None) -> web.StreamResponse:
@@ -200,7 +201,7 @@ class StandIn:
 
     @web.middleware
     async def _record(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        recorded = Recorded(request.method, request.path, dict(request.query),
+        recorded = Recorded(request.method, request.raw_path.partition("?")[0], dict(request.query),
                             {k.lower(): v for k, v in request.headers.items()}, await request.read())
         self.requests.append(recorded)
         request[RECORDED] = recorded

@@ -21,7 +21,7 @@ from lychgate.ai.config import Provider
 from lychgate.ai.providers import CODECS
 from lychgate.ai.providers.anthropic import DEFAULT_MAX_TOKENS
 from lychgate.ai.providers.base import ProviderError
-from tests.ai.codec_http import CLIENT_HEADERS, call, openai_client, stream, validate_answer
+from tests.ai import roundtrip as rt
 from tests.ai.standin_anthropic import AnthropicStandIn, prompt_tokens
 from tests.ai.standins import count_tokens
 
@@ -53,7 +53,7 @@ def provider(**kw: object) -> Provider:
 
 
 def sent(chat: dict[str, Any], prov: Provider | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(ANTHROPIC.request(chat, prov or provider(), CLIENT_HEADERS).body)
+    body: dict[str, Any] = json.loads(ANTHROPIC.request(chat, prov or provider(), rt.CLIENT_HEADERS).body)
     return body
 
 
@@ -105,12 +105,12 @@ def test_a_whole_conversation_becomes_the_request_the_anthropic_sdk_sends(standi
     assert standin.last.headers["anthropic-version"] == "2026-10-21"
     # ... and what the gateway sends for the client's OpenAI request to a provider of that version.
     prov = provider(api_version="2026-10-21")
-    assert json.loads(ANTHROPIC.request(chat, prov, CLIENT_HEADERS).body) == standin.last.json()
-    reply = call(ANTHROPIC, chat, prov, standin)
+    assert json.loads(ANTHROPIC.request(chat, prov, rt.CLIENT_HEADERS).body) == standin.last.json()
+    reply = rt.call(ANTHROPIC, chat, prov, standin).answer
     assert reply.status == 200, standin.last.problems
     # With the default version (2023-06-01) the temperature goes too (top_p not with it).
     assert sent(chat) == {**standin.last.json(), "temperature": 0.5}
-    assert call(ANTHROPIC, chat, provider(), standin).status == 200, standin.last.problems
+    assert rt.call(ANTHROPIC, chat, provider(), standin).answer.status == 200, standin.last.problems
 
 
 def test_sampling_parameters_as_the_api_version_takes_them(standin: AnthropicStandIn) -> None:
@@ -119,18 +119,18 @@ def test_sampling_parameters_as_the_api_version_takes_them(standin: AnthropicSta
     assert both["temperature"] == 0.2 and "top_p" not in both
     later = provider(api_version="2026-10-21")
     assert not {"temperature", "top_p"} & set(sent({**CHAT, "temperature": 1.5, "top_p": 0.9}, later))
-    validate_answer(call(ANTHROPIC, {**CHAT, "temperature": 0.2, "top_p": 0.9}, later, standin))
-    validate_answer(call(ANTHROPIC, {**CHAT, "temperature": 0.2, "top_p": 0.9}, provider(), standin))
+    rt.validate_answer(rt.call(ANTHROPIC, {**CHAT, "temperature": 0.2, "top_p": 0.9}, later, standin).answer)
+    rt.validate_answer(rt.call(ANTHROPIC, {**CHAT, "temperature": 0.2, "top_p": 0.9}, provider(), standin).answer)
 
 
 def test_headers_key_version_and_the_clients_key_removed(standin: AnthropicStandIn) -> None:
-    up = ANTHROPIC.request(CHAT, provider(), CLIENT_HEADERS)
+    up = ANTHROPIC.request(CHAT, provider(), rt.CLIENT_HEADERS)
     assert (up.path, up.headers["x-api-key"], up.headers["anthropic-version"]) == \
         ("/v1/messages", "sk-ant-provider", "2023-06-01")
     assert up.remove_headers == ("authorization",)
-    assert ANTHROPIC.request(CHAT, provider(api_version="2023-01-01"), CLIENT_HEADERS) \
+    assert ANTHROPIC.request(CHAT, provider(api_version="2023-01-01"), rt.CLIENT_HEADERS) \
         .headers["anthropic-version"] == "2023-01-01"
-    validate_answer(call(ANTHROPIC, CHAT, provider(), standin))
+    rt.validate_answer(rt.call(ANTHROPIC, CHAT, provider(), standin).answer)
     assert "authorization" not in standin.last.headers
 
 
@@ -142,7 +142,7 @@ def test_max_tokens_defaults_when_the_client_omits_it() -> None:
 
 def test_model_override_and_path_override() -> None:
     assert sent(CHAT, provider(model="claude-opus-4-7"))["model"] == "claude-opus-4-7"
-    assert ANTHROPIC.request(CHAT, provider(path="/anthropic/v1/messages"), CLIENT_HEADERS).path == \
+    assert ANTHROPIC.request(CHAT, provider(path="/anthropic/v1/messages"), rt.CLIENT_HEADERS).path == \
         "/anthropic/v1/messages"
 
 
@@ -157,13 +157,13 @@ def test_tool_choice_forms() -> None:
 
 
 def test_passthrough_sends_the_clients_key_as_x_api_key(standin: AnthropicStandIn) -> None:
-    own = {**CLIENT_HEADERS, "authorization": "Bearer sk-ant-provider"}
-    validate_answer(call(ANTHROPIC, CHAT, provider(token=None, passthrough=True), standin, own))
+    own = {**rt.CLIENT_HEADERS, "authorization": "Bearer sk-ant-provider"}
+    rt.validate_answer(rt.call(ANTHROPIC, CHAT, provider(token=None, passthrough=True), standin, own).answer)
     assert standin.last.headers["x-api-key"] == "sk-ant-provider" and "authorization" not in standin.last.headers
 
 
 def test_auth_header_override() -> None:
-    up = ANTHROPIC.request(CHAT, provider(auth_header="Authorization", auth_prefix="Bearer"), CLIENT_HEADERS)
+    up = ANTHROPIC.request(CHAT, provider(auth_header="Authorization", auth_prefix="Bearer"), rt.CLIENT_HEADERS)
     assert up.headers["authorization"] == "Bearer sk-ant-provider" and "x-api-key" not in up.headers
     assert up.remove_headers == ()
 
@@ -186,18 +186,18 @@ def test_auth_header_override() -> None:
 def test_requests_anthropic_cannot_take_are_refused_naming_the_field(change: dict[str, Any], param: str) -> None:
     chat = {k: v for k, v in {**CHAT, **change}.items() if v is not None}
     with pytest.raises(ProviderError) as raised:
-        ANTHROPIC.request(chat, provider(), CLIENT_HEADERS)
+        ANTHROPIC.request(chat, provider(), rt.CLIENT_HEADERS)
     assert raised.value.status == 400 and raised.value.param == param
     with pytest.raises(openai.BadRequestError):
-        openai_client(400, raised.value.answer().encode()).chat.completions.create(model="m", messages=[])
+        rt.openai_client(400, raised.value.answer().encode()).chat.completions.create(model="m", messages=[])
 
 
 # -- the whole answer ----------------------------------------------------------------------------
 
 
 def test_answer_becomes_a_chat_completion_with_usage(standin: AnthropicStandIn) -> None:
-    answer = call(ANTHROPIC, CHAT, provider(), standin)
-    completion = validate_answer(answer)
+    answer = rt.call(ANTHROPIC, CHAT, provider(), standin).answer
+    completion = rt.validate_answer(answer)
     assert completion.object == "chat.completion" and completion.model == "claude-sonnet-4-6"
     assert completion.choices[0].message.content == standin.reply
     assert completion.choices[0].finish_reason == "stop"
@@ -208,17 +208,17 @@ def test_answer_becomes_a_chat_completion_with_usage(standin: AnthropicStandIn) 
 
 
 def test_stop_reasons_become_finish_reasons(standin: AnthropicStandIn) -> None:
-    short = validate_answer(call(ANTHROPIC, {**CHAT, "max_tokens": 2}, provider(), standin))
+    short = rt.validate_answer(rt.call(ANTHROPIC, {**CHAT, "max_tokens": 2}, provider(), standin).answer)
     assert short.choices[0].finish_reason == "length"
     assert short.choices[0].message.content == "Hello! I"
-    stopped = validate_answer(call(ANTHROPIC, {**CHAT, "stop": "Claude"}, provider(), standin))
+    stopped = rt.validate_answer(rt.call(ANTHROPIC, {**CHAT, "stop": "Claude"}, provider(), standin).answer)
     assert stopped.choices[0].finish_reason == "stop"
     assert stopped.choices[0].message.content == "Hello! I am "
 
 
 def test_tool_use_becomes_tool_calls(standin: AnthropicStandIn) -> None:
-    completion = validate_answer(call(ANTHROPIC, {**CHAT, "tools": TOOLS, "tool_choice": "required"},
-                                      provider(), standin))
+    completion = rt.validate_answer(rt.call(ANTHROPIC, {**CHAT, "tools": TOOLS, "tool_choice": "required"},
+                                      provider(), standin).answer)
     choice = completion.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.content is None
     assert choice.message.tool_calls is not None
@@ -233,20 +233,20 @@ def test_tool_use_becomes_tool_calls(standin: AnthropicStandIn) -> None:
 def test_anthropic_errors_become_openais_with_the_same_status(standin: AnthropicStandIn, status: int, kind: str,
                                                               error: type[openai.APIStatusError]) -> None:
     standin.fail(status, times=1)
-    answer = call(ANTHROPIC, CHAT, provider(), standin)
+    answer = rt.call(ANTHROPIC, CHAT, provider(), standin).answer
     assert answer.status == status and answer.body["error"]["type"] == kind
     with pytest.raises(error) as raised:
-        openai_client(answer.status, answer.encode()).chat.completions.create(model="m", messages=[])
+        rt.openai_client(answer.status, answer.encode()).chat.completions.create(model="m", messages=[])
     assert "told to fail" in raised.value.message
 
 
 def test_wrong_key_and_unknown_model(standin: AnthropicStandIn) -> None:
-    answer = call(ANTHROPIC, CHAT, provider(token="sk-ant-other"), standin)
+    answer = rt.call(ANTHROPIC, CHAT, provider(token="sk-ant-other"), standin).answer
     assert answer.status == 401 and answer.body["error"] == {
         "message": "invalid x-api-key", "type": "authentication_error", "param": None, "code": None}
     with pytest.raises(openai.AuthenticationError):
-        openai_client(answer.status, answer.encode()).chat.completions.create(model="m", messages=[])
-    answer = call(ANTHROPIC, {**CHAT, "model": "claude-nope"}, provider(), standin)
+        rt.openai_client(answer.status, answer.encode()).chat.completions.create(model="m", messages=[])
+    answer = rt.call(ANTHROPIC, {**CHAT, "model": "claude-nope"}, provider(), standin).answer
     assert answer.status == 404 and answer.body["error"]["type"] == "not_found_error"
 
 
@@ -254,55 +254,51 @@ def test_wrong_key_and_unknown_model(standin: AnthropicStandIn) -> None:
 
 
 def test_stream_becomes_openai_chunks_relayed_as_they_come(standin: AnthropicStandIn) -> None:
-    out = stream(ANTHROPIC, {**CHAT, "stream": True}, provider(), standin)
-    chunks = out.chunks()
+    out = rt.stream(ANTHROPIC, CHAT, provider(), standin)
+    events = out.events()
+    chunks = events.chunks
     assert chunks[0].choices[0].delta.role == "assistant"
-    assert out.content() == standin.reply
-    assert chunks[-1].choices[0].finish_reason == "stop" and all(c.choices for c in chunks)
-    assert len({c.id for c in chunks}) == 1 and chunks[0].id.startswith("msg_")
-    assert out.events()[-1] == "[DONE]"
-    assert out.translator is not None and out.translator.usage is not None
+    assert events.content() == standin.reply
+    assert events.finish() == ["stop"] and all(c.choices for c in chunks)
+    # One id, Anthropic's message id in it (the provider's logs find the answer by it).
+    start = json.loads(out.body.split(b"\n")[1].removeprefix(b"data: "))  # message_start
+    assert {c.id for c in chunks} == {f"chatcmpl-{start['message']['id']}"}
+    assert events.done
+    assert out.translator.usage is not None
     assert (out.translator.usage.input, out.translator.usage.output) == \
         (prompt_tokens(standin.last.json()), count_tokens(standin.reply))
     # The first token is not held back: the chunk that brought the first text delta
     # produced the first content chunk.
-    first_text = next(i for i, o in enumerate(out.outputs) if b'"content":"Hello!"' in o)
-    assert first_text < len(out.outputs) - 3
+    first_text = next(i for i, o in enumerate(out.out) if b'"content":"Hello!"' in o)
+    assert first_text < len(out.out) - 3
 
 
 def test_stream_usage_chunk_when_the_client_asked(standin: AnthropicStandIn) -> None:
     chat = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
     assert "stream_options" not in sent(chat)
-    chunks = stream(ANTHROPIC, chat, provider(), standin, include_usage=True).chunks()
+    chunks = rt.stream(ANTHROPIC, chat, provider(), standin).events().chunks
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == count_tokens(standin.reply)
 
 
 def test_stream_events_cut_anywhere_translate_the_same(standin: AnthropicStandIn) -> None:
-    chat = {**CHAT, "stream": True}
-    whole = stream(ANTHROPIC, chat, provider(), standin).events()
-    assert len(whole) > 8
-    for split in (1, 5, 64):
-        cut = stream(ANTHROPIC, chat, provider(), standin, split=split)
-        assert [_no_ids(e) for e in cut.events()] == [_no_ids(e) for e in whole]
-
-
-def _no_ids(event: str) -> Any:
-    return event if event == "[DONE]" else json.loads(event) | {"id": "", "created": 0}
+    out = rt.stream(ANTHROPIC, {**CHAT, "stream_options": {"include_usage": True}}, provider(), standin)
+    rt.assert_cuts_change_nothing(ANTHROPIC, provider(), out)
 
 
 def test_streamed_tool_calls(standin: AnthropicStandIn) -> None:
-    out = stream(ANTHROPIC, {**CHAT, "stream": True, "tools": TOOLS, "tool_choice": "required"}, provider(), standin)
-    calls = [t for c in out.chunks() if c.choices for t in c.choices[0].delta.tool_calls or ()]
+    out = rt.stream(ANTHROPIC, {**CHAT, "tools": TOOLS, "tool_choice": "required"}, provider(), standin)
+    chunks = out.events().chunks
+    calls = [t for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or ()]
     assert calls[0].id and calls[0].function is not None and calls[0].function.name == "get_weather"
     arguments = "".join(t.function.arguments or "" for t in calls if t.function)
     assert json.loads(arguments) == standin.tool_input and {t.index for t in calls} == {0}
-    assert out.chunks()[-1].choices[0].finish_reason == "tool_calls"
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
 def test_the_openai_sdk_reads_the_translated_stream(standin: AnthropicStandIn) -> None:
-    body = stream(ANTHROPIC, {**CHAT, "stream": True}, provider(), standin).body
-    client = openai_client(200, body, "text/event-stream")
+    body = rt.stream(ANTHROPIC, CHAT, provider(), standin).translated
+    client = rt.openai_client(200, body, "text/event-stream")
     text = "".join(c.choices[0].delta.content or "" for c in
                    client.chat.completions.create(model="m", messages=[], stream=True))
     assert text == standin.reply
@@ -310,10 +306,10 @@ def test_the_openai_sdk_reads_the_translated_stream(standin: AnthropicStandIn) -
 
 def test_an_error_event_mid_stream_reaches_the_client_as_openais(standin: AnthropicStandIn) -> None:
     standin.stream_error_after = 2
-    out = stream(ANTHROPIC, {**CHAT, "stream": True}, provider(), standin)
-    error = json.loads(out.events()[-2])
-    assert error["error"]["type"] == "overloaded_error" and out.events()[-1] == "[DONE]"
-    client = openai_client(200, out.body, "text/event-stream")
+    out = rt.stream(ANTHROPIC, CHAT, provider(), standin)
+    events = out.events()
+    assert [e["type"] for e in events.errors] == ["overloaded_error"] and events.done
+    client = rt.openai_client(200, out.translated, "text/event-stream")
     received = []
     with pytest.raises(openai.APIError, match="Overloaded"):
         for chunk in client.chat.completions.create(model="m", messages=[], stream=True):

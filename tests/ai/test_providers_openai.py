@@ -13,7 +13,7 @@ import pytest
 from lychgate.ai.config import Provider
 from lychgate.ai.providers import CODECS
 from lychgate.ai.providers.base import ProviderError
-from tests.ai.codec_http import CLIENT_HEADERS, call, openai_client, stream, validate_answer
+from tests.ai import roundtrip as rt
 from tests.ai.standin_openai import AzureOpenAIStandIn, OpenAIStandIn, prompt_tokens
 from tests.ai.standins import count_tokens
 
@@ -53,8 +53,8 @@ def azure_provider(**kw: object) -> Provider:
 
 
 def test_whole_answer_comes_back_as_openai_sent_it_with_its_usage(standin: OpenAIStandIn) -> None:
-    answer = call(OPENAI, CHAT, provider(), standin)
-    completion = validate_answer(answer)
+    answer = rt.call(OPENAI, CHAT, provider(), standin).answer
+    completion = rt.validate_answer(answer)
     assert completion.choices[0].message.content == standin.reply
     assert standin.last.path == "/v1/chat/completions"
     assert standin.last.headers["authorization"] == "Bearer sk-provider"  # the provider's key, not the client's
@@ -65,42 +65,37 @@ def test_whole_answer_comes_back_as_openai_sent_it_with_its_usage(standin: OpenA
 
 
 def test_model_override_replaces_the_clients_model(standin: OpenAIStandIn) -> None:
-    completion = validate_answer(call(OPENAI, CHAT, provider(model="gpt-4o"), standin))
+    completion = rt.validate_answer(rt.call(OPENAI, CHAT, provider(model="gpt-4o"), standin).answer)
     assert standin.last.json()["model"] == "gpt-4o"
     assert completion.model == "gpt-4o"
 
 
 def test_stream_relays_chunks_as_they_come_and_counts_tokens_from_the_usage_chunk(standin: OpenAIStandIn) -> None:
-    out = stream(OPENAI, {**CHAT, "stream": True}, provider(), standin)
+    out = rt.stream(OPENAI, CHAT, provider(), standin)
     # The gateway asked for usage though the client did not ...
     assert standin.last.json()["stream_options"] == {"include_usage": True}
     # ... and the client gets no usage chunk: every chunk has a choice, as it expects.
-    chunks = out.chunks()
-    assert all(c.choices for c in chunks)
-    assert out.content() == standin.reply
-    assert chunks[-1].choices[0].finish_reason == "stop"
-    assert out.events()[-1] == "[DONE]"
-    assert out.translator is not None and out.translator.usage is not None
+    events = out.events()
+    assert all(c.choices for c in events.chunks)
+    assert events.content() == standin.reply
+    assert events.finish() == ["stop"] and events.done
+    assert out.translator.usage is not None
     assert (out.translator.usage.input, out.translator.usage.output) == (prompt_tokens(CHAT),
                                                                         count_tokens(standin.reply))
     # Relayed chunk by chunk: most received chunks produced output right away.
-    assert sum(1 for o in out.outputs[:-1] if o) >= len(chunks) - 1
+    assert sum(1 for o in out.out[:-1] if o) >= len(events.chunks) - 1
 
 
 def test_stream_usage_chunk_reaches_a_client_that_asked_for_it(standin: OpenAIStandIn) -> None:
-    chat = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
-    chunks = stream(OPENAI, chat, provider(), standin, include_usage=True).chunks()
+    chat = {**CHAT, "stream_options": {"include_usage": True}}
+    chunks = rt.stream(OPENAI, chat, provider(), standin).events().chunks
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert chunks[-1].usage.prompt_tokens == prompt_tokens(CHAT)
 
 
 def test_stream_events_cut_anywhere_come_out_whole_and_unchanged(standin: OpenAIStandIn) -> None:
-    chat = {**CHAT, "stream": True}
-    whole = stream(OPENAI, chat, provider(), standin)
-    cut = stream(OPENAI, chat, provider(), standin, split=7)
-    strip = [json.loads(e) | {"created": 0, "id": ""} for e in whole.events()[:-1]]
-    assert [json.loads(e) | {"created": 0, "id": ""} for e in cut.events()[:-1]] == strip
-    assert cut.content() == standin.reply
+    out = rt.stream(OPENAI, CHAT, provider(), standin)
+    rt.assert_cuts_change_nothing(OPENAI, provider(), out)
 
 
 def test_crlf_events_and_comments_cut_byte_by_byte() -> None:
@@ -113,8 +108,8 @@ def test_crlf_events_and_comments_cut_byte_by_byte() -> None:
 
 
 def test_the_openai_sdk_reads_the_relayed_stream(standin: OpenAIStandIn) -> None:
-    body = stream(OPENAI, {**CHAT, "stream": True}, provider(), standin).body
-    client = openai_client(200, body, "text/event-stream")
+    body = rt.stream(OPENAI, CHAT, provider(), standin).translated
+    client = rt.openai_client(200, body, "text/event-stream")
     pieces = [c.choices[0].delta.content or "" for c in
               client.chat.completions.create(model="gpt-4o-mini", messages=[], stream=True)]
     assert "".join(pieces) == standin.reply
@@ -124,17 +119,17 @@ def test_the_openai_sdk_reads_the_relayed_stream(standin: OpenAIStandIn) -> None
 def test_provider_errors_pass_through_in_openais_shape(standin: OpenAIStandIn, status: int,
                                                        error: type[openai.APIStatusError]) -> None:
     standin.fail(status, times=1)
-    answer = call(OPENAI, CHAT, provider(), standin)
+    answer = rt.call(OPENAI, CHAT, provider(), standin).answer
     assert answer.status == status and answer.usage is None
     with pytest.raises(error) as raised:
-        openai_client(answer.status, answer.encode()).chat.completions.create(model="m", messages=[])
+        rt.openai_client(answer.status, answer.encode()).chat.completions.create(model="m", messages=[])
     assert "told to fail" in raised.value.message
 
 
 def test_wrong_key_and_unknown_model_are_the_providers_401_and_404(standin: OpenAIStandIn) -> None:
-    answer = call(OPENAI, CHAT, provider(token="sk-wrong"), standin)
+    answer = rt.call(OPENAI, CHAT, provider(token="sk-wrong"), standin).answer
     assert answer.status == 401 and answer.body["error"]["code"] == "invalid_api_key"
-    answer = call(OPENAI, {**CHAT, "model": "gpt-nope"}, provider(), standin)
+    answer = rt.call(OPENAI, {**CHAT, "model": "gpt-nope"}, provider(), standin).answer
     assert answer.status == 404 and answer.body["error"]["code"] == "model_not_found"
 
 
@@ -145,10 +140,10 @@ def test_an_error_that_is_not_openais_is_wrapped_in_openais_shape() -> None:
 
 
 def test_passthrough_keeps_the_clients_authorization_header(standin: OpenAIStandIn) -> None:
-    up = OPENAI.request(CHAT, provider(token=None, passthrough=True), CLIENT_HEADERS)
+    up = OPENAI.request(CHAT, provider(token=None, passthrough=True), rt.CLIENT_HEADERS)
     assert up.remove_headers == () and "authorization" not in up.headers
-    own = {**CLIENT_HEADERS, "authorization": "Bearer sk-provider"}
-    validate_answer(call(OPENAI, CHAT, provider(token=None, passthrough=True), standin, own))
+    own = {**rt.CLIENT_HEADERS, "authorization": "Bearer sk-provider"}
+    rt.validate_answer(rt.call(OPENAI, CHAT, provider(token=None, passthrough=True), standin, own).answer)
     assert standin.last.headers["authorization"] == "Bearer sk-provider"
 
 
@@ -159,15 +154,15 @@ def test_passthrough_without_a_client_key_is_refused_before_the_provider() -> No
 
 
 def test_auth_header_override_sets_name_and_prefix() -> None:
-    up = OPENAI.request(CHAT, provider(auth_header="X-Custom-Key", auth_prefix="Token"), CLIENT_HEADERS)
+    up = OPENAI.request(CHAT, provider(auth_header="X-Custom-Key", auth_prefix="Token"), rt.CLIENT_HEADERS)
     assert up.headers["x-custom-key"] == "Token sk-provider"
     assert "authorization" not in up.headers and up.remove_headers == ("authorization",)
-    up = OPENAI.request(CHAT, provider(auth_prefix=""), CLIENT_HEADERS)
+    up = OPENAI.request(CHAT, provider(auth_prefix=""), rt.CLIENT_HEADERS)
     assert up.headers["authorization"] == "sk-provider" and up.remove_headers == ()
 
 
 def test_path_override() -> None:
-    assert OPENAI.request(CHAT, provider(path="/proxy/v1/chat"), CLIENT_HEADERS).path == "/proxy/v1/chat"
+    assert OPENAI.request(CHAT, provider(path="/proxy/v1/chat"), rt.CLIENT_HEADERS).path == "/proxy/v1/chat"
 
 
 @pytest.mark.parametrize("chat, param", [
@@ -178,15 +173,15 @@ def test_path_override() -> None:
 ])
 def test_requests_that_cannot_be_valid_are_refused_before_the_provider(chat: dict[str, object], param: str) -> None:
     with pytest.raises(ProviderError) as raised:
-        OPENAI.request(chat, provider(), CLIENT_HEADERS)
+        OPENAI.request(chat, provider(), rt.CLIENT_HEADERS)
     assert raised.value.status == 400 and raised.value.param == param
     with pytest.raises(openai.BadRequestError):
-        openai_client(400, raised.value.answer().encode()).chat.completions.create(model="m", messages=[])
+        rt.openai_client(400, raised.value.answer().encode()).chat.completions.create(model="m", messages=[])
 
 
 def test_missing_credentials_fail_closed_without_naming_a_key() -> None:
     with pytest.raises(ProviderError) as raised:
-        OPENAI.request(CHAT, provider(token=None), CLIENT_HEADERS)
+        OPENAI.request(CHAT, provider(token=None), rt.CLIENT_HEADERS)
     assert raised.value.status == 500
 
 
@@ -194,8 +189,8 @@ def test_missing_credentials_fail_closed_without_naming_a_key() -> None:
 
 
 def test_azure_deployment_url_api_version_and_api_key(azure: AzureOpenAIStandIn) -> None:
-    answer = call(AZURE, CHAT, azure_provider(), azure)
-    completion = validate_answer(answer)
+    answer = rt.call(AZURE, CHAT, azure_provider(), azure).answer
+    completion = rt.validate_answer(answer)
     assert (azure.last.path, azure.last.query) == ("/openai/deployments/prod-4o/chat/completions",
                                                    {"api-version": "2024-10-21"})
     assert azure.last.headers["api-key"] == "azure-key" and "authorization" not in azure.last.headers
@@ -204,30 +199,32 @@ def test_azure_deployment_url_api_version_and_api_key(azure: AzureOpenAIStandIn)
 
 
 def test_azure_stream_drops_the_prompt_filter_chunk_clients_do_not_expect(azure: AzureOpenAIStandIn) -> None:
-    out = stream(AZURE, {**CHAT, "stream": True}, azure_provider(), azure)
-    assert all(c.choices for c in out.chunks())
-    assert out.content() == azure.reply
-    assert out.translator is not None and out.translator.usage is not None
+    out = rt.stream(AZURE, CHAT, azure_provider(), azure)
+    events = out.events()
+    assert b"prompt_filter_results" in out.body
+    assert all(c.choices for c in events.chunks) and events.done
+    assert events.content() == azure.reply
+    assert out.translator.usage is not None
 
 
 def test_azure_errors_pass_through(azure: AzureOpenAIStandIn) -> None:
-    answer = call(AZURE, CHAT, azure_provider(token="other"), azure)
+    answer = rt.call(AZURE, CHAT, azure_provider(token="other"), azure).answer
     assert answer.status == 401 and "invalid subscription key" in answer.body["error"]["message"]
-    answer = call(AZURE, CHAT, azure_provider(deployment_name="missing"), azure)
+    answer = rt.call(AZURE, CHAT, azure_provider(deployment_name="missing"), azure).answer
     assert answer.status == 404
     with pytest.raises(openai.NotFoundError):
-        openai_client(answer.status, answer.encode()).chat.completions.create(model="m", messages=[])
+        rt.openai_client(answer.status, answer.encode()).chat.completions.create(model="m", messages=[])
 
 
 def test_azure_model_is_the_deployments_unless_overridden() -> None:
     chat = {"messages": CHAT["messages"]}
-    assert "model" not in json.loads(AZURE.request(chat, azure_provider(), CLIENT_HEADERS).body)
-    assert json.loads(AZURE.request(chat, azure_provider(model="gpt-4o"), CLIENT_HEADERS).body)["model"] == "gpt-4o"
+    assert "model" not in json.loads(AZURE.request(chat, azure_provider(), rt.CLIENT_HEADERS).body)
+    assert json.loads(AZURE.request(chat, azure_provider(model="gpt-4o"), rt.CLIENT_HEADERS).body)["model"] == "gpt-4o"
 
 
 def test_azure_passthrough_moves_the_clients_key_to_api_key(azure: AzureOpenAIStandIn) -> None:
-    own = {**CLIENT_HEADERS, "authorization": "Bearer azure-key"}
-    validate_answer(call(AZURE, CHAT, azure_provider(token=None, passthrough=True), azure, own))
+    own = {**rt.CLIENT_HEADERS, "authorization": "Bearer azure-key"}
+    rt.validate_answer(rt.call(AZURE, CHAT, azure_provider(token=None, passthrough=True), azure, own).answer)
     assert azure.last.headers["api-key"] == "azure-key" and "authorization" not in azure.last.headers
 
 

@@ -11,31 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.compat import HTTPHeaders
 from botocore.credentials import Credentials
 
 from tests.harness import free_port
 from tests.policies.servers import Servers
+from tests.sigv4 import expected_signature
 
 _AUTH = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/lambda/aws4_request, "
                    r"SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$")
-
-
-class _SignedHeaders(SigV4Auth):  # type: ignore[misc]
-    """botocore's SigV4, over exactly the headers the request says it signed (botocore
-    itself would leave out user-agent, which Envoy signs)."""
-
-    def __init__(self, names: list[str], credentials: Credentials, region: str) -> None:
-        super().__init__(credentials, "lambda", region)
-        self.names = names
-
-    def headers_to_sign(self, request: AWSRequest) -> HTTPHeaders:
-        out = HTTPHeaders()
-        for name in self.names:
-            out[name] = request.headers[name]
-        return out
 
 
 @dataclass
@@ -55,11 +38,8 @@ class LambdaServer:
         if access != self.access_key:
             return f"unknown access key {access}"
         names = signed.split(";")
-        aws = AWSRequest(method=request.method, url=f"http://{request.headers['host']}{request.raw_path}",
-                         data=body, headers={n: request.headers.get(n, "") for n in names})
-        aws.context["timestamp"] = request.headers["x-amz-date"]
-        signer = _SignedHeaders(names, Credentials(self.access_key, self.secret_key), region)
-        expected = signer.signature(signer.string_to_sign(aws, signer.canonical_request(aws)), aws)
+        expected = expected_signature(request, body, names, Credentials(self.access_key, self.secret_key),
+                                      "lambda", region)
         return "" if expected == signature else f"signature mismatch (signed headers {signed})"
 
     def app(self) -> web.Application:

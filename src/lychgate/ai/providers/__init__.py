@@ -15,4 +15,4 @@ def register(codec: ProviderCodec) -> ProviderCodec:
 
 
 # The provider modules register themselves on import (add each new one here).
-from lychgate.ai.providers import anthropic, azureopenai, openai  # noqa: E402,F401
+from lychgate.ai.providers import anthropic, azureopenai, bedrock, gemini, openai, vertexai  # noqa: E402,F401

@@ -10,7 +10,6 @@ asked for it too, as with OpenAI itself; code written for streams without it rea
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,8 @@ from lychgate.ai.providers.base import (
     StreamTranslator,
     UpstreamRequest,
     Usage,
-    openai_error,
+    json_object,
+    json_request,
 )
 from lychgate.ai.providers.credentials import credential_headers
 from lychgate.ai.providers.sse import DONE, Event, EventReader
@@ -56,26 +56,15 @@ class OpenAICodec(ProviderCodec):
         model = self.body_model(chat, provider)
         if model is not None:
             body["model"] = model
-        stream = bool(body.get("stream"))
+        stream = chat_request.wants_stream(body)
         if stream:
             options = body.get("stream_options")
             body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
         headers, remove = self.credentials(provider, client_headers)
-        headers["content-type"] = "application/json"
-        return UpstreamRequest(self.path(provider), headers, json.dumps(body, separators=(",", ":")).encode(),
-                               remove_headers=remove, stream=stream)
+        return json_request(self.path(provider), headers, body, remove, stream)
 
-    def response(self, status: int, headers: dict[str, str], body: bytes, provider: Provider,
-                 model: str) -> Answer:
-        if not 200 <= status < 300:
-            return chat_request.error_answer(status, body)
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            return Answer(502, openai_error("The provider's answer is not a JSON object.", "server_error"))
-        return Answer(status, parsed, usage_of(parsed.get("usage")))
+    def answer(self, data: dict[str, Any], headers: dict[str, str], model: str) -> Answer:
+        return Answer(200, data, usage_of(data.get("usage")))
 
     def stream(self, provider: Provider, model: str, *, include_usage: bool = False) -> StreamTranslator:
         return OpenAIStream(include_usage)
@@ -105,17 +94,14 @@ class OpenAIStream:
         if event.data == "[DONE]":
             self._done = True
             return DONE
-        try:
-            chunk = json.loads(event.data)
-        except ValueError:
-            chunk = None
-        if isinstance(chunk, dict):
+        chunk = json_object(event.data)
+        if chunk is not None:
             usage = usage_of(chunk.get("usage"))
             if usage is not None:
                 self._usage = usage
             if chunk.get("choices") == [] and not (usage is not None and self._include_usage):
                 return b""
-        return event.raw + b"\n\n"
+        return event.raw + b"\n"
 
 
 register(OpenAICodec())

@@ -1,94 +1,79 @@
-"""Server-sent events: reading a provider's stream as it arrives, and writing OpenAI's.
+"""Server-sent events (WHATWG's event stream format): reading a provider's stream as the
+bytes arrive, and writing OpenAI's.
 
-A provider's body reaches the extension in chunks cut anywhere (inside a line, between
-a CR and its LF); `EventReader` keeps the incomplete tail until the blank line that
-ends an event arrives, so every complete event is translated at once and none early.
-`ChunkWriter` writes OpenAI's `chat.completion.chunk` events, what the openai SDK's
-Stream reads.
+A provider's body reaches the extension in chunks cut anywhere: inside a line, inside a
+multi-byte character, between a CR and its LF. Lines end with CRLF, LF or CR (Google
+ends its events with CRLF CRLF). `EventReader` keeps the incomplete line until its end
+arrives and hands over every event as soon as the blank line that ends it does, so none
+is held back and none is cut.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from lychgate.ai.providers.base import Usage
-
 DONE = b"data: [DONE]\n\n"
+_EOL = re.compile(rb"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
 class Event:
-    name: str  # the `event:` field ("" when absent: OpenAI's and Gemini's streams have none)
+    name: str  # the `event:` field, "message" when absent (OpenAI's and Google's streams have none)
     data: str  # the `data:` lines, joined by "\n"
-    raw: bytes  # the event as received, without its ending blank line
+    raw: bytes  # the event's lines as received (comments included), ended by LF, without the blank line
 
 
 class EventReader:
-    """Bytes in, complete server-sent events out (comments and empty events skipped)."""
+    """Bytes in, complete events out (comments and events without data skipped)."""
 
     def __init__(self) -> None:
-        self._pending = b""
+        self._buf = b""
+        self._scanned = 0  # how much of _buf holds no line end: the next search starts there
+        self._lines: list[bytes] = []  # the lines of the event being read
 
     def feed(self, chunk: bytes) -> list[Event]:
-        buf = self._pending + chunk
-        if b"\r" in buf:  # CRLF line ends; a CR at the end waits for its LF in the next chunk
-            buf = buf.replace(b"\r\n", b"\n")
-        *blocks, self._pending = buf.split(b"\n\n")
-        return [e for e in map(self._parse, blocks) if e is not None]
+        """Every event complete so far."""
+        self._buf += chunk
+        out: list[Event] = []
+        pos = 0
+        while (m := _EOL.search(self._buf, max(pos, self._scanned))) is not None:
+            if m.group() == b"\r" and m.end() == len(self._buf):
+                break  # a CR at the end may be the first half of a CRLF: wait for the next byte
+            self._line(self._buf[pos:m.start()], out)
+            pos = m.end()
+        self._buf = self._buf[pos:]
+        self._scanned = max(len(self._buf) - 1, 0)  # the last byte may be that lone CR
+        return out
 
     def end(self) -> list[Event]:
-        """The last event when the stream ended without its blank line."""
-        rest, self._pending = self._pending.strip(b"\r\n"), b""
-        event = self._parse(rest) if rest else None
-        return [event] if event is not None else []
+        """The last event, when the stream ended without the blank line after it."""
+        out: list[Event] = []
+        if self._buf:
+            self._line(self._buf.rstrip(b"\r"), out)
+            self._buf, self._scanned = b"", 0
+        self._line(b"", out)
+        return out
 
-    @property
-    def pending(self) -> bytes:
-        return self._pending
-
-    @staticmethod
-    def _parse(block: bytes) -> Event | None:
-        name, data = "", []
-        for line in block.decode("utf-8", "replace").split("\n"):
-            field, _, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
+    def _line(self, line: bytes, out: list[Event]) -> None:
+        if line:
+            self._lines.append(line)
+            return
+        lines, self._lines = self._lines, []
+        name, data = "message", []
+        for text in (raw.decode("utf-8", "replace") for raw in lines):
+            field, _, value = text.partition(":")
+            value = value.removeprefix(" ")
             if field == "data":
                 data.append(value)
             elif field == "event":
                 name = value
-        if not data and not name:  # a comment (": ping") or stray blank lines
-            return None
-        return Event(name, "\n".join(data), block)
+        if data:  # a comment (": ping") or an event without data dispatches nothing
+            out.append(Event(name, "\n".join(data), b"\n".join(lines) + b"\n"))
 
 
-def openai_usage(usage: Usage) -> dict[str, int]:
-    return {"prompt_tokens": usage.input, "completion_tokens": usage.output, "total_tokens": usage.total}
-
-
-class ChunkWriter:
-    """OpenAI `chat.completion.chunk` events of one answer (one id, model and time)."""
-
-    def __init__(self, id_: str, model: str, created: int) -> None:
-        self.id, self.model, self.created = id_, model, created
-
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        return self._event({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                            "model": self.model, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                                              "finish_reason": finish_reason}]})
-
-    def usage(self, usage: Usage) -> bytes:
-        """OpenAI's last chunk when the client asked for `stream_options.include_usage`."""
-        return self._event({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                            "model": self.model, "choices": [], "usage": openai_usage(usage)})
-
-    @staticmethod
-    def error(body: dict[str, Any]) -> bytes:
-        """An error inside a stream, as OpenAI sends it (the openai SDK raises APIError)."""
-        return ChunkWriter._event(body)
-
-    @staticmethod
-    def _event(body: dict[str, Any]) -> bytes:
-        return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+def encode(body: dict[str, Any]) -> bytes:
+    """One event of OpenAI's stream: a `data:` line of compact JSON."""
+    return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
