@@ -30,7 +30,7 @@ class Provider:
     tls: bool
     model: str | None = None  # replaces the request's model (openai, anthropic); the model (gemini, ...)
     # Credentials: a token (Inline or SecretRef, resolved), or the client's own (Passthrough).
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # out of the repr, as every key below
     passthrough: bool = False
     auth_header: str | None = None  # authHeader.headerName: replaces the provider's header name
     auth_prefix: str | None = None  # authHeader.prefix: replaces the provider's prefix ("Bearer")
@@ -51,8 +51,8 @@ class Provider:
     # bedrock
     region: str | None = None
     access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
     guardrail_identifier: str | None = None
     guardrail_version: str | None = None
 
