@@ -160,3 +160,55 @@ def test_missing_secret_fails_closed(lychgate: Lychgate, openai_standin: OpenAIS
                    json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]})
     assert r.status_code == 500
     assert openai_standin.requests == []
+
+
+def guard_policy(body: str) -> str:
+    return f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: chat-ai, namespace: default}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: chat}}]
+  ai:
+{body}
+"""
+
+
+def test_traffic_policy_ai_guards_enriches_and_sets_defaults(lychgate: Lychgate) -> None:
+    """TrafficPolicy `ai` on the route: a credit card in the prompt is refused before any
+    provider call; e-mail addresses in answers are masked, whole and streamed; the
+    system prompt is prepended and the temperature default set, as the provider sees."""
+    with OpenAIStandIn(key=KEY, reply="Write to jane.doe@example.com for help.") as standin:
+        policy = guard_policy("""    promptEnrichment:
+      prepend: [{role: SYSTEM, content: "Answer briefly."}]
+    defaults: [{field: temperature, value: "0.2"}]
+    promptGuard:
+      request:
+        regex: {action: REJECT, builtins: [CREDIT_CARD]}
+        customResponse: {message: "no card numbers here", statusCode: 422}
+      response:
+        regex: {action: MASK, builtins: [EMAIL]}""")
+        lychgate.write("gateway.yaml", gateway_yaml())
+        lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(standin.port, 6))
+                       + "---" + route("chat", "llm") + "---" + policy)
+        lychgate.start()
+        ready(lychgate)
+        sdk = client(lychgate)
+        wait_for(lambda: "<EMAIL_ADDRESS>" in (sdk.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}]).choices[0].message.content or ""),
+            20, "the policy to apply")
+        sent = standin.last
+        assert sent is not None
+        assert sent.json()["messages"][0] == {"role": "system", "content": "Answer briefly."}
+        assert sent.json()["temperature"] == 0.2
+
+        streamed = "".join(c.choices[0].delta.content or "" for c in sdk.chat.completions.create(
+            model="gpt-4o-mini", stream=True, messages=[{"role": "user", "content": "Hi"}]) if c.choices)
+        assert streamed == "Write to <EMAIL_ADDRESS> for help."
+
+        calls = len(standin.requests)
+        with pytest.raises(openai.UnprocessableEntityError) as refused:
+            sdk.chat.completions.create(model="gpt-4o-mini",
+                                        messages=[{"role": "user", "content": "My card is 4111 1111 1111 1111"}])
+        assert "no card numbers here" in str(refused.value)
+        assert len(standin.requests) == calls

@@ -98,6 +98,8 @@ def _ext_proc() -> ext_proc_pb2.ExternalProcessor:
         failure_mode_allow=False,  # no extension, no provider call: the credentials are its
         message_timeout=duration_pb2.Duration(seconds=MESSAGE_TIMEOUT_S),
         request_attributes=["xds.upstream_host_metadata", "xds.route_metadata"],
+        # A whole (not streamed) answer is asked for BUFFERED: its status can still change.
+        allow_mode_override=True,
         processing_mode=processing_mode_pb2.ProcessingMode(
             request_header_mode=mode.SEND, request_body_mode=mode.BUFFERED,
             response_header_mode=mode.SEND, response_body_mode=mode.STREAMED,
