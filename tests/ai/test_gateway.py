@@ -4,12 +4,14 @@ speaking the providers' real APIs (tests/ai/standin_*.py) behind an AI Backend."
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ai.standin_anthropic import AnthropicStandIn
 from tests.ai.standin_openai import OpenAIStandIn
@@ -212,3 +214,32 @@ def test_traffic_policy_ai_guards_enriches_and_sets_defaults(lychgate: Lychgate)
                                         messages=[{"role": "user", "content": "My card is 4111 1111 1111 1111"}])
         assert "no card numbers here" in str(refused.value)
         assert len(standin.requests) == calls
+
+
+def test_tokens_are_counted_per_gateway_route_backend_provider_and_model(
+        lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
+    lychgate.write("gateway.yaml", gateway_yaml())
+    lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
+                   + "---" + route("chat", "llm"))
+    lychgate.start()
+    ready(lychgate)
+    sdk = client(lychgate)
+    answer = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi there"}])
+    assert answer.usage is not None
+    for _ in sdk.chat.completions.create(model="gpt-4o-mini", stream=True,  # counted without the usage chunk
+                                         messages=[{"role": "user", "content": "Hi there"}]):
+        pass
+    where = json.loads((lychgate.state / "ai" / "extension.json").read_text())["metrics"]
+    labels = {"gateway": "default/gw", "route": "default/chat", "backend": "default/llm", "provider": "llm",
+              "model": "gpt-4o-mini"}
+
+    def tokens(kind: str) -> float:
+        text = httpx.get(f"http://{where}/metrics", timeout=5).text
+        return sum(sample.value for family in text_string_to_metric_families(text)
+                   if family.name == "lychgate_ai_tokens" for sample in family.samples
+                   if sample.name == "lychgate_ai_tokens_total" and sample.labels == {**labels, "type": kind})
+
+    # ready()'s one answered "ping" (1 token) and the two above; every reply is the same.
+    wait_for(lambda: tokens("output") == 3 * answer.usage.completion_tokens, 10, "three answers counted")
+    assert tokens("input") == 2 * answer.usage.prompt_tokens + count_tokens("ping")
+    assert tokens("total") == tokens("input") + tokens("output")

@@ -52,6 +52,7 @@ log = logging.getLogger("lychgate.ai")
 METADATA = "lychgate.ai"
 HOST_METADATA = "xds.upstream_host_metadata"
 ROUTE_METADATA = "xds.route_metadata"
+LISTENER_METADATA = "xds.listener_metadata"
 STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
 
 
@@ -73,6 +74,8 @@ class Attempt:
     provider: Provider | None = None
     route: RouteSettings | None = None
     client_headers: dict[str, str] = field(default_factory=dict)
+    gateway: str = ""  # "namespace/name", from the listener's metadata
+    httproute: str = ""  # "namespace/name"
     model: str = ""
     stream: bool = False
     include_usage: bool = False  # the client asked for the usage chunk at the end of a stream
@@ -119,6 +122,10 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         fields = attrs.fields if attrs is not None else {}
         provider_id = self._id(fields[HOST_METADATA].string_value, "id") if HOST_METADATA in fields else None
         route_id = self._id(fields[ROUTE_METADATA].string_value, "route") if ROUTE_METADATA in fields else None
+        attempt.gateway = (self._id(fields[LISTENER_METADATA].string_value, "gateway") or "") \
+            if LISTENER_METADATA in fields else ""
+        attempt.httproute = (self._id(fields[ROUTE_METADATA].string_value, "httproute") or "") \
+            if ROUTE_METADATA in fields else ""
         attempt.provider = self.config.providers.get(provider_id or "")
         attempt.route = self.config.routes.get(route_id or "")
         attempt.client_headers = {h.key: (h.raw_value.decode() if h.raw_value else h.value)
@@ -254,7 +261,7 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         if usage is None or provider is None:
             return
         attempt.usage = usage
-        metrics.count(provider, attempt.model, usage)
+        metrics.count(provider, attempt.model, usage, attempt.gateway, attempt.httproute)
 
 
 class Rejected(Exception):
