@@ -256,10 +256,20 @@ def echo(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 3000,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     pod: Annotated[str, typer.Option(help="Pod name to report.")] = "echo",
+    llm: Annotated[bool, typer.Option("--llm", help="Answer OpenAI chat completions instead (an LLM to try "
+                                                    "the AI gateway with: docs/ai.md).")] = False,
+    key: Annotated[str, typer.Option(help="With --llm: the API key it accepts.")] = "sk-echo",
 ) -> None:
     """Run a small echo backend that answers with JSON describing each request."""
     from lychgate.echo import run_echo
 
+    if llm:
+        from aiohttp import web
+
+        from lychgate.echo_llm import llm_app
+
+        web.run_app(llm_app(key), host=host, port=port, print=None)
+        return
     run_echo(host, port, pod=pod)
 
 

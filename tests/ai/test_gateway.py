@@ -4,12 +4,14 @@ speaking the providers' real APIs (tests/ai/standin_*.py) behind an AI Backend."
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ai.standin_anthropic import AnthropicStandIn
 from tests.ai.standin_openai import OpenAIStandIn
@@ -160,3 +162,84 @@ def test_missing_secret_fails_closed(lychgate: Lychgate, openai_standin: OpenAIS
                    json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]})
     assert r.status_code == 500
     assert openai_standin.requests == []
+
+
+def guard_policy(body: str) -> str:
+    return f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: chat-ai, namespace: default}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: chat}}]
+  ai:
+{body}
+"""
+
+
+def test_traffic_policy_ai_guards_enriches_and_sets_defaults(lychgate: Lychgate) -> None:
+    """TrafficPolicy `ai` on the route: a credit card in the prompt is refused before any
+    provider call; e-mail addresses in answers are masked, whole and streamed; the
+    system prompt is prepended and the temperature default set, as the provider sees."""
+    with OpenAIStandIn(key=KEY, reply="Write to jane.doe@example.com for help.") as standin:
+        policy = guard_policy("""    promptEnrichment:
+      prepend: [{role: SYSTEM, content: "Answer briefly."}]
+    defaults: [{field: temperature, value: "0.2"}]
+    promptGuard:
+      request:
+        regex: {action: REJECT, builtins: [CREDIT_CARD]}
+        customResponse: {message: "no card numbers here", statusCode: 422}
+      response:
+        regex: {action: MASK, builtins: [EMAIL]}""")
+        lychgate.write("gateway.yaml", gateway_yaml())
+        lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(standin.port, 6))
+                       + "---" + route("chat", "llm") + "---" + policy)
+        lychgate.start()
+        ready(lychgate)
+        sdk = client(lychgate)
+        wait_for(lambda: "<EMAIL_ADDRESS>" in (sdk.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}]).choices[0].message.content or ""),
+            20, "the policy to apply")
+        sent = standin.last
+        assert sent is not None
+        assert sent.json()["messages"][0] == {"role": "system", "content": "Answer briefly."}
+        assert sent.json()["temperature"] == 0.2
+
+        streamed = "".join(c.choices[0].delta.content or "" for c in sdk.chat.completions.create(
+            model="gpt-4o-mini", stream=True, messages=[{"role": "user", "content": "Hi"}]) if c.choices)
+        assert streamed == "Write to <EMAIL_ADDRESS> for help."
+
+        calls = len(standin.requests)
+        with pytest.raises(openai.UnprocessableEntityError) as refused:
+            sdk.chat.completions.create(model="gpt-4o-mini",
+                                        messages=[{"role": "user", "content": "My card is 4111 1111 1111 1111"}])
+        assert "no card numbers here" in str(refused.value)
+        assert len(standin.requests) == calls
+
+
+def test_tokens_are_counted_per_gateway_route_backend_provider_and_model(
+        lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
+    lychgate.write("gateway.yaml", gateway_yaml())
+    lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
+                   + "---" + route("chat", "llm"))
+    lychgate.start()
+    ready(lychgate)
+    sdk = client(lychgate)
+    answer = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi there"}])
+    assert answer.usage is not None
+    for _ in sdk.chat.completions.create(model="gpt-4o-mini", stream=True,  # counted without the usage chunk
+                                         messages=[{"role": "user", "content": "Hi there"}]):
+        pass
+    where = json.loads((lychgate.state / "ai" / "extension.json").read_text())["metrics"]
+    labels = {"gateway": "default/gw", "route": "default/chat", "backend": "default/llm", "provider": "llm",
+              "model": "gpt-4o-mini"}
+
+    def tokens(kind: str) -> float:
+        text = httpx.get(f"http://{where}/metrics", timeout=5).text
+        return sum(sample.value for family in text_string_to_metric_families(text)
+                   if family.name == "lychgate_ai_tokens" for sample in family.samples
+                   if sample.name == "lychgate_ai_tokens_total" and sample.labels == {**labels, "type": kind})
+
+    # ready()'s one answered "ping" (1 token) and the two above; every reply is the same.
+    wait_for(lambda: tokens("output") == 3 * answer.usage.completion_tokens, 10, "three answers counted")
+    assert tokens("input") == 2 * answer.usage.prompt_tokens + count_tokens("ping")
+    assert tokens("total") == tokens("input") + tokens("output")

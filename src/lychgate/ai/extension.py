@@ -22,7 +22,6 @@ request body or a credential.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -30,24 +29,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import grpc
 from envoy.config.core.v3 import base_pb2
+from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import text_format
 
-from lychgate.ai import metrics
+from lychgate.ai import metrics, policy
 from lychgate.ai.config import AIConfig, Provider, RouteSettings
+from lychgate.ai.policy import ResponseGuard
 from lychgate.ai.providers import CODECS
-from lychgate.ai.providers.base import Answer, ProviderError, StreamTranslator, Usage, openai_error
+from lychgate.ai.providers.base import ProviderError, StreamTranslator, Usage, openai_error
 from lychgate.ai.providers.chat import wants_usage
+from lychgate.ai.providers.sse import DONE, EventReader
+from lychgate.ai.rejection import Rejection
 
 log = logging.getLogger("lychgate.ai")
 
 METADATA = "lychgate.ai"
 HOST_METADATA = "xds.upstream_host_metadata"
 ROUTE_METADATA = "xds.route_metadata"
+LISTENER_METADATA = "xds.listener_metadata"
 STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
 
 
@@ -69,11 +74,15 @@ class Attempt:
     provider: Provider | None = None
     route: RouteSettings | None = None
     client_headers: dict[str, str] = field(default_factory=dict)
+    gateway: str = ""  # "namespace/name", from the listener's metadata
+    httproute: str = ""  # "namespace/name"
     model: str = ""
     stream: bool = False
     include_usage: bool = False  # the client asked for the usage chunk at the end of a stream
     status: int = 200
     translator: StreamTranslator | None = None
+    guard: ResponseGuard | None = None  # the route's promptGuard.response, when it has one
+    events: EventReader | None = None  # the translated stream, re-read for the guard
     body: bytearray = field(default_factory=bytearray)
     usage: Usage | None = None
 
@@ -81,6 +90,7 @@ class Attempt:
 class Extension(pb_grpc.ExternalProcessorServicer):
     def __init__(self, config: AIConfig | None = None) -> None:
         self.config = config or AIConfig()
+        self._session: aiohttp.ClientSession | None = None  # guard webhooks and moderation
         # (attribute text, key) -> id: as many as there are providers and routes
         self._ids: dict[tuple[str, str], str | None] = {}
 
@@ -99,17 +109,23 @@ class Extension(pb_grpc.ExternalProcessorServicer):
                 elif kind == "response_headers":
                     yield self._response_headers(attempt, request.response_headers)
                 elif kind == "response_body":
-                    yield self._response_body(attempt, request.response_body)
+                    yield await self._response_body(attempt, request.response_body)
                 else:  # trailers are not asked for; answer anything else unchanged
                     yield pb.ProcessingResponse()
             except ProviderError as err:
-                yield immediate(err.answer())
+                yield immediate(err.answer().status, err.answer().encode())
+            except Rejected as rejected:
+                yield immediate(rejected.rejection.status, rejected.rejection.encode())
 
     def _request_headers(self, attempt: Attempt, request: pb.ProcessingRequest) -> pb.ProcessingResponse:
         attrs = request.attributes.get("envoy.filters.http.ext_proc")
         fields = attrs.fields if attrs is not None else {}
         provider_id = self._id(fields[HOST_METADATA].string_value, "id") if HOST_METADATA in fields else None
         route_id = self._id(fields[ROUTE_METADATA].string_value, "route") if ROUTE_METADATA in fields else None
+        attempt.gateway = (self._id(fields[LISTENER_METADATA].string_value, "gateway") or "") \
+            if LISTENER_METADATA in fields else ""
+        attempt.httproute = (self._id(fields[ROUTE_METADATA].string_value, "httproute") or "") \
+            if ROUTE_METADATA in fields else ""
         attempt.provider = self.config.providers.get(provider_id or "")
         attempt.route = self.config.routes.get(route_id or "")
         attempt.client_headers = {h.key: (h.raw_value.decode() if h.raw_value else h.value)
@@ -121,6 +137,12 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         if request.request_headers.end_of_stream:
             raise ProviderError(400, "a chat completion request needs a JSON body")
         return pb.ProcessingResponse(request_headers=pb.HeadersResponse())
+
+    def session(self) -> aiohttp.ClientSession:
+        """One HTTP session for the guards' webhooks and moderation calls (made in the loop)."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        return self._session
 
     def _id(self, text: str, key: str) -> str | None:
         if (text, key) not in self._ids:
@@ -137,7 +159,11 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         if not isinstance(chat, dict):
             raise ProviderError(400, "the request body must be a JSON object (a chat completion request)")
         if attempt.route is not None:
-            chat = await apply_route(attempt.route, chat)
+            applied = await policy.apply_request(attempt.route, chat, headers=attempt.client_headers,
+                                                 session=self.session())
+            if isinstance(applied, Rejection):
+                raise Rejected(applied)
+            chat = applied
         attempt.stream = bool(chat.get("stream"))
         attempt.include_usage = wants_usage(chat)
         attempt.model = provider.model or str(chat.get("model") or "")
@@ -161,26 +187,36 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         streamed = values.get("content-type", "").split(";")[0].strip() in STREAM_TYPES
         provider = attempt.provider
         assert provider is not None
+        if attempt.route is not None:
+            guard = ResponseGuard(attempt.route, headers=values, session=self.session())
+            attempt.guard = guard if guard.active else None
+        mode = None
         if streamed and attempt.status < 300:
             attempt.translator = CODECS[provider.kind].stream(provider, attempt.model,
                                                               include_usage=attempt.include_usage)
+            attempt.events = EventReader() if attempt.guard is not None else None
             content_type = "text/event-stream"
         else:
+            # A whole answer comes in one piece, its headers held until it is translated:
+            # a guard's rejection still sets the status.
             content_type = "application/json"
-        mutation = pb.HeaderMutation(remove_headers=["content-length"], set_headers=[
-            base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key="content-type", raw_value=content_type.encode()),
-                                       append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD)])
+            mode = processing_mode_pb2.ProcessingMode(response_body_mode=processing_mode_pb2.ProcessingMode.BUFFERED)
+        mutation = pb.HeaderMutation(remove_headers=["content-length"], set_headers=[_header("content-type",
+                                                                                             content_type)])
         return pb.ProcessingResponse(response_headers=pb.HeadersResponse(response=pb.CommonResponse(
-            header_mutation=mutation)))
+            header_mutation=mutation)), mode_override=mode)
 
-    def _response_body(self, attempt: Attempt, body: pb.HttpBody) -> pb.ProcessingResponse:
+    async def _response_body(self, attempt: Attempt, body: pb.HttpBody) -> pb.ProcessingResponse:
         provider = attempt.provider
         assert provider is not None
+        headers = None
         if attempt.translator is not None:
             out = attempt.translator.feed(body.body)
             if body.end_of_stream:
                 out += attempt.translator.finish()
                 self._count(attempt, attempt.translator.usage)
+            if attempt.guard is not None:
+                out = await self._guard_stream(attempt, out, body.end_of_stream)
         else:
             attempt.body += body.body
             out = b""
@@ -189,37 +225,64 @@ class Extension(pb_grpc.ExternalProcessorServicer):
                                                         attempt.model)
                 self._count(attempt, answer.usage)
                 out = answer.encode()
+                if attempt.guard is not None and answer.status < 300:
+                    checked = await attempt.guard.check(answer.body)
+                    if isinstance(checked, Rejection):
+                        out, headers = checked.encode(), pb.HeaderMutation(
+                            set_headers=[_header(":status", str(checked.status))])
+                    else:
+                        out = json.dumps(checked, separators=(",", ":")).encode()
+                if answer.status != attempt.status:
+                    headers = headers or pb.HeaderMutation(set_headers=[_header(":status", str(answer.status))])
         return pb.ProcessingResponse(response_body=pb.BodyResponse(response=pb.CommonResponse(
-            body_mutation=pb.BodyMutation(body=out))))
+            header_mutation=headers, body_mutation=pb.BodyMutation(body=out))))
+
+    async def _guard_stream(self, attempt: Attempt, translated: bytes, last: bool) -> bytes:
+        """The translated events through the response guard: each chunk with its text
+        masked (or held back while a pattern may still match), a rejection as the last."""
+        guard, events = attempt.guard, attempt.events
+        assert guard is not None and events is not None
+        out: list[dict[str, Any]] = []
+        done = False
+        for event in events.feed(translated) + (events.end() if last else []):
+            if event.data == "[DONE]":
+                done = True
+                continue
+            out += await guard.feed(json.loads(event.data))
+            if guard.rejection is not None:
+                break
+        if (last or done) and guard.rejection is None:
+            out += await guard.finish()
+        text = b"".join(b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n" for c in out)
+        return text + (DONE if done and guard.rejection is None else b"")
 
     def _count(self, attempt: Attempt, usage: Usage | None) -> None:
         provider = attempt.provider
         if usage is None or provider is None:
             return
         attempt.usage = usage
-        metrics.count(provider, attempt.model, usage)
+        metrics.count(provider, attempt.model, usage, attempt.gateway, attempt.httproute)
 
 
-async def apply_route(settings: RouteSettings, chat: dict[str, Any]) -> dict[str, Any]:
-    """The route's TrafficPolicy `ai` on the request (lychgate.ai.policy), or the request
-    unchanged while that module is not there."""
-    try:  # TODO(lead): a plain import once lychgate.ai.policy is merged
-        policy = importlib.import_module("lychgate.ai.policy")
-    except ImportError:
-        return chat
-    result = await policy.apply_request(settings, chat)
-    if isinstance(result, dict):
-        return result
-    raise ProviderError(result.status, result.message, "invalid_request_error")
+class Rejected(Exception):
+    """A route's guard refused the request: answered by the gateway, the provider not called."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(rejection.message)
+        self.rejection = rejection
 
 
-def immediate(answer: Answer) -> pb.ProcessingResponse:
+def _header(key: str, value: str) -> base_pb2.HeaderValueOption:
+    return base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key=key, raw_value=value.encode()),
+                                      append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD)
+
+
+def immediate(status: int, body: bytes) -> pb.ProcessingResponse:
     """An answer from the gateway itself, in OpenAI's shape: the provider is not called."""
     return pb.ProcessingResponse(immediate_response=pb.ImmediateResponse(
-        status=http_status_pb2.HttpStatus(code=answer.status),
-        headers=pb.HeaderMutation(set_headers=[base_pb2.HeaderValueOption(
-            header=base_pb2.HeaderValue(key="content-type", raw_value=b"application/json"))]),
-        body=answer.encode(), details="lychgate_ai_extension"))
+        status=http_status_pb2.HttpStatus(code=status),
+        headers=pb.HeaderMutation(set_headers=[_header("content-type", "application/json")]),
+        body=body, details="lychgate_ai_extension"))
 
 
 # --- the process --------------------------------------------------------------------------

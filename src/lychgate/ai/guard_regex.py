@@ -37,14 +37,17 @@ width (or 256 characters), which a stream masks only as far as it held.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from re import _constants as _sre
-from re import _parser as _sre_parse
 from typing import Any
 
 from lychgate.ai.rejection import PolicyError
+
+# CPython's regex parser (no public API gives a pattern's width); typeshed has no stubs for it.
+_sre: Any = importlib.import_module("re._constants")
+_sre_parse: Any = importlib.import_module("re._parser")
 
 FLAGS = re.DOTALL | re.MULTILINE | re.IGNORECASE  # kgateway's, for every pattern
 

@@ -1,7 +1,8 @@
 """The AI extension of `lychgate run`: one process beside the local Envoys.
 
 Started when the first AI Backend appears (most setups never need it), it serves
-ext_proc on a loopback port every local Envoy's AI clusters call, and reads the
+ext_proc on a loopback port every local Envoy's AI clusters call, its token metrics on
+another (both in `<state dir>/ai/extension.json`), and reads the
 config the control plane writes for it: the providers with their credentials, so
 they never enter Envoy's configuration. The file lives in the state directory,
 readable by its owner only, and is rewritten in place of the old one (the extension
@@ -11,6 +12,7 @@ watches it). A process that died is started again at the next pass.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -68,6 +70,10 @@ class LocalAIExtension:
             "--listen", self.listen, "--metrics-port", str(self.metrics_port),
             stdout=log_file, stderr=log_file, start_new_session=True)
         log_file.close()
+        # Where it serves, for people and tools: its token metrics are scraped from here.
+        (self.dir / "extension.json").write_text(json.dumps({
+            "pid": self.process.pid, "listen": self.listen, "metrics": f"127.0.0.1:{self.metrics_port}",
+            "config": str(self.config_file), "log": str(self.dir / "extension.log")}, indent=2) + "\n")
         log.info("AI extension started (pid %d) on %s, metrics on 127.0.0.1:%d", self.process.pid, self.listen,
                  self.metrics_port)
 

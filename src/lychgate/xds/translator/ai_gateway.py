@@ -20,6 +20,7 @@ from __future__ import annotations
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.core.v3 import address_pb2, base_pb2, grpc_service_pb2, protocol_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
+from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2, processing_mode_pb2
 from envoy.extensions.filters.http.upstream_codec.v3 import upstream_codec_pb2
@@ -97,7 +98,11 @@ def _ext_proc() -> ext_proc_pb2.ExternalProcessor:
             envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=EXTENSION_CLUSTER)),
         failure_mode_allow=False,  # no extension, no provider call: the credentials are its
         message_timeout=duration_pb2.Duration(seconds=MESSAGE_TIMEOUT_S),
-        request_attributes=["xds.upstream_host_metadata", "xds.route_metadata"],
+        # the provider Envoy picked, the route's settings, the Gateway (for token metrics;
+        # not `xds.node`: this Envoy crashes reading it in an upstream filter)
+        request_attributes=["xds.upstream_host_metadata", "xds.route_metadata", "xds.listener_metadata"],
+        # A whole (not streamed) answer is asked for BUFFERED: its status can still change.
+        allow_mode_override=True,
         processing_mode=processing_mode_pb2.ProcessingMode(
             request_header_mode=mode.SEND, request_body_mode=mode.BUFFERED,
             response_header_mode=mode.SEND, response_body_mode=mode.STREAMED,
@@ -120,6 +125,10 @@ def _address(host: str, port: int) -> address_pb2.Address:
 
 class AIGateway(Feature):
     name = "ai_gateway"
+
+    def patch_listener(self, gateway: ir.GatewayIR, port: int, listener: listener_pb2.Listener) -> None:
+        if gateway.ai_extension_port:  # the extension counts tokens by Gateway
+            listener.metadata.filter_metadata[METADATA].update({"gateway": gateway.ref})
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
         action = route.action
