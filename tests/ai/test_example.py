@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ def llms() -> Iterator[list[tuple[int, subprocess.Popen[bytes]]]]:
                                  "--key", "sk-echo"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out.append((port, proc))
     for port, _ in out:
-        wait_for(lambda p=port: _up(p), 20, f"the stand-in LLM on {port}")
+        wait_for(functools.partial(_up, port), 20, f"the stand-in LLM on {port}")
     yield out
     for _, proc in out:
         proc.terminate()

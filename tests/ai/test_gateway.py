@@ -224,8 +224,8 @@ def test_tokens_are_counted_per_gateway_route_backend_provider_and_model(
     lychgate.start()
     ready(lychgate)
     sdk = client(lychgate)
-    answer = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi there"}])
-    assert answer.usage is not None
+    usage = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi there"}]).usage
+    assert usage is not None
     for _ in sdk.chat.completions.create(model="gpt-4o-mini", stream=True,  # counted without the usage chunk
                                          messages=[{"role": "user", "content": "Hi there"}]):
         pass
@@ -240,6 +240,6 @@ def test_tokens_are_counted_per_gateway_route_backend_provider_and_model(
                    if sample.name == "lychgate_ai_tokens_total" and sample.labels == {**labels, "type": kind})
 
     # ready()'s one answered "ping" (1 token) and the two above; every reply is the same.
-    wait_for(lambda: tokens("output") == 3 * answer.usage.completion_tokens, 10, "three answers counted")
-    assert tokens("input") == 2 * answer.usage.prompt_tokens + count_tokens("ping")
+    wait_for(lambda: tokens("output") == 3 * usage.completion_tokens, 10, "three answers counted")
+    assert tokens("input") == 2 * usage.prompt_tokens + count_tokens("ping")
     assert tokens("total") == tokens("input") + tokens("output")

@@ -179,3 +179,12 @@ async def test_reject_ends_the_stream_with_an_openai_error() -> None:
 async def test_a_route_without_response_guards_is_inactive() -> None:
     assert not ResponseGuard(RouteSettings("r", prompt_guard={"request": {"regex": {"builtins": ["SSN"]}}})).active
     assert ResponseGuard(route({"regex": {"builtins": ["SSN"]}})).active
+
+
+def test_a_card_starting_inside_a_refused_candidate_is_masked() -> None:
+    """'3456 4111 1111 1111 1111' fails Luhn from its first digit; the card from the fifth
+    on is still found (hypothesis' counterexample), whole and streamed."""
+    text = "000-12-3456 4111 1111 1111 1111 "
+    assert ALL.mask(text) == "000-12-3456 <CREDIT_CARD> "
+    stream = MaskStream(ALL)
+    assert (stream.push(text) or "") + (stream.push("", final=True) or "") == "000-12-3456 <CREDIT_CARD> "

@@ -80,6 +80,7 @@ class Attempt:
     stream: bool = False
     include_usage: bool = False  # the client asked for the usage chunk at the end of a stream
     status: int = 200
+    response_headers: dict[str, str] = field(default_factory=dict)
     translator: StreamTranslator | None = None
     guard: ResponseGuard | None = None  # the route's promptGuard.response, when it has one
     events: EventReader | None = None  # the translated stream, re-read for the guard
@@ -173,8 +174,7 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         upstream = codec.request(chat, provider, attempt.client_headers)
         headers = {**upstream.headers, ":path": upstream.path, ":method": upstream.method,
                    "content-length": str(len(upstream.body))}
-        remove = [h for h in upstream.remove_headers if not (provider.passthrough and h == "authorization")]
-        mutation = pb.HeaderMutation(remove_headers=remove, set_headers=[
+        mutation = pb.HeaderMutation(remove_headers=list(upstream.remove_headers), set_headers=[
             base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key=k, raw_value=v.encode()),
                                        append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD)
             for k, v in headers.items()])
@@ -184,6 +184,7 @@ class Extension(pb_grpc.ExternalProcessorServicer):
     def _response_headers(self, attempt: Attempt, headers: pb.HttpHeaders) -> pb.ProcessingResponse:
         values = {h.key: (h.raw_value.decode() if h.raw_value else h.value) for h in headers.headers.headers}
         attempt.status = int(values.get(":status", "200"))
+        attempt.response_headers = values
         streamed = values.get("content-type", "").split(";")[0].strip() in STREAM_TYPES
         provider = attempt.provider
         assert provider is not None
@@ -221,8 +222,8 @@ class Extension(pb_grpc.ExternalProcessorServicer):
             attempt.body += body.body
             out = b""
             if body.end_of_stream:
-                answer = CODECS[provider.kind].response(attempt.status, {}, bytes(attempt.body), provider,
-                                                        attempt.model)
+                answer = CODECS[provider.kind].response(attempt.status, attempt.response_headers,
+                                                        bytes(attempt.body), provider, attempt.model)
                 self._count(attempt, answer.usage)
                 out = answer.encode()
                 if attempt.guard is not None and answer.status < 300:

@@ -86,7 +86,9 @@ class Pattern:
                 yield s, s + n
                 pos = s + n
             else:
-                pos = e
+                # Refused by its check (a card failing Luhn): a real match may start inside
+                # it ("3456 4111 1111 1111 1111" holds a card from its 5th digit on).
+                pos = s + 1
 
     def unsettled_from(self, text: str, start: int) -> int:
         """The first position a match could start at and still run past the end of text

@@ -28,6 +28,7 @@ import re
 from dataclasses import replace
 
 from lychgate.ai.config import Provider, RouteSettings
+from lychgate.ai.providers import CODECS
 from lychgate.api.ai import (
     AIPolicy,
     AnthropicConfig,
@@ -38,7 +39,6 @@ from lychgate.api.ai import (
     OpenAIConfig,
     ProviderConfig,
     SingleAuthToken,
-    VertexAIConfig,
 )
 from lychgate.api.backend import Backend
 from lychgate.api.core import Secret
@@ -89,7 +89,7 @@ def route_settings(policy_id: str, policy: AIPolicy, *, store: Store, namespace:
 def _provider(store: Store, backend: Backend, llm: LLMProvider, name: str, path: str) -> Provider:
     config, at = llm.config, f"{path}.{llm.kind}"
     host, port = (llm.host, llm.port) if llm.host is not None and llm.port is not None else \
-        (_default_host(config, at), TLS_PORT)
+        (_default_host(llm.kind, config, at), TLS_PORT)
     base = Provider(id=f"{backend.namespace}/{backend.name}/{name}", kind=llm.kind, host=host, port=port,
                     tls=port == TLS_PORT, path=llm.path.full if llm.path else None, routes=dict(llm.routes),
                     auth_header=llm.auth_header.header_name if llm.auth_header else None,
@@ -117,18 +117,12 @@ def _provider(store: Store, backend: Backend, llm: LLMProvider, name: str, path:
                    location=config.location, publisher=config.publisher.lower(), model_path=config.model_path)
 
 
-def _default_host(config: ProviderConfig, path: str) -> str:
-    if isinstance(config, OpenAIConfig):
-        return "api.openai.com"
+def _default_host(kind: str, config: ProviderConfig, path: str) -> str:
+    """The provider's API host (its codec knows it: Vertex AI's by location, Bedrock's by region)."""
     if isinstance(config, AzureOpenAIConfig):
         return _azure_host(config, path)
-    if isinstance(config, AnthropicConfig):
-        return "api.anthropic.com"
-    if isinstance(config, GeminiConfig):
-        return "generativelanguage.googleapis.com"
-    if isinstance(config, VertexAIConfig):
-        return f"{config.location}-aiplatform.googleapis.com"
-    return f"bedrock-runtime.{config.region}.amazonaws.com"
+    return CODECS[kind].upstream_host(location=getattr(config, "location", None),
+                                      region=getattr(config, "region", None))
 
 
 def _azure_host(config: AzureOpenAIConfig, path: str) -> str:
