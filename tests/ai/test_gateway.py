@@ -14,8 +14,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ai.standin_anthropic import AnthropicStandIn
-from tests.ai.standin_openai import OpenAIStandIn
-from tests.ai.standins import count_tokens
+from tests.ai.standin_bedrock import BedrockStandIn
+from tests.ai.standin_google import GoogleStandIn
+from tests.ai.standin_openai import AzureOpenAIStandIn, OpenAIStandIn
+from tests.ai.standins import StandIn, count_tokens
 from tests.harness import Lychgate, gateway_yaml, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -243,3 +245,54 @@ def test_tokens_are_counted_per_gateway_route_backend_provider_and_model(
     wait_for(lambda: tokens("output") == 3 * usage.completion_tokens, 10, "three answers counted")
     assert tokens("input") == 2 * usage.prompt_tokens + count_tokens("ping")
     assert tokens("total") == tokens("input") + tokens("output")
+
+
+def _azure(port: int) -> str:
+    return (f"azureopenai: {{authToken: {{kind: Inline, inline: azure-test-key}}, endpoint: azure.example, "
+            f"deploymentName: gpt-4o-mini, apiVersion: 2024-10-21}}\n      host: 127.0.0.1\n      port: {port}")
+
+
+def _gemini(port: int) -> str:
+    return (f"gemini: {{authToken: {{kind: Inline, inline: gemini-test-key}}, model: gemini-2.5-flash, "
+            f"apiVersion: v1beta}}\n      host: 127.0.0.1\n      port: {port}")
+
+
+def _vertex(port: int) -> str:
+    return (f"vertexai: {{authToken: {{kind: Inline, inline: ya29.vertex-test-token}}, model: gemini-2.5-flash, "
+            f"apiVersion: v1, projectId: my-project, location: us-central1, publisher: GOOGLE}}\n"
+            f"      host: 127.0.0.1\n      port: {port}")
+
+
+def _bedrock(port: int) -> str:
+    return (f"bedrock: {{model: anthropic.claude-3-haiku-20240307-v1:0, region: us-east-1, "
+            f"auth: {{type: Secret, secretRef: {{name: aws}}}}}}\n      host: 127.0.0.1\n      port: {port}")
+
+
+AWS = """
+apiVersion: v1
+kind: Secret
+metadata: {name: aws, namespace: default}
+stringData: {accessKey: AKIDSTANDIN, secretKey: standin/secret/key}
+"""
+
+
+@pytest.mark.parametrize("kind", ["azureopenai", "gemini", "vertexai", "bedrock"])
+def test_openai_sdk_against_each_provider(lychgate: Lychgate, kind: str) -> None:
+    """The same OpenAI client code, whole and streamed, against each provider's own API."""
+    standin: StandIn = (AzureOpenAIStandIn(reply=REPLY) if kind == "azureopenai" else
+                        BedrockStandIn() if kind == "bedrock" else GoogleStandIn())
+    provider = {"azureopenai": _azure, "gemini": _gemini, "vertexai": _vertex, "bedrock": _bedrock}[kind]
+    with standin:
+        lychgate.write("gateway.yaml", gateway_yaml())
+        lychgate.write("ai.yaml", AWS + "---" + backend("llm", "    llm:\n      " + provider(standin.port))
+                       + "---" + route("chat", "llm"))
+        lychgate.start()
+        ready(lychgate)
+        sdk = client(lychgate)
+        whole = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hello"}])
+        text = whole.choices[0].message.content
+        assert text and whole.usage is not None and whole.usage.completion_tokens > 0
+        streamed = "".join(c.choices[0].delta.content or "" for c in sdk.chat.completions.create(
+            model="gpt-4o-mini", stream=True, messages=[{"role": "user", "content": "Hello"}]) if c.choices)
+        assert streamed == text
+        assert all(not r.problems for r in standin.requests), [r.problems for r in standin.requests]

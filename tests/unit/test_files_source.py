@@ -185,3 +185,26 @@ def test_older_experimental_fields_are_refused_by_name(field: str, spec: str) ->
                          "spec:\n  gatewayClassName: lychgate\n" + spec)
     with pytest.raises(ManifestError, match=field.replace("[", r"\[").replace("]", r"\]")):
         parse(doc)
+
+
+def test_unquoted_dates_are_strings_as_kubectl_reads_them(tmp_path: Path) -> None:
+    """Azure OpenAI's `apiVersion: 2024-10-21` written without quotes is the string it means."""
+    (tmp_path / "b.yaml").write_text("""\
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: Backend
+metadata: {name: azure, namespace: default}
+spec:
+  ai:
+    llm:
+      azureopenai:
+        authToken: {kind: Inline, inline: k}
+        endpoint: my.openai.azure.com
+        deploymentName: gpt-4o-mini
+        apiVersion: 2024-10-21
+""")
+    store = Store()
+    source = FileSource(tmp_path, store)
+    source.load_all()
+    assert not source.problems
+    backend = store.get_key(ObjectKey("Backend", "default", "azure"))
+    assert backend is not None and backend.spec.ai.llm.config.api_version == "2024-10-21"  # type: ignore[attr-defined]

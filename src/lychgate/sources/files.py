@@ -29,7 +29,17 @@ from lychgate.store import Store
 log = component_logger("sources")
 
 # libyaml is several times faster on large trees; pure Python if PyYAML lacks it.
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Base):
+    """Timestamps stay strings, as kubectl reads YAML: an unquoted `apiVersion: 2024-10-21`
+    (Azure OpenAI's) is a string, not a date the field then refuses."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _Base.yaml_implicit_resolvers.items()}
 
 SUFFIXES = watcher.SUFFIXES
 

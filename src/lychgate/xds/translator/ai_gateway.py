@@ -114,8 +114,11 @@ def _endpoint(e: ir.AIEndpoint) -> endpoint_components_pb2.LbEndpoint:
     metadata.filter_metadata[METADATA].update({"id": e.id})
     if e.tls:
         metadata.filter_metadata["envoy.transport_socket_match"].update({_TLS_MATCH: True})
+    # The Host routes rewrite to (auto_host_rewrite): with the port when it is not the
+    # scheme's, as HTTP writes it (and as Bedrock's SigV4 signature covers it).
+    hostname = e.host if e.port == (443 if e.tls else 80) else f"{e.host}:{e.port}"
     return endpoint_components_pb2.LbEndpoint(
-        endpoint=endpoint_components_pb2.Endpoint(address=_address(e.host, e.port), hostname=e.host),
+        endpoint=endpoint_components_pb2.Endpoint(address=_address(e.host, e.port), hostname=hostname),
         metadata=metadata)
 
 
