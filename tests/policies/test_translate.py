@@ -228,7 +228,7 @@ def test_deep_merge_respects_disable_of_the_winner() -> None:
 
 
 def test_invalid_policy_fails_only_its_targets_closed() -> None:
-    t = run(tp("bad", "  timeouts: {request: later}\n  ai: {promptGuard: {}}"))
+    t = run(tp("bad", "  timeouts: {request: later}"))
     rs = routes(t)
     for name in ("r/one", "r/two"):
         assert isinstance(rs[name].action, ir.DirectResponse) and rs[name].action.status == 500
@@ -236,8 +236,7 @@ def test_invalid_policy_fails_only_its_targets_closed() -> None:
     assert isinstance(rs["other/0"].action, ir.Forward)
     st = t.status[ObjectKey("TrafficPolicy", "default", "bad")]
     accepted = next(c for c in st["conditions"] if c["type"] == "Accepted")
-    assert accepted["message"] == ("invalid field spec.ai: not supported by lychgate yet; "
-                                   "spec.timeouts.request: 'later' is not a duration like 10s or 500ms")
+    assert accepted["message"] == "invalid field spec.timeouts.request: 'later' is not a duration like 10s or 500ms"
 
 
 @pytest.mark.parametrize(("extension", "reason", "message"), [
