@@ -278,6 +278,8 @@ def ai_extension(
     config: Annotated[Path, typer.Option(help="The AI config file the control plane writes (watched).")],
     listen: Annotated[str, typer.Option(help="Address:port of the ext_proc server Envoy calls.")] = "127.0.0.1:9097",
     metrics_port: Annotated[int, typer.Option(help="Port of the Prometheus metrics (token counts); 0: none.")] = 0,
+    metrics_address: Annotated[str | None, typer.Option(
+        help="Address the metrics bind (in a Pod: 0.0.0.0, for scrapers); default: the host of --listen.")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Run the AI extension: the ext_proc server beside Envoy that speaks to LLM providers
@@ -290,7 +292,8 @@ def ai_extension(
 
         from lychgate.ai.metrics import REGISTRY
 
-        start_http_server(metrics_port, addr=listen.rpartition(":")[0] or "127.0.0.1", registry=REGISTRY)
+        start_http_server(metrics_port, addr=metrics_address or listen.rpartition(":")[0] or "127.0.0.1",
+                          registry=REGISTRY)
     asyncio.run(serve(listen, config))
 
 

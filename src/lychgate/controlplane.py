@@ -322,6 +322,8 @@ class ControlPlane:
                 self._served_from.pop(ref, None)
             if (extension := getattr(self.deployer, "ai", None)) is not None:  # local mode's AI extension
                 await extension.apply(self.translation.ai)
+            if (sync_ai := getattr(self.deployer, "sync_ai", None)) is not None:  # Kubernetes: a Secret per Gateway
+                sync_ai(ai_config.per_gateway(self.translation.ai, self.translation.gateways))
             await self.deployer.sync({ref: p for ref, p in self.translation.proxies.items() if not p.self_managed})
             changed = self.status.update(self.translation.status)
             for key in changed:

@@ -85,6 +85,7 @@ def proxy_context(settings: Settings, ca_pem: str | None) -> ProxyContext:
         xds_host=f"{settings.xds_service_name}.{settings.namespace}.svc",
         xds_port=settings.xds_service_port,
         default_image=settings.proxy_image,
+        ai_extension_image=settings.ai_extension_image,
         xds_ca_pem=ca_pem,
     )
 

@@ -90,6 +90,7 @@ DEPLOYMENT = ApiResource("apps", "v1", "Deployment", "deployments")
 SERVICE = ApiResource("", "v1", "Service", "services")
 SERVICE_ACCOUNT = ApiResource("", "v1", "ServiceAccount", "serviceaccounts")
 CONFIG_MAP = ApiResource("", "v1", "ConfigMap", "configmaps")
+SECRET = ApiResource("", "v1", "Secret", "secrets")  # a proxy's AI extension config
 LEASE = ApiResource("coordination.k8s.io", "v1", "Lease", "leases")
 # Created for a proxy only when its GatewayParameters ask (deploy/overlays.py).
 POD_DISRUPTION_BUDGET = ApiResource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")

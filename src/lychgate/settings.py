@@ -17,6 +17,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lychgate import __version__
+
 LogLevel = Literal["trace", "debug", "info", "warn", "error", "critical", "off"]
 
 
@@ -98,6 +100,11 @@ class Settings(BaseSettings):
     leader_election: bool = Field(True, description="Kubernetes mode: elect one writer.")
     proxy_image: str = Field(
         "ghcr.io/lychgate/envoy:1.40.0", description="Default image of the Envoy proxies."
+    )
+    ai_extension_image: str = Field(
+        f"ghcr.io/lychgate/lychgate:{__version__}",
+        description="Default image of the AI extension in proxy Pods: lychgate's own (the chart "
+        "passes the controller's).",
     )
     # --- Kubernetes mode (`lychgate controller`) -------------------------------------------
     kubeconfig: Path | None = Field(

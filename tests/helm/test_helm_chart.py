@@ -143,8 +143,11 @@ def test_rbac_covers_what_the_controller_touches(defaults: Rendered) -> None:
         for verb in ["create", "update", "delete"]:
             assert allowed(cluster, group, resource, verb), (resource, verb)
     assert allowed(cluster, "", "events", "create")
-    # Read-only where it only reads: no writes to Secrets, no access to Pods at all.
-    assert not allowed(cluster, "", "secrets", "update")
+    # The AI extension's config Secret of a proxy (deploy/ai_container.py): written, pruned.
+    for verb in ["create", "patch", "delete"]:
+        assert allowed(cluster, "", "secrets", verb), verb
+    # Read-only where it only reads; no access to Pods at all.
+    assert not allowed(cluster, "", "namespaces", "update")
     assert not any("pods" in r["resources"] for r in cluster)
     assert not any("*" in r["verbs"] or "*" in r["resources"] for r in cluster)
     # The lease lives in the installation namespace only.

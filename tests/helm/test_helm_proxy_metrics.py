@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from _helm_support import NAMESPACE, Rendered
 
-from lychgate.deploy import manifests, stats
+from lychgate.deploy import ai_container, manifests, stats
 
 
 def test_no_pod_monitor_by_default(defaults: Rendered) -> None:
@@ -24,4 +24,7 @@ def test_pod_monitor_selects_the_proxies_metrics_port(render: Callable[..., Rend
     assert spec["namespaceSelector"] == {"any": True}  # Gateways live in any namespace
     # What the deployer puts on every proxy Pod and its metrics port (deploy/manifests.py, deploy/stats.py).
     assert spec["selector"]["matchLabels"] == {manifests.MANAGED_BY_LABEL: manifests.MANAGED_BY}
-    assert spec["podMetricsEndpoints"] == [{"port": stats.PORT_NAME, "path": "/metrics", "interval": "15s"}]
+    assert spec["podMetricsEndpoints"] == [
+        {"port": stats.PORT_NAME, "path": "/metrics", "interval": "15s"},
+        {"port": ai_container.METRICS_PORT_NAME, "path": "/metrics", "interval": "15s"},  # the AI extension's
+    ]

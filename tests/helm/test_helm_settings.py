@@ -122,3 +122,12 @@ def test_each_log_level_starts_the_controller(
 def chart_schema() -> dict[str, Any]:
     schema: dict[str, Any] = json.loads((CHART_DIR / "values.schema.json").read_text())
     return schema
+
+
+def test_ai_extension_runs_the_controllers_image(
+    render: Callable[..., Rendered], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Proxy Pods' AI extension reads the config this controller writes: same image, mirror included."""
+    r = render({"image": {"registry": "mirror.example.com/lychgate", "tag": "0.1.0-rc1"}})
+    s = settings_from(r, monkeypatch)
+    assert s.ai_extension_image == r.container["image"] == "mirror.example.com/lychgate/lychgate:0.1.0-rc1"

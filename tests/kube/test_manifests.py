@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from lychgate.ai.config import AIConfig, Provider
 from lychgate.api.gateway import Gateway
 from lychgate.api.lychgate import GatewayParameters, Image
 from lychgate.api.registry import parse
@@ -79,10 +80,22 @@ def _gateway(**kw: Any) -> Gateway:
     return obj
 
 
-CASES: dict[str, tuple[Gateway, GatewayParameters | None, tuple[int, ...], ProxyContext, tuple[int, ...]]] = {
-    "default": (_gateway(port=80), None, (80,), CTX, ()),
+# A Gateway whose routes use an AI Backend: the AI extension beside Envoy, shaped by aiExtension.
+AI_PARAMS = gateway_parameters(aiExtension={
+    "image": {"registry": "mirror.example.com", "pullPolicy": "IfNotPresent"},
+    "resources": {"requests": {"cpu": "50m"}, "limits": {"memory": "256Mi"}},
+    "env": [{"name": "LOG_LEVEL", "value": "DEBUG"}],
+    "ports": [{"name": "debug", "containerPort": 5678}],
+})
+AI = AIConfig(providers={"default/llm/gpt": Provider(id="default/llm/gpt", kind="openai", host="api.openai.com",
+                                                     port=443, tls=True, token="sk-golden-not-a-key")})
+
+Case = tuple[Gateway, GatewayParameters | None, tuple[int, ...], ProxyContext, tuple[int, ...], AIConfig | None]
+CASES: dict[str, Case] = {
+    "default": (_gateway(port=80), None, (80,), CTX, (), None),
     # A UDP listener beside TCP ones on the same port number: UDP ports of their own.
-    "udp": (_gateway(port=53), None, (53,), CTX, (53,)),
+    "udp": (_gateway(port=53), None, (53,), CTX, (53,), None),
+    "ai": (_gateway(port=8080), parse(AI_PARAMS), (8080,), CTX, (), AI),  # type: ignore[dict-item]
     "full": (
         _gateway(port=443, infra={"labels": {"cost-center": "42"}, "annotations": {"example.com/owner": "edge"}}),
         parse(FULL_PARAMS),  # type: ignore[dict-item]
@@ -90,8 +103,9 @@ CASES: dict[str, tuple[Gateway, GatewayParameters | None, tuple[int, ...], Proxy
         ProxyContext(xds_host="gw-system.infra.svc", xds_port=15010, default_image="mirror.example.com/envoy@sha256:abc",
                      xds_ca_pem="-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
         (),
+        None,
     ),
-    "mesh": (_gateway(port=80), parse(MESH_PARAMS), (80,), CTX, ()),  # type: ignore[dict-item]
+    "mesh": (_gateway(port=80), parse(MESH_PARAMS), (80,), CTX, (), None),  # type: ignore[dict-item]
 }
 
 

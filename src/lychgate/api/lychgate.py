@@ -257,7 +257,7 @@ class OTelTracesSampler(Model):
 
 
 class AiExtensionTrace(Model):
-    """Where the AI extension sends its OpenTelemetry traces (OTLP)."""
+    """kgateway's OTLP trace export of its AI extension; refused here: lychgate's sends no traces."""
 
     endpoint: str = Field(min_length=1, max_length=253, pattern=r"^(([^:/?#]+):)(//([^/?#]*))([^?#]*)(\?([^#]*))?(#(.*))?",
                           description="An absolute URI, such as http://otel-collector.monitoring:4317.")
@@ -271,13 +271,19 @@ class AiExtension(Model):
     """The AI extension beside Envoy in the proxy Pod (kgateway's `aiExtension`): it
     translates, guards and counts the requests of AI Backends."""
 
-    enabled: bool | None = None
-    image: Image | None = None
+    enabled: bool | None = Field(
+        None, description="Deploy the extension before any route uses an AI Backend. A Gateway whose routes use "
+                          "one always has it (false does not remove it: those routes could not be served).")
+    image: Image | None = None  # over lychgate's own (the controller's): it runs `lychgate ai-extension`
     security_context: k8s.SecurityContext | None = None
     resources: ResourceRequirements | None = None
     env: list[k8s.EnvVar] = Field(default_factory=list)
-    ports: list[k8s.ContainerPort] = Field(default_factory=list, description="core/v1 ContainerPorts.")
-    stats: AiExtensionStats | None = None
+    ports: list[k8s.ContainerPort] = Field(
+        default_factory=list, description="core/v1 ContainerPorts. The one named ai-monitoring is where the "
+                                          "extension serves its token metrics (default 9092).")
+    stats: AiExtensionStats | None = Field(
+        None, description="customLabels are refused: the extension's metrics are labelled by gateway, route, "
+                          "backend, provider and model.")
     tracing: AiExtensionTrace | None = None
 
 

@@ -7,6 +7,12 @@ each Gateway whose inputs changed (a digest of the rendered objects), and only
 while this replica leads (`is_leader`). An object of the same name that lychgate
 does not own is never taken over: the Gateway's Programmed condition says why.
 
+A Gateway whose routes use an AI Backend (or whose GatewayParameters enable
+`aiExtension`) also gets the AI extension in its Pod and the Secret
+`<gateway>-ai-config` with its config (`sync_ai`: only that Gateway's providers and
+route settings, so one Gateway's keys never reach another's Pod); a changed key is a
+changed Secret, which the running extension picks up without a rollout.
+
 Proxy objects are owned by their Gateway, so the garbage collector removes them
 with it. The worker deletes them itself only when the Gateway stopped being
 lychgate's (another class) or left the discovered namespaces; while a Gateway of
@@ -28,10 +34,11 @@ from typing import Any
 
 from lightkube.types import PatchType
 
+from lychgate.ai.config import AIConfig
 from lychgate.api.core import Service
 from lychgate.api.gateway import Gateway, GatewayClass
 from lychgate.api.lychgate import GatewayParameters
-from lychgate.deploy import manifests
+from lychgate.deploy import ai_container, manifests
 from lychgate.deploy.manifests import ProxyContext
 from lychgate.kubeapi import (
     CONFIG_MAP,
@@ -39,6 +46,7 @@ from lychgate.kubeapi import (
     FIELD_MANAGER,
     HORIZONTAL_POD_AUTOSCALER,
     POD_DISRUPTION_BUDGET,
+    SECRET,
     SERVICE,
     SERVICE_ACCOUNT,
     VERTICAL_POD_AUTOSCALER,
@@ -58,8 +66,10 @@ log = component_logger("deploy")
 
 OPTIONAL = (POD_DISRUPTION_BUDGET, HORIZONTAL_POD_AUTOSCALER, VERTICAL_POD_AUTOSCALER)
 BY_KIND: dict[str, ApiResource] = {
-    r.kind: r for r in (SERVICE_ACCOUNT, CONFIG_MAP, SERVICE, DEPLOYMENT, *OPTIONAL)
+    r.kind: r for r in (SERVICE_ACCOUNT, CONFIG_MAP, SECRET, SERVICE, DEPLOYMENT, *OPTIONAL)
 }
+# Written only when the Gateway needs them: removed when it no longer does.
+OPTIONAL_OBJECTS = (*OPTIONAL, SECRET)
 RESYNC_SECONDS = 600.0  # re-apply everything now and then: repairs edits made by hand
 
 
@@ -87,6 +97,11 @@ def _controlled_by(obj: dict[str, Any], uid: str | None) -> bool:
     )
 
 
+def _owned(gateway: str, resources: tuple[ApiResource, ...]) -> list[tuple[ApiResource, str]]:
+    """The proxy's objects of these kinds, by name: the Gateway's, its AI config Secret's."""
+    return [(r, ai_container.secret_name(gateway) if r is SECRET else gateway) for r in resources]
+
+
 def _digest(objs: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(objs, sort_keys=True).encode()).hexdigest()
 
@@ -110,6 +125,7 @@ class KubeDeployer:
         # Does a Gateway (ref) exist and belong to lychgate? Decides deletions.
         self.keep: Callable[[str], bool] = self._gateway_is_ours
         self.intents: dict[str, ProxyIntent] = {}
+        self.ai_configs: dict[str, AIConfig] = {}  # ref -> its AI extension's config (routes to AI Backends)
         self.applied: dict[str, str] = {}  # ref -> digest of the objects last applied
         self.errors: dict[str, str] = {}  # ref -> why its objects could not be written
         self.deployments: dict[str, dict[str, Any]] = {}  # ref -> managed Deployment (raw)
@@ -159,6 +175,12 @@ class KubeDeployer:
         if intents != self.intents or fallback != self._fallback:
             self.intents = dict(intents)
             self._fallback = fallback
+            self._wake.set()
+
+    def sync_ai(self, configs: dict[str, AIConfig]) -> None:
+        """The AI config of each Gateway whose routes use an AI Backend (before `sync`)."""
+        if configs != self.ai_configs:
+            self.ai_configs = configs
             self._wake.set()
 
     def proxy_state(self, ref: str) -> str | None:
@@ -270,16 +292,22 @@ class KubeDeployer:
                 self._set_error(ref, f"GatewayParameters {params.namespace}/{params.name}: {problem}"
                                 if params else problem)
                 continue
+            ai = self.ai_configs.get(ref)
+            conflict = ai_container.port_conflict(params, ai, intent.ports)
+            if conflict is not None:
+                self._set_error(ref, conflict)
+                continue
             deployed.add(ref)
-            objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx, intent.udp_ports)
+            objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx, intent.udp_ports, ai)
             digest = _digest(objs)
             if self.applied.get(ref) == digest:
                 continue
             try:
                 # Pruned first and the Deployment applied last: once it is written nothing
                 # awaits before `applied` is set, so its deletion by hand is never missed.
-                await self._prune(gateway.namespace, gateway.name, [r for r in OPTIONAL
-                                                                    if r.kind not in {o["kind"] for o in objs}])
+                kinds = {o["kind"] for o in objs}
+                await self._prune(gateway.namespace, [(r, n) for r, n in _owned(gateway.name, OPTIONAL_OBJECTS)
+                                                      if r.kind not in kinds])
                 await self._apply(gateway, objs)
             except NotLeader:
                 return
@@ -293,7 +321,7 @@ class KubeDeployer:
             self.applied[ref] = digest
             if self.errors.pop(ref, None) is not None:
                 self.notify()
-            log.info("applied the proxy of Gateway %s (Deployment, Service, ServiceAccount, ConfigMap)", ref)
+            log.info("applied the proxy of Gateway %s (%s)", ref, ", ".join(o["kind"] for o in objs))
         for ref in sorted((set(self.deployments) | set(self.applied)) - deployed):
             if not self.is_leader():
                 return
@@ -341,33 +369,34 @@ class KubeDeployer:
     async def _apply(self, gateway: Gateway, objs: list[dict[str, Any]]) -> None:
         for obj in objs:
             res = BY_KIND[obj["kind"]]
+            name = obj["metadata"]["name"]
             self._check_leader()
             try:
-                live = await self.client.get(res.cls, gateway.name, namespace=gateway.namespace)
+                live = await self.client.get(res.cls, name, namespace=gateway.namespace)
             except Exception as err:
                 if error_code(err) != 404:
                     raise
             else:
                 if not _controlled_by(plain(live), None):
                     raise DeployError(
-                        f"{res.kind} {gateway.namespace}/{gateway.name} already exists and is not "
+                        f"{res.kind} {gateway.namespace}/{name} already exists and is not "
                         "managed by lychgate; delete it or rename the Gateway")
             self._check_leader()
             try:
                 await self.client.patch(
-                    res.cls, gateway.name, obj, namespace=gateway.namespace,
+                    res.cls, name, obj, namespace=gateway.namespace,
                     patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
                 )
             except Exception as err:
                 code = error_code(err)
                 if code is not None and code not in (409, 429) and code < 500:
                     raise DeployError(f"the API server rejected {res.kind} "
-                                      f"{gateway.namespace}/{gateway.name}: {describe_error(err)}") from None
+                                      f"{gateway.namespace}/{name}: {describe_error(err)}") from None
                 raise
 
-    async def _prune(self, ns: str, name: str, resources: list[ApiResource] | tuple[ApiResource, ...]) -> bool:
-        """Delete the proxy's objects of these kinds that lychgate made; False if one could not be read."""
-        for res in resources:
+    async def _prune(self, ns: str, objects: list[tuple[ApiResource, str]]) -> bool:
+        """Delete these (kind, name) of the proxy that lychgate made; False if one could not be read."""
+        for res, name in objects:
             self._check_leader()
             try:
                 live = plain(await self.client.get(res.cls, name, namespace=ns))
@@ -389,7 +418,8 @@ class KubeDeployer:
     async def _delete(self, ref: str) -> None:
         ns, name = _split(ref)
         try:
-            if not await self._prune(ns, name, (*OPTIONAL, DEPLOYMENT, SERVICE, CONFIG_MAP, SERVICE_ACCOUNT)):
+            if not await self._prune(ns, _owned(name, (*OPTIONAL_OBJECTS, DEPLOYMENT, SERVICE, CONFIG_MAP,
+                                                       SERVICE_ACCOUNT))):
                 return
         except NotLeader:
             return

@@ -3,7 +3,8 @@
 Gateway + GatewayParameters (+ the listener ports translation accepted) →
 ServiceAccount, ConfigMap (the Envoy bootstrap), Service and Deployment, each
 named after the Gateway, in its namespace, owned by it and labelled
-`app.kubernetes.io/name=<gateway>`. The deployer applies them as they are
+`app.kubernetes.io/name=<gateway>`; with the AI extension (deploy/ai_container.py)
+also the Secret `<gateway>-ai-config`. The deployer applies them as they are
 (server-side apply), so what is not here is not on the objects.
 
 Envoy binds the listener ports themselves (the Service's targetPort is the
@@ -16,15 +17,18 @@ a static listener on READY_PORT answers the readiness probe from admin
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from lychgate import __version__
+from lychgate.ai.config import AIConfig
 from lychgate.api.gateway import Gateway
 from lychgate.api.lychgate import GatewayParameters, KubernetesProxyConfig, PodTemplate
-from lychgate.deploy import istio, overlays, stats
+from lychgate.deploy import ai_container, istio, overlays, stats
 from lychgate.deploy.bootstrap import ENVOY_FLAGS, XdsTarget, bootstrap, with_parameters
 from lychgate.deploy.images import image_ref
 
@@ -44,6 +48,15 @@ RUN_AS_USER = 10101
 
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 
+# Every container lychgate renders, unless the parameters say otherwise.
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "runAsUser": RUN_AS_USER,
+    "capabilities": {"drop": ["ALL"]},
+}
+
 
 @dataclass(frozen=True)
 class ProxyContext:
@@ -52,6 +65,8 @@ class ProxyContext:
     xds_host: str  # the controller's xDS Service: <name>.<namespace>.svc
     xds_port: int = 9977
     default_image: str = "ghcr.io/lychgate/envoy:1.40.0"
+    # The AI extension runs lychgate itself: the controller's image, whose config format it reads.
+    ai_extension_image: str = f"ghcr.io/lychgate/lychgate:{__version__}"
     xds_ca_pem: str | None = None  # set when xDS is served over TLS: proxies verify with it
 
 
@@ -152,7 +167,7 @@ def _metadata(gateway: Gateway, labels: dict[str, str] | None = None,
 
 def _merge_security(defaults: dict[str, Any], override: dict[str, Any] | None) -> dict[str, Any]:
     """Key by key; sysctls merge by name so the unprivileged-port sysctl survives additions."""
-    out = dict(defaults)
+    out = copy.deepcopy(defaults)  # the defaults are shared by every container
     for key, value in (override or {}).items():
         if key == "sysctls" and isinstance(value, list):
             names = {s.get("name") for s in value if isinstance(s, dict)}
@@ -240,7 +255,8 @@ def service(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int
 
 
 def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
-               ctx: ProxyContext, bootstrap_hash: str, udp_ports: tuple[int, ...] = ()) -> dict[str, Any]:
+               ctx: ProxyContext, bootstrap_hash: str, udp_ports: tuple[int, ...] = (),
+               ai_extension: bool = False) -> dict[str, Any]:
     kube = params.spec.kube if params else KubernetesProxyConfig()
     envoy = kube.envoy_container
     pod = kube.pod_template
@@ -254,13 +270,7 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
                   {"name": "readiness", "containerPort": READY_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/ready", "port": READY_PORT},
                            "periodSeconds": 5, "failureThreshold": 2},
-        "securityContext": _merge_security({
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS_USER,
-            "capabilities": {"drop": ["ALL"]},
-        }, envoy.security_context),
+        "securityContext": _merge_security(CONTAINER_SECURITY, envoy.security_context),
         "volumeMounts": [
             {"name": "bootstrap", "mountPath": str(CONFIG_DIR), "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
@@ -287,10 +297,19 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
             {"name": "tmp", "emptyDir": {}},
         ],
     }
+    given = [(container, envoy.security_context), (pod_spec, pod.security_context if pod else None)]
+    if ai_extension:  # the AI extension beside Envoy
+        ai = kube.ai_extension
+        own = ai.security_context if ai else None
+        image, pull = image_ref(ctx.ai_extension_image, ai.image if ai else None)
+        extension = ai_container.container(ai, image, pull, _merge_security(CONTAINER_SECURITY, own))
+        pod_spec["containers"].append(extension)
+        pod_spec["volumes"].append(ai_container.volume(gateway.name))
+        given.append((extension, own))
     if kube.omit_default_security_context:  # the platform sets them: only what the parameters say
-        for obj, given in ((container, envoy.security_context), (pod_spec, pod.security_context if pod else None)):
-            if given:
-                obj["securityContext"] = dict(given)
+        for obj, context in given:
+            if context:
+                obj["securityContext"] = dict(context)
             else:
                 obj.pop("securityContext")
     istio.add_sidecars(kube, pod_spec)
@@ -354,17 +373,23 @@ def _pod_extras(pod: PodTemplate, container: dict[str, Any], pod_spec: dict[str,
 
 
 def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
-                  ctx: ProxyContext, udp_ports: tuple[int, ...] = ()) -> list[dict[str, Any]]:
-    """Everything one Gateway's proxy consists of, in the order to create it."""
+                  ctx: ProxyContext, udp_ports: tuple[int, ...] = (),
+                  ai: AIConfig | None = None) -> list[dict[str, Any]]:
+    """Everything one Gateway's proxy consists of, in the order to create it. `ai`: the
+    AI extension's config when the Gateway's routes use an AI Backend."""
     metrics = params.spec.kube.stats if params else None
     cm = config_map(gateway, ctx, params)
     stats.add_to_config_map(cm, BOOTSTRAP_FILE, metrics, "lychgate_admin")
     digest = hashlib.sha256(json.dumps(cm["data"], sort_keys=True).encode()).hexdigest()[:16]
-    proxy = deployment(gateway, params, ports, ctx, digest, udp_ports)
+    with_ai = ai_container.wanted(params, ai)
+    proxy = deployment(gateway, params, ports, ctx, digest, udp_ports, ai_extension=with_ai)
     stats.expose(proxy, metrics)
     return [
         service_account(gateway, params),
         cm,
+        # Before the Deployment: its Pods wait for the Secret they mount.
+        *([ai_container.secret({**_metadata(gateway), "name": ai_container.secret_name(gateway.name)},
+                               ai or AIConfig())] if with_ai else []),
         service(gateway, params, ports, udp_ports),
         *(overlays.optional_objects(params.spec.kube, _metadata(gateway), selector(gateway)) if params else []),
         proxy,  # last: see KubeDeployer._reconcile

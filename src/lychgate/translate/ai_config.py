@@ -6,7 +6,8 @@ AIConfig built here: every AI Backend's providers with their credentials resolve
 (translate/ai_backends.py) and every TrafficPolicy `ai` setting by the id routes carry
 (policies/ai.py). Both are cheap (a few Backends and policies), so they are built whole
 each pass; a Backend that cannot be resolved (a Secret missing) is left out, and its
-routes answer 500 (translate/backends.py).
+routes answer 500 (translate/backends.py). `lychgate run` hands the whole config to its
+one extension; in Kubernetes each Gateway's Pod gets only its own (`for_gateway`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,21 @@ def finish(store: Store, gateways: dict[str, ir.GatewayIR], port: int) -> None:
     for ref, gw in gateways.items():
         if any(c.discovery == "ai" for c in gw.clusters):
             gateways[ref] = dataclasses.replace(gw, ai_extension_port=port)
+
+
+def for_gateway(config: AIConfig, gateway: ir.GatewayIR) -> AIConfig:
+    """The part of `config` one Gateway's proxy calls for: the providers of its AI clusters
+    and the settings its routes carry. Another Gateway's keys never reach its Pod."""
+    ids = {e.id for c in gateway.clusters if c.discovery == "ai" for e in c.ai_endpoints}
+    settings = {p.ai for listener in gateway.listeners for vh in listener.virtual_hosts
+                for p in vh.policies if p.ai is not None}
+    return AIConfig(providers={i: p for i, p in config.providers.items() if i in ids},
+                    routes={i: r for i, r in config.routes.items() if i in settings})
+
+
+def per_gateway(config: AIConfig, gateways: dict[str, ir.GatewayIR]) -> dict[str, AIConfig]:
+    """Each Gateway whose routes use an AI Backend, with its part of `config`."""
+    return {ref: for_gateway(config, gw) for ref, gw in gateways.items() if gw.ai_extension_port}
 
 
 def build(store: Store) -> AIConfig:

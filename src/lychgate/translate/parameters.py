@@ -52,6 +52,12 @@ def problem(params: GatewayParameters | None) -> str | None:
     if kube.agentgateway is not None and kube.agentgateway.enabled:
         return ("spec.kube.agentgateway.enabled: lychgate runs Envoy proxies, not agentgateway; "
                 "remove agentgateway or set enabled: false")
+    ai = kube.ai_extension
+    if ai is not None and ai.stats is not None and ai.stats.custom_labels:
+        return ("spec.kube.aiExtension.stats.customLabels: the AI extension's metrics have fixed labels "
+                "(gateway, route, backend, provider, model); remove customLabels")
+    if ai is not None and ai.tracing is not None:
+        return "spec.kube.aiExtension.tracing: the AI extension sends no OpenTelemetry traces; remove tracing"
     sds = kube.sds_container
     if kube.istio is None:
         return None if sds is None else ("spec.kube.sdsContainer: the SDS sidecar serves Istio's workload "
