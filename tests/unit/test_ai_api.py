@@ -298,11 +298,11 @@ def test_each_kind_carries_its_settings() -> None:
 @pytest.mark.parametrize(("port", "tls"), [(8080, False), (443, True)])
 def test_host_and_port_override(port: int, tls: bool) -> None:
     b = load({"llm": {**OPENAI, "host": "stand-in.test", "port": port, "path": {"full": "/v1/chat"},
-                      "authHeader": {"headerName": "api-key"}, "routes": {"/v1/messages": "messages", "*": "passthrough"}}})
+                      "authHeader": {"headerName": "api-key"}, "routes": {"*": "completions"}}})
     ((_, p),) = providers_of(store_with(b), b)
     assert (p.host, p.port, p.tls, p.path) == ("stand-in.test", port, tls, "/v1/chat")
     assert (p.auth_header, p.auth_prefix) == ("api-key", None)
-    assert p.routes == {"/v1/messages": "messages", "*": "passthrough"}
+    assert p.routes == {"*": "completions"}
 
 
 def test_bedrock_credentials_from_the_secret() -> None:
@@ -414,3 +414,12 @@ def test_route_settings_defaults() -> None:
     assert isinstance(tp, TrafficPolicy) and tp.spec.ai is not None
     rs = route_settings("team/p", tp.spec.ai, store=store_with(tp), namespace="team")
     assert (rs.route_type, rs.prompt_enrichment, rs.prompt_guard, rs.defaults) == ("CHAT", None, {}, ())
+
+
+def test_routes_lychgate_cannot_serve_are_refused_by_name() -> None:
+    b = load({"llm": {**OPENAI, "routes": {"/v1/chat/completions": "completions", "/v1/messages": "messages"}}})
+    assert backends.problem(store_with(b), b) == (
+        "Backend team/llm spec.ai.llm.routes['/v1/messages']: 'messages' is not served by lychgate yet; "
+        "requests are OpenAI chat completions (completions)")
+    ok = load({"llm": {**OPENAI, "routes": {"*": "completions"}}})
+    assert backends.problem(store_with(ok), ok) == ""

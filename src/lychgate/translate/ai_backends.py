@@ -88,6 +88,10 @@ def route_settings(policy_id: str, policy: AIPolicy, *, store: Store, namespace:
 
 def _provider(store: Store, backend: Backend, llm: LLMProvider, name: str, path: str) -> Provider:
     config, at = llm.config, f"{path}.{llm.kind}"
+    for suffix, kind in llm.routes.items():
+        if kind != "completions":  # clients speak OpenAI's Chat Completions to the gateway, nothing else yet
+            raise Invalid(f"{path}.routes[{suffix!r}]", f"{kind!r} is not served by lychgate yet; requests are "
+                                                        "OpenAI chat completions (completions)")
     host, port = (llm.host, llm.port) if llm.host is not None and llm.port is not None else \
         (_default_host(llm.kind, config, at), TLS_PORT)
     base = Provider(id=f"{backend.namespace}/{backend.name}/{name}", kind=llm.kind, host=host, port=port,
