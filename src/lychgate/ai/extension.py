@@ -100,23 +100,30 @@ class Extension(pb_grpc.ExternalProcessorServicer):
     async def Process(self, requests: AsyncIterator[pb.ProcessingRequest],
                       context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ProcessingResponse]:
         attempt = Attempt()
-        async for request in requests:
-            kind = request.WhichOneof("request")
-            try:
-                if kind == "request_headers":
-                    yield self._request_headers(attempt, request)
-                elif kind == "request_body":
-                    yield await self._request_body(attempt, request.request_body)
-                elif kind == "response_headers":
-                    yield self._response_headers(attempt, request.response_headers)
-                elif kind == "response_body":
-                    yield await self._response_body(attempt, request.response_body)
-                else:  # trailers are not asked for; answer anything else unchanged
-                    yield pb.ProcessingResponse()
-            except ProviderError as err:
-                yield immediate(err.answer().status, err.answer().encode())
-            except Rejected as rejected:
-                yield immediate(rejected.rejection.status, rejected.rejection.encode())
+        try:
+            async for request in requests:
+                kind = request.WhichOneof("request")
+                try:
+                    if kind == "request_headers":
+                        yield self._request_headers(attempt, request)
+                    elif kind == "request_body":
+                        yield await self._request_body(attempt, request.request_body)
+                    elif kind == "response_headers":
+                        yield self._response_headers(attempt, request.response_headers)
+                    elif kind == "response_body":
+                        yield await self._response_body(attempt, request.response_body)
+                    else:  # trailers are not asked for; answer anything else unchanged
+                        yield pb.ProcessingResponse()
+                except ProviderError as err:
+                    yield immediate(err.answer().status, err.answer().encode())
+                except Rejected as rejected:
+                    yield immediate(rejected.rejection.status, rejected.rejection.encode())
+        finally:
+            # A client may hang up once it has a stream's [DONE] (the openai SDK does), before
+            # the provider's end of stream reaches here, or abandon a stream midway: its
+            # tokens are still counted, as far as the provider reported them.
+            if attempt.usage is None and attempt.translator is not None:
+                self._count(attempt, attempt.translator.usage)
 
     def _request_headers(self, attempt: Attempt, request: pb.ProcessingRequest) -> pb.ProcessingResponse:
         attrs = request.attributes.get("envoy.filters.http.ext_proc")
