@@ -4,6 +4,7 @@ speaking the providers' real APIs (tests/ai/standin_*.py) behind an AI Backend."
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ai.standin_anthropic import AnthropicStandIn
@@ -18,7 +20,10 @@ from tests.ai.standin_bedrock import BedrockStandIn
 from tests.ai.standin_google import GoogleStandIn
 from tests.ai.standin_openai import AzureOpenAIStandIn, OpenAIStandIn
 from tests.ai.standins import StandIn, count_tokens
-from tests.harness import Lychgate, gateway_yaml, wait_for
+from tests.harness import Lychgate, free_port, gateway_yaml, service_yaml, wait_for
+from tests.policies.ratelimit_server import RateLimitServer
+from tests.policies.ratelimit_server import start as start_rls
+from tests.policies.servers import Servers
 
 pytestmark = pytest.mark.e2e
 
@@ -296,3 +301,118 @@ def test_openai_sdk_against_each_provider(lychgate: Lychgate, kind: str) -> None
             model="gpt-4o-mini", stream=True, messages=[{"role": "user", "content": "Hello"}]) if c.choices)
         assert streamed == text
         assert all(not r.problems for r in standin.requests), [r.problems for r in standin.requests]
+
+
+def token_budget(rls_port: int, fail_open: bool = True) -> str:
+    """A RateLimit GatewayExtension at the service on `rls_port` and a TrafficPolicy giving
+    each `x-user` a token budget through it."""
+    return "\n" + service_yaml("rls", rls_port, rls_port) + f"""---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: GatewayExtension
+metadata: {{name: rls, namespace: default}}
+spec:
+  type: RateLimit
+  rateLimit:
+    grpcService: {{backendRef: {{name: rls, port: {rls_port}}}}}
+    domain: ai
+    failOpen: {str(fail_open).lower()}
+    xRateLimitHeaders: DraftVersion03
+---""" + guard_policy("""    tokenRateLimit:
+      extensionRef: {name: rls}
+      descriptors: [{entries: [{type: Header, header: x-user}]}]""")
+
+
+def charged(rls: RateLimitServer, key: tuple[str, tuple[tuple[str, str], ...]], tokens: int) -> bool:
+    return rls.hits.get(key) == tokens
+
+
+@pytest.fixture
+def rls() -> Iterator[RateLimitServer]:
+    servers = Servers()
+    try:
+        yield start_rls(servers)
+    finally:
+        servers.close()
+
+
+def test_token_budget_per_user(lychgate: Lychgate, openai_standin: OpenAIStandIn, rls: RateLimitServer) -> None:
+    """30 tokens a minute per x-user, through a real rate limit service: requests pass
+    until their real token counts (whole answers and streams alike) spend the budget; then
+    the SDK raises RateLimitError, the provider not called, while another user is served."""
+    alice = ("ai", (("x-user", "alice"),))
+    rls.limits[alice] = 30
+    lychgate.write("gateway.yaml", gateway_yaml())
+    lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
+                   + "---" + route("chat", "llm") + "---" + token_budget(rls.port))
+    lychgate.start()
+    ready(lychgate)  # no x-user header: not counted under the descriptor, so not limited
+    sdk = client(lychgate)
+    ask: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Tell me about the gateway"}]
+    wait_for(lambda: sdk.chat.completions.create(model="gpt-4o-mini", messages=ask,
+                                                 extra_headers={"x-user": "probe"}) and rls.hits, 20,
+             "the token budget to apply")
+    as_alice = sdk.with_options(default_headers={"x-user": "alice"})
+
+    tokens = count_tokens("Tell me about the gateway") + count_tokens(REPLY)  # what each answer costs
+    served = 0
+    for i in range(10):
+        calls = len(openai_standin.requests)
+        try:
+            if i % 3 == 0:
+                whole = as_alice.chat.completions.create(model="gpt-4o-mini", messages=ask)
+                assert whole.usage is not None and whole.usage.total_tokens == tokens
+            else:  # streamed, with and without the usage chunk: charged all the same
+                for _ in as_alice.chat.completions.create(model="gpt-4o-mini", messages=ask, stream=True,
+                                                          stream_options={"include_usage": i % 3 == 1}):
+                    pass
+        except openai.RateLimitError as refused:
+            assert (refused.type, refused.code) == ("tokens", "rate_limit_exceeded")
+            assert refused.response.headers["x-ratelimit-remaining"] == "0"
+            assert len(openai_standin.requests) == calls  # the provider was not called
+            break
+        served += 1
+        # Charged after the answer, in the background: the service sees every token.
+        wait_for(functools.partial(charged, rls, alice, served * tokens), 10, f"{served * tokens} tokens charged")
+    # A request passes while the budget is not spent (the last one overruns it): 9 tokens
+    # each, the 4th starts at 28 of 30 and ends at 36, the 5th is refused.
+    assert served == (30 - 1) // tokens + 1 == 4
+    assert sdk.chat.completions.create(model="gpt-4o-mini", messages=ask).choices  # no x-user: not limited
+
+    # Bob's budget is his own; the service's count comes back as x-ratelimit-* headers.
+    rls.limits[("ai", (("x-user", "bob"),))] = 1000
+    bob = sdk.with_options(default_headers={"x-user": "bob"}).chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=ask)
+    assert bob.parse().choices[0].message.content == REPLY
+    assert (bob.headers["x-ratelimit-limit"], bob.headers["x-ratelimit-remaining"]) == ("1000, 1000;w=60", "999")
+
+
+@pytest.mark.parametrize("fail_open", [True, False])
+def test_token_budget_service_down(lychgate: Lychgate, openai_standin: OpenAIStandIn, fail_open: bool) -> None:
+    """The rate limit service cannot be asked: served (failOpen, the default, as Envoy's
+    ratelimit filter), or refused in OpenAI's shape without calling the provider."""
+    lychgate.write("gateway.yaml", gateway_yaml())
+    lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
+                   + "---" + route("chat", "llm") + "---" + token_budget(free_port(), fail_open))  # nothing there
+    lychgate.start()
+    ready(lychgate)
+    sdk = client(lychgate).with_options(default_headers={"x-user": "alice"})
+    ask: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hi"}]
+    log = lychgate.state / "ai" / "extension.log"
+    if fail_open:  # served once the budget applies (the extension says it could not ask)
+        wait_for(lambda: sdk.chat.completions.create(model="gpt-4o-mini", messages=ask).choices[0].message.content
+                 == REPLY and "default/rls could not be asked" in log.read_text(), 20, "the route to fail open")
+        return
+
+    def refused() -> openai.InternalServerError | None:
+        try:
+            sdk.chat.completions.create(model="gpt-4o-mini", messages=ask)
+        except openai.InternalServerError as err:
+            return err
+        return None
+
+    err = wait_for(refused, 20, "the route to fail closed")
+    assert err.status_code == 503 and err.code == "rate_limit_unavailable"
+    calls = len(openai_standin.requests)
+    with pytest.raises(openai.InternalServerError):
+        sdk.chat.completions.create(model="gpt-4o-mini", messages=ask, stream=True)
+    assert len(openai_standin.requests) == calls

@@ -10,8 +10,9 @@ import base64
 from typing import Any
 
 import pytest
+import yaml
 
-from lychgate.ai.config import AIConfig
+from lychgate.ai.config import AIConfig, LimitService, TokenRateLimit
 from lychgate.api.backend import Backend
 from lychgate.api.base import Resource
 from lychgate.api.lychgate import GatewayParameters
@@ -21,6 +22,7 @@ from lychgate.store import Store
 from lychgate.translate import backends
 from lychgate.translate.ai_backends import providers_of, route_settings
 from lychgate.translate.policies.common import Invalid, Unresolved
+from tests.harness import service_yaml
 
 KEY = "sk-test-0123456789abcdef"
 OPENAI = {"openai": {"authToken": {"kind": "Inline", "inline": KEY}, "model": "gpt-4o-mini"}}
@@ -180,6 +182,13 @@ def policy(ai: dict[str, Any]) -> dict[str, Any]:
     ({"defaults": [{"field": "", "value": "1"}]}, "spec.ai.defaults[0].field", "at least 1 character"),
     ({"promptEnrichment": {"prepend": [{"role": "SYSTEM"}]}}, "spec.ai.promptEnrichment.prepend[0].content",
      "Field required"),
+    # tokenRateLimit: rateLimit.global's shape and checks
+    ({"tokenRateLimit": {"extensionRef": {"name": "rls"}, "descriptors": []}}, "spec.ai.tokenRateLimit.descriptors",
+     "at least 1 item"),
+    ({"tokenRateLimit": {"descriptors": [{"entries": [{"type": "RemoteAddress"}]}]}},
+     "spec.ai.tokenRateLimit.extensionRef", "Field required"),
+    ({"tokenRateLimit": {"extensionRef": {"name": "rls"}, "descriptors": [{"entries": [{"type": "Header"}]}]}},
+     "spec.ai.tokenRateLimit.descriptors[0].entries[0]", "exactly one entry type must be specified"),
 ])
 def test_what_the_policy_refuses_names_the_field(ai: dict[str, Any], where: str, message: str) -> None:
     problem = refused(policy(ai))
@@ -407,6 +416,59 @@ def test_route_settings_are_plain_data_with_kgateway_names() -> None:
     with pytest.raises(Unresolved, match=r"spec.ai.promptGuard.request.moderation.openAIModeration.authToken"
                                          r".secretRef: Secret team/mod not found"):
         route_settings("team/p", tp.spec.ai, store=store_with(tp), namespace="team")
+
+
+RLS_PORT = 18081
+TOKEN_LIMIT = {"extensionRef": {"name": "rls"}, "descriptors": [
+    {"entries": [{"type": "Generic", "generic": {"key": "budget", "value": "chat"}}, {"type": "Header", "header": "X-User"}]},
+    {"entries": [{"type": "RemoteAddress"}]}, {"entries": [{"type": "Path"}]}]}
+
+
+def rate_limit_extension(**settings: Any) -> Resource:
+    return parse({"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "GatewayExtension",
+                  "metadata": {"name": "rls", "namespace": "team"},
+                  "spec": {"rateLimit": {"grpcService": {"backendRef": {"name": "rls", "port": 8081}},
+                                         "domain": "ai", **settings}}})
+
+
+def rls_service() -> list[Resource]:
+    return [parse(doc) for doc in yaml.safe_load_all(service_yaml("rls", 8081, RLS_PORT, namespace="team"))]
+
+
+def test_token_rate_limit_reaches_the_extension_with_its_service_addresses() -> None:
+    tp = parse(policy({"tokenRateLimit": TOKEN_LIMIT}))
+    assert isinstance(tp, TrafficPolicy) and tp.spec.ai is not None
+    ext = rate_limit_extension(failOpen=False, timeout="250ms", xRateLimitHeaders="DraftVersion03")
+    rs = route_settings("team/p", tp.spec.ai, store=store_with(tp, ext, *rls_service()), namespace="team")
+    assert rs.token_rate_limit == TokenRateLimit(
+        LimitService("team/rls", (f"127.0.0.1:{RLS_PORT}",), "ai", fail_open=False, timeout_ms=250,
+                     x_ratelimit_headers=True),
+        ((("generic", "budget", "chat"), ("header", "x-user", "")), (("remote_address", "", ""),),
+         (("path", "", ""),)))
+    assert AIConfig.from_json(AIConfig(routes={rs.id: rs}).to_json()).routes[rs.id] == rs
+    # Envoy's defaults: 100ms, fail open; no ready endpoint: no address (the extension's failOpen decides)
+    no_endpoints = rls_service()[:1]  # the Service, no EndpointSlice
+    rs = route_settings("team/p", tp.spec.ai, store=store_with(tp, rate_limit_extension(), *no_endpoints),
+                        namespace="team")
+    assert rs.token_rate_limit is not None
+    assert rs.token_rate_limit.service == LimitService("team/rls", (), "ai", fail_open=True, timeout_ms=100)
+
+
+def test_token_rate_limit_problems_name_the_field_or_the_extension() -> None:
+    tp = parse(policy({"tokenRateLimit": TOKEN_LIMIT}))
+    assert isinstance(tp, TrafficPolicy) and tp.spec.ai is not None
+    with pytest.raises(Unresolved, match="GatewayExtension team/rls not found"):
+        route_settings("team/p", tp.spec.ai, store=store_with(tp), namespace="team")
+    auth = parse({"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "GatewayExtension",
+                  "metadata": {"name": "rls", "namespace": "team"},
+                  "spec": {"extAuth": {"grpcService": {"backendRef": {"name": "rls", "port": 8081}}}}})
+    with pytest.raises(Unresolved, match="is of type ExtAuth, not RateLimit"):
+        route_settings("team/p", tp.spec.ai, store=store_with(tp, auth), namespace="team")
+    bad = parse(policy({"tokenRateLimit": {**TOKEN_LIMIT, "descriptors": [
+        {"entries": [{"type": "Header", "header": "x user"}]}]}}))
+    assert isinstance(bad, TrafficPolicy) and bad.spec.ai is not None
+    with pytest.raises(Invalid, match=r"spec.ai.tokenRateLimit.descriptors\[0\].entries\[0\].header"):
+        route_settings("team/p", bad.spec.ai, store=store_with(bad, rate_limit_extension()), namespace="team")
 
 
 def test_route_settings_defaults() -> None:

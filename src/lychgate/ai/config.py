@@ -65,6 +65,41 @@ class Provider:
         return out
 
 
+# A rate limit descriptor entry: ("generic", key, value), ("header", name, ""),
+# ("remote_address", "", "") or ("path", "", ""), as lychgate.ir.DescriptorEntry.
+DescriptorEntry = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class LimitService:
+    """A RateLimit GatewayExtension as the extension calls it (envoy.service.ratelimit.v3)."""
+
+    name: str  # "namespace/name" of the GatewayExtension, for the log
+    addresses: tuple[str, ...]  # "host:port" of its ready endpoints (none: unreachable)
+    domain: str
+    fail_open: bool = True  # unreachable: serve (True) or refuse (False), as Envoy's ratelimit filter
+    timeout_ms: int = 100
+    authority: str | None = None
+    x_ratelimit_headers: bool = False  # DraftVersion03: x-ratelimit-limit/-remaining/-reset
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LimitService:
+        return cls(**{**data, "addresses": tuple(data["addresses"])})
+
+
+@dataclass(frozen=True)
+class TokenRateLimit:
+    """TrafficPolicy `ai.tokenRateLimit`: the descriptors each request is counted under."""
+
+    service: LimitService
+    descriptors: tuple[tuple[DescriptorEntry, ...], ...]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TokenRateLimit:
+        return cls(LimitService.from_dict(data["service"]),
+                   tuple(tuple((kind, key, value) for kind, key, value in d) for d in data["descriptors"]))
+
+
 @dataclass(frozen=True)
 class RouteSettings:
     """A route's TrafficPolicy `ai` (kgateway's AIPolicy), as plain data the extension's
@@ -75,6 +110,7 @@ class RouteSettings:
     prompt_enrichment: dict[str, Any] | None = None
     prompt_guard: dict[str, Any] | None = None
     defaults: tuple[dict[str, Any], ...] = ()
+    token_rate_limit: TokenRateLimit | None = None
 
 
 @dataclass
@@ -90,6 +126,7 @@ class AIConfig:
     def from_json(cls, text: str) -> AIConfig:
         data = json.loads(text)
         providers = {p["id"]: Provider(**p) for p in data.get("providers", [])}
-        routes = {r["id"]: RouteSettings(**{**r, "defaults": tuple(r.get("defaults", ()))})
+        routes = {r["id"]: RouteSettings(**{**r, "defaults": tuple(r.get("defaults", ())), "token_rate_limit": (
+                      TokenRateLimit.from_dict(r["token_rate_limit"]) if r.get("token_rate_limit") else None)})
                   for r in data.get("routes", [])}
         return cls(providers, routes)

@@ -7,16 +7,16 @@ group is a new stream, for the provider Envoy picked then) and sends, in order:
    key `lychgate.ai/id`) and the route's AI settings id (`xds.route_metadata`,
    `lychgate.ai/route`): answered at once, nothing changed yet;
 2. the request body, whole (BUFFERED): the OpenAI Chat Completions request is checked,
-   the route's defaults, enrichment and guard applied, and it is rewritten for the
-   provider (path, credentials, body) — or answered here (bad request, guard) so the
-   provider is never called;
+   the route's defaults, enrichment and guard applied, its token budget asked
+   (token_limit.py), and it is rewritten for the provider (path, credentials, body) — or
+   answered here (bad request, guard, budget spent) so the provider is never called;
 3. the response headers: an answer in the provider's shape becomes OpenAI's (content
    type; the length changes);
 4. the response body chunk by chunk (STREAMED): a stream is translated as it comes, each
    chunk passed on at once; a whole answer is collected and translated at its end.
 
-Tokens are counted from the provider's usage (metrics.py). Nothing here logs a
-request body or a credential.
+Tokens are counted from the provider's usage (metrics.py) and charged to the route's
+token budget. Nothing here logs a request body or a credential.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import text_format
 
-from lychgate.ai import metrics, policy
-from lychgate.ai.config import AIConfig, Provider, RouteSettings
+from lychgate.ai import metrics, policy, token_limit
+from lychgate.ai.config import AIConfig, Provider, RouteSettings, TokenRateLimit
 from lychgate.ai.policy import ResponseGuard
 from lychgate.ai.providers import CODECS
 from lychgate.ai.providers.base import ProviderError, StreamTranslator, Usage, openai_error
@@ -53,6 +53,7 @@ METADATA = "lychgate.ai"
 HOST_METADATA = "xds.upstream_host_metadata"
 ROUTE_METADATA = "xds.route_metadata"
 LISTENER_METADATA = "xds.listener_metadata"
+SOURCE_ADDRESS = "source.address"  # the client's, as Envoy trusts it (token rate limits)
 STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
 
 
@@ -74,6 +75,7 @@ class Attempt:
     provider: Provider | None = None
     route: RouteSettings | None = None
     client_headers: dict[str, str] = field(default_factory=dict)
+    source: str = ""  # the client's address and port
     gateway: str = ""  # "namespace/name", from the listener's metadata
     httproute: str = ""  # "namespace/name"
     model: str = ""
@@ -86,12 +88,18 @@ class Attempt:
     events: EventReader | None = None  # the translated stream, re-read for the guard
     body: bytearray = field(default_factory=bytearray)
     usage: Usage | None = None
+    # the route's tokenRateLimit: the descriptors asked for, the hits the service counted
+    # before the provider was called, the headers it has for the client
+    limited: list[token_limit.Descriptor] = field(default_factory=list)
+    limit_counted: int = 0
+    limit_headers: tuple[tuple[str, str], ...] = ()
 
 
 class Extension(pb_grpc.ExternalProcessorServicer):
     def __init__(self, config: AIConfig | None = None) -> None:
         self.config = config or AIConfig()
         self._session: aiohttp.ClientSession | None = None  # guard webhooks and moderation
+        self.limiter = token_limit.TokenLimiter()
         # (attribute text, key) -> id: as many as there are providers and routes
         self._ids: dict[tuple[str, str], str | None] = {}
 
@@ -100,23 +108,31 @@ class Extension(pb_grpc.ExternalProcessorServicer):
     async def Process(self, requests: AsyncIterator[pb.ProcessingRequest],
                       context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ProcessingResponse]:
         attempt = Attempt()
-        async for request in requests:
-            kind = request.WhichOneof("request")
-            try:
-                if kind == "request_headers":
-                    yield self._request_headers(attempt, request)
-                elif kind == "request_body":
-                    yield await self._request_body(attempt, request.request_body)
-                elif kind == "response_headers":
-                    yield self._response_headers(attempt, request.response_headers)
-                elif kind == "response_body":
-                    yield await self._response_body(attempt, request.response_body)
-                else:  # trailers are not asked for; answer anything else unchanged
-                    yield pb.ProcessingResponse()
-            except ProviderError as err:
-                yield immediate(err.answer().status, err.answer().encode())
-            except Rejected as rejected:
-                yield immediate(rejected.rejection.status, rejected.rejection.encode())
+        try:
+            async for request in requests:
+                kind = request.WhichOneof("request")
+                try:
+                    if kind == "request_headers":
+                        yield self._request_headers(attempt, request)
+                    elif kind == "request_body":
+                        yield await self._request_body(attempt, request.request_body)
+                    elif kind == "response_headers":
+                        yield self._response_headers(attempt, request.response_headers)
+                    elif kind == "response_body":
+                        yield await self._response_body(attempt, request.response_body)
+                    else:  # trailers are not asked for; answer anything else unchanged
+                        yield pb.ProcessingResponse()
+                except ProviderError as err:
+                    yield immediate(err.answer().status, err.answer().encode())
+                except Rejected as rejected:
+                    yield immediate(rejected.rejection.status, rejected.rejection.encode(),
+                                    rejected.rejection.headers)
+        finally:
+            # A client may hang up once it has a stream's [DONE] (the openai SDK does), before
+            # the provider's end of stream reaches here, or abandon a stream midway: its
+            # tokens are still counted and charged, as far as the provider reported them.
+            if attempt.usage is None and attempt.translator is not None:
+                self._count(attempt, attempt.translator.usage)
 
     def _request_headers(self, attempt: Attempt, request: pb.ProcessingRequest) -> pb.ProcessingResponse:
         attrs = request.attributes.get("envoy.filters.http.ext_proc")
@@ -127,6 +143,7 @@ class Extension(pb_grpc.ExternalProcessorServicer):
             if LISTENER_METADATA in fields else ""
         attempt.httproute = (self._id(fields[ROUTE_METADATA].string_value, "httproute") or "") \
             if ROUTE_METADATA in fields else ""
+        attempt.source = fields[SOURCE_ADDRESS].string_value if SOURCE_ADDRESS in fields else ""
         attempt.provider = self.config.providers.get(provider_id or "")
         attempt.route = self.config.routes.get(route_id or "")
         attempt.client_headers = {h.key: (h.raw_value.decode() if h.raw_value else h.value)
@@ -165,6 +182,8 @@ class Extension(pb_grpc.ExternalProcessorServicer):
             if isinstance(applied, Rejection):
                 raise Rejected(applied)
             chat = applied
+            if attempt.route.token_rate_limit is not None:
+                await self._check_budget(attempt, attempt.route.token_rate_limit)
         attempt.stream = bool(chat.get("stream"))
         attempt.include_usage = wants_usage(chat)
         attempt.model = provider.model or str(chat.get("model") or "")
@@ -202,8 +221,8 @@ class Extension(pb_grpc.ExternalProcessorServicer):
             # a guard's rejection still sets the status.
             content_type = "application/json"
             mode = processing_mode_pb2.ProcessingMode(response_body_mode=processing_mode_pb2.ProcessingMode.BUFFERED)
-        mutation = pb.HeaderMutation(remove_headers=["content-length"], set_headers=[_header("content-type",
-                                                                                             content_type)])
+        mutation = pb.HeaderMutation(remove_headers=["content-length"], set_headers=[
+            _header("content-type", content_type), *(_header(k, v) for k, v in attempt.limit_headers)])
         return pb.ProcessingResponse(response_headers=pb.HeadersResponse(response=pb.CommonResponse(
             header_mutation=mutation)), mode_override=mode)
 
@@ -263,6 +282,20 @@ class Extension(pb_grpc.ExternalProcessorServicer):
             return
         attempt.usage = usage
         metrics.count(provider, attempt.model, usage, attempt.gateway, attempt.httproute)
+        limit = attempt.route.token_rate_limit if attempt.route is not None else None
+        if limit is not None and attempt.limited:
+            self.limiter.charge(limit.service, attempt.limited, usage.total - attempt.limit_counted)
+
+    async def _check_budget(self, attempt: Attempt, limit: TokenRateLimit) -> None:
+        """Ask the rate limit service before the provider is called; Rejected when the
+        request's token budget is spent (or cannot be asked, failOpen false)."""
+        request = token_limit.descriptors(limit, attempt.client_headers, attempt.source)
+        if not request:
+            return  # nothing to count it under (a header absent): not limited
+        verdict = await self.limiter.check(limit.service, request)
+        if not verdict.allowed:
+            raise Rejected(verdict.rejection())
+        attempt.limited, attempt.limit_counted, attempt.limit_headers = request, verdict.counted, verdict.headers
 
 
 class Rejected(Exception):
@@ -278,11 +311,12 @@ def _header(key: str, value: str) -> base_pb2.HeaderValueOption:
                                       append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD)
 
 
-def immediate(status: int, body: bytes) -> pb.ProcessingResponse:
+def immediate(status: int, body: bytes, headers: tuple[tuple[str, str], ...] = ()) -> pb.ProcessingResponse:
     """An answer from the gateway itself, in OpenAI's shape: the provider is not called."""
     return pb.ProcessingResponse(immediate_response=pb.ImmediateResponse(
         status=http_status_pb2.HttpStatus(code=status),
-        headers=pb.HeaderMutation(set_headers=[_header("content-type", "application/json")]),
+        headers=pb.HeaderMutation(set_headers=[_header("content-type", "application/json"),
+                                               *(_header(k, v) for k, v in headers)]),
         body=body, details="lychgate_ai_extension"))
 
 
@@ -306,6 +340,7 @@ async def serve(listen: str, config_file: Path, stop: asyncio.Event | None = Non
     finally:
         watcher.cancel()
         await server.stop(grace=1)
+        await extension.limiter.close()
 
 
 def load(config_file: Path) -> AIConfig:
@@ -327,6 +362,7 @@ async def _watch(config_file: Path, extension: Extension) -> None:
             extension.config = load(config_file)
         except (ValueError, TypeError):
             continue
+        await extension.limiter.prune(extension.config)
         log.info("AI extension config reloaded: %d providers, %d routes",
                  len(extension.config.providers), len(extension.config.routes))
 

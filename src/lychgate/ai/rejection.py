@@ -28,6 +28,7 @@ class Rejection:
     type: str = "invalid_request_error"
     code: str | None = "content_policy_violation"
     detail: str = ""  # why, for the extension's log only
+    headers: tuple[tuple[str, str], ...] = ()  # sent with it (a rate limit's x-ratelimit-*)
 
     def body(self) -> dict[str, Any]:
         return openai_error(self.message, self.type, self.code)

@@ -25,6 +25,7 @@ from lychgate.api.backend_common import AwsAuth, Host
 from lychgate.api.base import Model, flattened, renamed
 from lychgate.api.gateway import HeaderMatch
 from lychgate.api.lychgate import LocalObjectReference
+from lychgate.api.rate_limit import GlobalRateLimitPolicy
 
 ProviderKind = Literal["openai", "azureopenai", "anthropic", "gemini", "vertexai", "bedrock"]
 KINDS: tuple[ProviderKind, ...] = ("openai", "azureopenai", "anthropic", "gemini", "vertexai", "bedrock")
@@ -354,3 +355,7 @@ class AIPolicy(Model):
     prompt_guard: AIPromptGuard | None = None
     defaults: list[FieldDefault] = Field(default_factory=list)
     route_type: RouteType = "CHAT"
+    # lychgate's own (kgateway's Envoy had nothing to carry it): a token budget per
+    # descriptor, counted by a RateLimit GatewayExtension's service. The AI extension
+    # asks it before calling the provider and charges the answer's tokens after.
+    token_rate_limit: GlobalRateLimitPolicy | None = None

@@ -39,6 +39,7 @@ from lychgate.api.base import Model, Resource, renamed
 from lychgate.api.direct_response import DirectResponseSpec
 from lychgate.api.gateway import BackendRef
 from lychgate.api.lychgate import GROUP
+from lychgate.api.rate_limit import GlobalRateLimitPolicy
 from lychgate.api.trace_attributes import CustomAttribute
 
 # --- targets -------------------------------------------------------------------
@@ -159,36 +160,6 @@ class LocalRateLimitPolicy(Model):
     # kgateway: the bucket is the Gateway's, divided evenly among its proxy replicas
     # (Envoy's local_cluster_rate_limit over the local cluster, xds/replicas.py).
     share_across_gateway: bool | None = None
-
-
-class RateLimitDescriptorEntryGeneric(Model):
-    key: str = Field(min_length=1)
-    value: str = Field(min_length=1)
-
-
-class RateLimitDescriptorEntry(Model):
-    """One entry of a descriptor: a fixed key and value, a request header, the client address or the path."""
-
-    type: Literal["Generic", "Header", "RemoteAddress", "Path"]
-    generic: RateLimitDescriptorEntryGeneric | None = None
-    header: str | None = Field(None, min_length=1)
-
-    @model_validator(mode="after")
-    def _one(self) -> RateLimitDescriptorEntry:
-        if (self.generic is not None) != (self.type == "Generic") or (self.header is not None) != (self.type == "Header"):
-            raise ValueError("exactly one entry type must be specified")
-        return self
-
-
-class RateLimitDescriptor(Model):
-    entries: list[RateLimitDescriptorEntry] = Field(min_length=1)
-
-
-class GlobalRateLimitPolicy(Model):
-    """`rateLimit.global`: descriptors sent to a RateLimit GatewayExtension's service."""
-
-    descriptors: list[RateLimitDescriptor] = Field(min_length=1)
-    extension_ref: NamespacedObjectReference
 
 
 class RateLimitQuotaBucketEntry(Model):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from lychgate.ai.config import Provider, RouteSettings
+from lychgate.ai.config import LimitService, Provider, RouteSettings, TokenRateLimit
 from lychgate.ai.providers import CODECS
 from lychgate.api.ai import (
     AIPolicy,
@@ -42,8 +42,11 @@ from lychgate.api.ai import (
 )
 from lychgate.api.backend import Backend
 from lychgate.api.core import Secret
+from lychgate.api.rate_limit import GlobalRateLimitPolicy
 from lychgate.store import Store
 from lychgate.translate.policies.common import Invalid, Unresolved
+from lychgate.translate.policies.extensions import rate_limit_service
+from lychgate.translate.policies.rate_limit import descriptor_entry
 from lychgate.translate.secrets import secret_field
 
 TLS_PORT = 443
@@ -67,7 +70,9 @@ def route_settings(policy_id: str, policy: AIPolicy, *, store: Store, namespace:
                    path: str = "spec.ai") -> RouteSettings:
     """A TrafficPolicy's `ai` as the extension reads it. The moderation guard's token is
     resolved like a provider's (from a Secret of the policy's `namespace`) and handed over
-    as `authToken: {kind: Inline, inline: <token>}` (or `{kind: Passthrough}`)."""
+    as `authToken: {kind: Inline, inline: <token>}` (or `{kind: Passthrough}`);
+    `tokenRateLimit`'s GatewayExtension (in that namespace unless its ref says another)
+    as the addresses the extension calls."""
     guard = None
     if policy.prompt_guard is not None:
         guard = policy.prompt_guard.model_dump(by_alias=True, exclude_none=True)
@@ -79,11 +84,32 @@ def route_settings(policy_id: str, policy: AIPolicy, *, store: Store, namespace:
             guard["request"]["moderation"]["openAIModeration"]["authToken"] = (
                 {"kind": "Passthrough"} if token is None else {"kind": "Inline", "inline": token})
     enrichment = policy.prompt_enrichment
+    limit = policy.token_rate_limit
     return RouteSettings(
         id=policy_id, route_type=policy.route_type,
         prompt_enrichment=enrichment.model_dump(by_alias=True, exclude_none=True) if enrichment else None,
         prompt_guard=guard,
-        defaults=tuple(d.model_dump(by_alias=True, exclude_none=True) for d in policy.defaults))
+        defaults=tuple(d.model_dump(by_alias=True, exclude_none=True) for d in policy.defaults),
+        token_rate_limit=_token_rate_limit(store, namespace, limit, f"{path}.tokenRateLimit") if limit else None)
+
+
+def _token_rate_limit(store: Store, namespace: str, limit: GlobalRateLimitPolicy, path: str) -> TokenRateLimit:
+    """`tokenRateLimit` as the extension calls it: the descriptors as rateLimit.global
+    builds them, and its RateLimit GatewayExtension's service by the addresses of its
+    ready endpoints (the extension calls it directly, not through Envoy). Raises Invalid
+    or Unresolved as rateLimit.global does."""
+    descriptors = tuple(
+        tuple(descriptor_entry(e.model_dump(by_alias=True, exclude_none=True), f"{path}.descriptors[{i}].entries[{j}]")
+              for j, e in enumerate(d.entries))
+        for i, d in enumerate(limit.descriptors))
+    ref = limit.extension_ref
+    service, cluster = rate_limit_service(store, ref.namespace or namespace, ref.name)
+    addresses = tuple(f"[{e.address}]:{e.port}" if ":" in e.address else f"{e.address}:{e.port}"
+                      for e in cluster.endpoints if e.ready)
+    return TokenRateLimit(LimitService(
+        name=service.name, addresses=addresses, domain=service.domain, fail_open=service.fail_open,
+        timeout_ms=service.timeout_ms, authority=service.authority,
+        x_ratelimit_headers=service.x_ratelimit_headers), descriptors)
 
 
 def _provider(store: Store, backend: Backend, llm: LLMProvider, name: str, path: str) -> Provider:

@@ -99,8 +99,10 @@ def _ext_proc() -> ext_proc_pb2.ExternalProcessor:
         failure_mode_allow=False,  # no extension, no provider call: the credentials are its
         message_timeout=duration_pb2.Duration(seconds=MESSAGE_TIMEOUT_S),
         # the provider Envoy picked, the route's settings, the Gateway (for token metrics;
-        # not `xds.node`: this Envoy crashes reading it in an upstream filter)
-        request_attributes=["xds.upstream_host_metadata", "xds.route_metadata", "xds.listener_metadata"],
+        # not `xds.node`: this Envoy crashes reading it in an upstream filter), the client's
+        # address (token rate limits' RemoteAddress: the downstream's, XFF trust applied)
+        request_attributes=["xds.upstream_host_metadata", "xds.route_metadata", "xds.listener_metadata",
+                            "source.address"],
         # A whole (not streamed) answer is asked for BUFFERED: its status can still change.
         allow_mode_override=True,
         processing_mode=processing_mode_pb2.ProcessingMode(
