@@ -250,6 +250,11 @@ def test_tokens_are_counted_per_gateway_route_backend_provider_and_model(
     wait_for(lambda: tokens("output") == 3 * usage.completion_tokens, 10, "three answers counted")
     assert tokens("input") == 2 * usage.prompt_tokens + count_tokens("ping")
     assert tokens("total") == tokens("input") + tokens("output")
+    text = httpx.get(f"http://{where}/metrics", timeout=5).text
+    answered = {s.labels["status"]: s.value for family in text_string_to_metric_families(text)
+                if family.name == "lychgate_ai_requests" for s in family.samples
+                if s.name == "lychgate_ai_requests_total" and s.labels["route"] == "default/chat"}
+    assert answered == {"2xx": 3.0}
 
 
 def _azure(port: int) -> str:

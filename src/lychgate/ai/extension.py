@@ -42,7 +42,7 @@ from lychgate.ai import metrics, policy, token_limit
 from lychgate.ai.config import AIConfig, Provider, RouteSettings, TokenRateLimit
 from lychgate.ai.policy import ResponseGuard
 from lychgate.ai.providers import CODECS
-from lychgate.ai.providers.base import ProviderError, StreamTranslator, Usage, openai_error
+from lychgate.ai.providers.base import ProviderError, StreamTranslator, Usage
 from lychgate.ai.providers.chat import wants_usage
 from lychgate.ai.providers.sse import DONE, EventReader
 from lychgate.ai.rejection import Rejection
@@ -207,6 +207,7 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         streamed = values.get("content-type", "").split(";")[0].strip() in STREAM_TYPES
         provider = attempt.provider
         assert provider is not None
+        metrics.answered(provider, attempt.model, attempt.status, attempt.gateway, attempt.httproute)
         if attempt.route is not None:
             guard = ResponseGuard(attempt.route, headers=values, session=self.session())
             attempt.guard = guard if guard.active else None
@@ -367,4 +368,4 @@ async def _watch(config_file: Path, extension: Extension) -> None:
                  len(extension.config.providers), len(extension.config.routes))
 
 
-__all__ = ["Extension", "metadata_value", "openai_error", "serve"]
+__all__ = ["Extension", "metadata_value", "serve"]

@@ -1,5 +1,6 @@
-"""Token accounting: every answer's tokens as Prometheus counters, by Gateway, route,
-backend, provider and model (the AI extension serves them on its metrics port)."""
+"""Token accounting: every answer's tokens, and the answers by status class, as Prometheus
+counters by Gateway, route, backend, provider and model (the AI extension serves them on
+its metrics port)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,18 @@ REQUESTS = Counter("lychgate_ai_requests", "LLM requests answered, by the provid
                    (*LABELS, "status"), registry=REGISTRY)
 
 
-def count(provider: Provider, model: str, usage: Usage, gateway: str = "", route: str = "") -> None:
+def _labels(provider: Provider, model: str, gateway: str, route: str) -> tuple[str, ...]:
     backend, _, name = provider.id.rpartition("/")
-    labels = (gateway, route, backend, name, model)
+    return gateway, route, backend, name, model
+
+
+def answered(provider: Provider, model: str, status: int, gateway: str = "", route: str = "") -> None:
+    """One provider answer, by status class ("2xx", "4xx", "5xx")."""
+    REQUESTS.labels(*_labels(provider, model, gateway, route), f"{status // 100}xx").inc()
+
+
+def count(provider: Provider, model: str, usage: Usage, gateway: str = "", route: str = "") -> None:
+    labels = _labels(provider, model, gateway, route)
     TOKENS.labels(*labels, "input").inc(usage.input)
     TOKENS.labels(*labels, "output").inc(usage.output)
     TOKENS.labels(*labels, "total").inc(usage.total)

@@ -13,7 +13,6 @@ one extension; in Kubernetes each Gateway's Pod gets only its own (`for_gateway`
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from lychgate import ir
 from lychgate.ai.config import AIConfig
@@ -24,14 +23,12 @@ from lychgate.translate import ai_backends
 from lychgate.translate.policies.ai import AI, settings_id
 from lychgate.translate.policies.common import Invalid, Unresolved
 
-log = logging.getLogger("lychgate.translate")
-
 # Where the AI extension listens beside Envoy when nothing else says (the proxy pod's
 # container port in Kubernetes; `lychgate run` picks a free one).
 DEFAULT_EXTENSION_PORT = 9097
 
 
-def finish(store: Store, gateways: dict[str, ir.GatewayIR], port: int) -> None:
+def finish(gateways: dict[str, ir.GatewayIR], port: int) -> None:
     """Gateways with AI clusters learn where the extension is."""
     for ref, gw in gateways.items():
         if any(c.discovery == "ai" for c in gw.clusters):

@@ -185,7 +185,7 @@ def translate(
         out = _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled,
                          quarantine or Quarantine(), global_policy_namespace)
     if store.count("Backend"):  # AI Backends are Backends: nothing to do without any
-        ai_config.finish(store, out.gateways, ai_extension_port)
+        ai_config.finish(out.gateways, ai_extension_port)
         out.ai = ai_config.build(store)
     return out
 
