@@ -7,7 +7,9 @@ Gateway, interleaved in rounds, on one keep-alive connection each (stdlib
 http.client: the client is not what is measured):
 - *whole answer*: a chat completion of a short reply; time to the last byte;
 - *stream of 200 chunks*: `stream: true`, a 200-word reply the stand-in sends a word
-  a chunk, 2 ms apart; time to the first chunk and to the last (`[DONE]`).
+  a chunk, 2 ms apart; time to the first chunk and to the last (`[DONE]`). The direct
+  arm asks what the gateway asks the provider (the usage chunk too), so the provider's
+  work is the same both ways.
 Added = through the Gateway minus direct, at p50 and p99. The AI extension's CPU per
 request comes from /proc (user + system time over the measured requests).
 Target (issue 30): under 2 ms p50 added to a whole answer; the first chunk delayed
@@ -79,9 +81,13 @@ spec:
 class Client:
     """One keep-alive connection; times a whole answer, or a stream's first and last chunk."""
 
-    def __init__(self, host: str, port: int, key: str) -> None:
+    def __init__(self, host: str, port: int, key: str, upstream: bool = False) -> None:
+        """`upstream`: the client stands for the gateway itself, sending the provider what
+        the gateway sends it (streams ask for the usage chunk), so both arms cost the
+        provider the same and the difference is the gateway's."""
         self.conn = http.client.HTTPConnection(host, port, timeout=30)
         self.headers = {"content-type": "application/json", "authorization": f"Bearer {key}"}
+        self.stream_body = {**BODY, "stream": True, **({"stream_options": {"include_usage": True}} if upstream else {})}
 
     def whole(self) -> float:
         t0 = time.perf_counter()
@@ -92,7 +98,7 @@ class Client:
 
     def stream(self) -> tuple[float, float]:
         t0 = time.perf_counter()
-        self.conn.request("POST", "/v1/chat/completions", json.dumps({**BODY, "stream": True}), self.headers)
+        self.conn.request("POST", "/v1/chat/completions", json.dumps(self.stream_body), self.headers)
         resp = resp_ok(self.conn.getresponse())
         first = None
         while line := resp.readline():
@@ -132,7 +138,7 @@ def _standin(reply: str, delay: float) -> tuple[subprocess.Popen[str], int]:
 
 
 def run(opts: argparse.Namespace) -> dict[str, Any]:
-    rounds, per_round, streams, warmup = 4, (100 if opts.quick else 300), (5 if opts.quick else 15), 100
+    rounds, per_round, streams, warmup = 4, (100 if opts.quick else 300), (10 if opts.quick else 40), 100
     procs: list[subprocess.Popen[str]] = []
     try:
         short, short_port = _standin(SHORT, 0.0)
@@ -147,7 +153,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
                 via = Client(ADDR, gateway_port, "client-key")
                 wait_for(lambda v=via: _answers(v), 60, "the AI route to answer")
                 extension = json.loads((lg.state / "ai" / "extension.json").read_text())["pid"]
-                direct = Client("127.0.0.1", standin_port, KEY)
+                direct = Client("127.0.0.1", standin_port, KEY, upstream=True)
                 if label == "whole":
                     for _ in range(warmup):
                         direct.whole(), via.whole()
