@@ -50,8 +50,12 @@ def per_gateway(config: AIConfig, gateways: dict[str, ir.GatewayIR]) -> dict[str
     return {ref: for_gateway(config, gw) for ref, gw in gateways.items() if gw.ai_extension_port}
 
 
-def build(store: Store) -> AIConfig:
+def build(store: Store, gateways: dict[str, ir.GatewayIR]) -> AIConfig:
+    """The providers and route settings the AI extension needs; nothing (no Secret read,
+    no policy dumped) while no Gateway routes to an AI Backend: this runs every pass."""
     out = AIConfig()
+    if not any(gw.ai_extension_port for gw in gateways.values()):
+        return out
     for backend in store.list(Backend):
         if backend.spec.ai is None:
             continue
@@ -61,9 +65,10 @@ def build(store: Store) -> AIConfig:
         except (Invalid, Unresolved):
             continue  # the Backend's status says why; its routes answer 500
     for policy in store.list(TrafficPolicy):
-        value = AI.value(policy)
-        if value is None or policy.spec.ai is None:
+        if policy.spec.ai is None:
             continue
+        value = AI.value(policy)
+        assert value is not None
         try:
             settings = ai_backends.route_settings(settings_id(value), policy.spec.ai, store=store,
                                                   namespace=policy.namespace)

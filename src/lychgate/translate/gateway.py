@@ -186,7 +186,7 @@ def translate(
                          quarantine or Quarantine(), global_policy_namespace)
     if store.count("Backend"):  # AI Backends are Backends: nothing to do without any
         ai_config.finish(out.gateways, ai_extension_port)
-        out.ai = ai_config.build(store)
+        out.ai = ai_config.build(store, out.gateways)
     return out
 
 

@@ -57,12 +57,8 @@ def extension_cluster(port: int) -> cluster_pb2.Cluster:
 
 
 def patch_cluster(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
-    """An AI Backend's cluster: its providers by priority, TLS where they speak it, and the
-    extension in the upstream filter chain."""
-    out.ClearField("eds_cluster_config")
-    out.ClearField("type")
-    out.type = cluster_pb2.Cluster.STRICT_DNS
-    out.dns_lookup_family = cluster_pb2.Cluster.V4_PREFERRED
+    """An AI Backend's cluster (already made a DNS cluster: backend_cluster.py): its providers
+    by priority, TLS where they speak it, and the extension in the upstream filter chain."""
     by_priority: dict[int, list[ir.AIEndpoint]] = {}
     for e in cluster.ai_endpoints:
         by_priority.setdefault(e.priority, []).append(e)

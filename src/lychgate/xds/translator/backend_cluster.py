@@ -51,10 +51,11 @@ def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb
     if cluster.aws_lambda is not None:
         # Envoy's aws_lambda filter acts only on clusters marked as Lambda gateways.
         out.metadata.filter_metadata["com.amazonaws.lambda"].update({"egress_gateway": True})
+    out.ClearField("eds_cluster_config")
     if cluster.discovery == "ai":
+        as_dns_cluster(out)
         ai_gateway.patch_cluster(cluster, out)
         return
-    out.ClearField("eds_cluster_config")
     if cluster.tunnel is not None:  # through a CONNECT proxy: the way in is an internal listener
         out.type = cluster_pb2.Cluster.STATIC
         out.load_assignment.CopyFrom(tunnel.load_assignment(cluster, cluster.tunnel))
