@@ -6,12 +6,14 @@ another (both in `<state dir>/ai/extension.json`), and reads the
 config the control plane writes for it: the providers with their credentials, so
 they never enter Envoy's configuration. The file lives in the state directory,
 readable by its owner only, and is rewritten in place of the old one (the extension
-watches it). A process that died is started again at the next pass.
+watches it). A process that dies is started again after RESTART_DELAY seconds: without
+it every AI route answers 500 (Envoy fails closed), and nothing else would notice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -22,6 +24,8 @@ from pathlib import Path
 from lychgate.ai.config import AIConfig
 
 log = logging.getLogger("lychgate.deploy")
+
+RESTART_DELAY = 1.0  # seconds before a dead extension is started again (no busy loop on a crash at start)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -39,6 +43,7 @@ class LocalAIExtension:
         self.metrics_port = free_port()
         self.process: asyncio.subprocess.Process | None = None
         self._written: str | None = None
+        self._supervisor: asyncio.Task[None] | None = None
 
     @property
     def listen(self) -> str:
@@ -50,8 +55,17 @@ class LocalAIExtension:
         if text != self._written:
             self._write(text)
             self._written = text
-        if config.providers and (self.process is None or self.process.returncode is not None):
+        if config.providers and self._supervisor is None:
+            self._supervisor = asyncio.create_task(self._supervise())
+
+    async def _supervise(self) -> None:
+        """Keep the extension running until close()."""
+        while True:
             await self._start()
+            assert self.process is not None
+            code = await self.process.wait()
+            log.warning("AI extension exited with %s; starting it again in %.0f s", code, RESTART_DELAY)
+            await asyncio.sleep(RESTART_DELAY)
 
     def _write(self, text: str) -> None:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -62,8 +76,6 @@ class LocalAIExtension:
         tmp.replace(self.config_file)
 
     async def _start(self) -> None:
-        if self.process is not None:
-            log.warning("AI extension exited with %s; starting it again", self.process.returncode)
         log_file = (self.dir / "extension.log").open("ab")
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "lychgate", "ai-extension", "--config", str(self.config_file),
@@ -78,6 +90,11 @@ class LocalAIExtension:
                  self.metrics_port)
 
     async def close(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
         process, self.process = self.process, None
         if process is None or process.returncode is not None:
             return
