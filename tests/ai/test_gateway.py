@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 
@@ -95,13 +97,22 @@ def ready(lg: Lychgate) -> None:
     wait_for(answers, 30, "the AI route to answer")
 
 
+def serve(lg: Lychgate, ai: str, *docs: str, secret: str = SECRET) -> openai.OpenAI:
+    """The Gateway, `secret`, Backend llm (its `ai:` body), route chat and `docs`; started
+    and answering: the SDK client for it."""
+    lg.write("gateway.yaml", gateway_yaml())
+    lg.write("ai.yaml", "---".join([secret, backend("llm", ai), route("chat", "llm"), *docs]))
+    lg.start()
+    ready(lg)
+    return client(lg)
+
+
+def llm(provider: str) -> str:
+    return "    llm:\n      " + provider
+
+
 def test_openai_sdk_through_the_gateway(lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
-    lychgate.write("gateway.yaml", gateway_yaml())
-    lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
-                   + "---" + route("chat", "llm"))
-    lychgate.start()
-    ready(lychgate)
-    sdk = client(lychgate)
+    sdk = serve(lychgate, llm(openai_provider(openai_standin.port, 6)))
 
     answer = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
     assert answer.choices[0].message.content == REPLY
@@ -147,11 +158,7 @@ def test_failover_to_the_next_priority_group(lychgate: Lychgate, openai_standin:
             anthropic: {{authToken: {{kind: SecretRef, secretRef: {{name: openai-key}}}}, model: claude-sonnet-4-5}}
             host: 127.0.0.1
             port: {claude.port}"""
-        lychgate.write("gateway.yaml", gateway_yaml())
-        lychgate.write("ai.yaml", SECRET + "---" + backend("llm", providers) + "---" + route("chat", "llm"))
-        lychgate.start()
-        ready(lychgate)
-        sdk = client(lychgate)
+        sdk = serve(lychgate, providers)
         openai_standin.fail(503)  # the first group is down: the second answers, in OpenAI's shape
         answer = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
         assert answer.choices[0].message.content == "Claude answered."
@@ -161,7 +168,7 @@ def test_failover_to_the_next_priority_group(lychgate: Lychgate, openai_standin:
 
 def test_missing_secret_fails_closed(lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
     lychgate.write("gateway.yaml", gateway_yaml())
-    lychgate.write("ai.yaml", backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
+    lychgate.write("ai.yaml", backend("llm", llm(openai_provider(openai_standin.port, 6)))
                    + "---" + route("chat", "llm"))
     lychgate.start()
     wait_for(lambda: "openai-key" in str(lychgate.status("Backend", "llm")), 20, "the Backend to name the Secret")
@@ -197,12 +204,7 @@ def test_traffic_policy_ai_guards_enriches_and_sets_defaults(lychgate: Lychgate)
         customResponse: {message: "no card numbers here", statusCode: 422}
       response:
         regex: {action: MASK, builtins: [EMAIL]}""")
-        lychgate.write("gateway.yaml", gateway_yaml())
-        lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(standin.port, 6))
-                       + "---" + route("chat", "llm") + "---" + policy)
-        lychgate.start()
-        ready(lychgate)
-        sdk = client(lychgate)
+        sdk = serve(lychgate, llm(openai_provider(standin.port, 6)), policy)
         wait_for(lambda: "<EMAIL_ADDRESS>" in (sdk.chat.completions.create(
             model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}]).choices[0].message.content or ""),
             20, "the policy to apply")
@@ -225,12 +227,7 @@ def test_traffic_policy_ai_guards_enriches_and_sets_defaults(lychgate: Lychgate)
 
 def test_tokens_are_counted_per_gateway_route_backend_provider_and_model(
         lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
-    lychgate.write("gateway.yaml", gateway_yaml())
-    lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
-                   + "---" + route("chat", "llm"))
-    lychgate.start()
-    ready(lychgate)
-    sdk = client(lychgate)
+    sdk = serve(lychgate, llm(openai_provider(openai_standin.port, 6)))
     usage = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi there"}]).usage
     assert usage is not None
     for _ in sdk.chat.completions.create(model="gpt-4o-mini", stream=True,  # counted without the usage chunk
@@ -293,12 +290,7 @@ def test_openai_sdk_against_each_provider(lychgate: Lychgate, kind: str) -> None
                         BedrockStandIn() if kind == "bedrock" else GoogleStandIn())
     provider = {"azureopenai": _azure, "gemini": _gemini, "vertexai": _vertex, "bedrock": _bedrock}[kind]
     with standin:
-        lychgate.write("gateway.yaml", gateway_yaml())
-        lychgate.write("ai.yaml", AWS + "---" + backend("llm", "    llm:\n      " + provider(standin.port))
-                       + "---" + route("chat", "llm"))
-        lychgate.start()
-        ready(lychgate)
-        sdk = client(lychgate)
+        sdk = serve(lychgate, llm(provider(standin.port)), secret=AWS)
         whole = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hello"}])
         text = whole.choices[0].message.content
         assert text and whole.usage is not None and whole.usage.completion_tokens > 0
@@ -346,12 +338,8 @@ def test_token_budget_per_user(lychgate: Lychgate, openai_standin: OpenAIStandIn
     the SDK raises RateLimitError, the provider not called, while another user is served."""
     alice = ("ai", (("x-user", "alice"),))
     rls.limits[alice] = 30
-    lychgate.write("gateway.yaml", gateway_yaml())
-    lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
-                   + "---" + route("chat", "llm") + "---" + token_budget(rls.port))
-    lychgate.start()
-    ready(lychgate)  # no x-user header: not counted under the descriptor, so not limited
-    sdk = client(lychgate)
+    # serve()'s readiness probe has no x-user header: not counted under the descriptor, so not limited
+    sdk = serve(lychgate, llm(openai_provider(openai_standin.port, 6)), token_budget(rls.port))
     ask: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Tell me about the gateway"}]
     wait_for(lambda: sdk.chat.completions.create(model="gpt-4o-mini", messages=ask,
                                                  extra_headers={"x-user": "probe"}) and rls.hits, 20,
@@ -395,12 +383,9 @@ def test_token_budget_per_user(lychgate: Lychgate, openai_standin: OpenAIStandIn
 def test_token_budget_service_down(lychgate: Lychgate, openai_standin: OpenAIStandIn, fail_open: bool) -> None:
     """The rate limit service cannot be asked: served (failOpen, the default, as Envoy's
     ratelimit filter), or refused in OpenAI's shape without calling the provider."""
-    lychgate.write("gateway.yaml", gateway_yaml())
-    lychgate.write("ai.yaml", SECRET + "---" + backend("llm", "    llm:\n      " + openai_provider(openai_standin.port, 6))
-                   + "---" + route("chat", "llm") + "---" + token_budget(free_port(), fail_open))  # nothing there
-    lychgate.start()
-    ready(lychgate)
-    sdk = client(lychgate).with_options(default_headers={"x-user": "alice"})
+    nothing_there = free_port()
+    sdk = serve(lychgate, llm(openai_provider(openai_standin.port, 6)), token_budget(nothing_there, fail_open))
+    sdk = sdk.with_options(default_headers={"x-user": "alice"})
     ask: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hi"}]
     log = lychgate.state / "ai" / "extension.log"
     if fail_open:  # served once the budget applies (the extension says it could not ask)
@@ -421,3 +406,21 @@ def test_token_budget_service_down(lychgate: Lychgate, openai_standin: OpenAISta
     with pytest.raises(openai.InternalServerError):
         sdk.chat.completions.create(model="gpt-4o-mini", messages=ask, stream=True)
     assert len(openai_standin.requests) == calls
+
+
+def test_a_dead_extension_is_started_again(lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
+    """The AI extension crashing must not leave AI routes answering 500 until some unrelated
+    change: `lychgate run` starts it again on its own."""
+    sdk = serve(lychgate, llm(openai_provider(openai_standin.port, 6)))
+    info = lychgate.state / "ai" / "extension.json"
+    first = json.loads(info.read_text())["pid"]
+    os.kill(first, signal.SIGKILL)
+
+    def answers_again() -> bool:
+        try:
+            return sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}]
+                                               ).choices[0].message.content == REPLY
+        except openai.APIError:
+            return False
+    wait_for(answers_again, 20, "the extension to be started again")
+    assert json.loads(info.read_text())["pid"] != first

@@ -72,12 +72,28 @@ def forward(ns: str, name: str, *matches: dict[str, Any], svc: str = "svc") -> d
     return {"matches": list(matches), "backendRefs": [{"name": svc, "namespace": ns, "port": 80}]}
 
 
+class Passes:
+    """A store with the Gateway, Services svc in team1 and team2, and `docs`, translated
+    pass after pass with the state translation keeps (incremental passes)."""
+
+    def __init__(self, *docs: dict[str, Any]) -> None:
+        self.store = Store()
+        self.state = Aggregate()
+        self.store.upsert(builtin_class())
+        self.apply(gateway(), service("team1", "svc"), service("team2", "svc"), *docs)
+
+    def apply(self, *docs: dict[str, Any]) -> Passes:
+        for d in docs:
+            self.store.upsert(parse(d))
+        return self
+
+    def translate(self) -> Translation:
+        return translate(self.store, lambda _gw: "127.0.0.1", state=self.state)
+
+
 def run(*docs: dict[str, Any]) -> tuple[Translation, Store]:
-    store = Store()
-    store.upsert(builtin_class())
-    for d in (gateway(), service("team1", "svc"), service("team2", "svc"), *docs):
-        store.upsert(parse(d))
-    return translate(store, lambda _gw: "127.0.0.1"), store
+    passes = Passes(*docs)
+    return passes.translate(), passes.store
 
 
 def routes(t: Translation, host: str = "*") -> list[ir.Route]:
@@ -88,7 +104,7 @@ def routes(t: Translation, host: str = "*") -> list[ir.Route]:
 
 def served(t: Translation, host: str = "*") -> list[tuple[str, str, str]]:
     """(path type, path, what): 'ns/name' of the route whose rule forwards, or the status code."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     for r in routes(t, host):
         what = (f"{r.source.namespace}/{r.source.name}" if isinstance(r.action, ir.Forward)
                 else str(getattr(r.action, "status", "?")))
@@ -205,20 +221,12 @@ def test_route_weight_orders_children_before_precedence() -> None:
 
 
 def test_changing_a_child_retranslates_the_parent() -> None:
-    store = Store()
-    store.upsert(builtin_class())
-    for d in (gateway(), service("team1", "svc"), root(("/a", "team1")),
-              httproute("team1", "c", [forward("team1", "c", match("/a/one"))])):
-        store.upsert(parse(d))
-    state = Aggregate()
-    t = translate(store, lambda _gw: "127.0.0.1", state=state)
-    assert [p for _, p, _ in served(t)] == ["/a/one"]
-    store.upsert(parse(httproute("team1", "c", [forward("team1", "c", match("/a/two"))])))
-    t = translate(store, lambda _gw: "127.0.0.1", state=state)
-    assert [p for _, p, _ in served(t)] == ["/a/two"]
-    store.upsert(parse(httproute("team1", "d", [forward("team1", "d", match("/a/three"))])))
-    t = translate(store, lambda _gw: "127.0.0.1", state=state)
-    assert sorted(p for _, p, _ in served(t)) == ["/a/three", "/a/two"]
+    passes = Passes(root(("/a", "team1")), httproute("team1", "c", [forward("team1", "c", match("/a/one"))]))
+    assert [p for _, p, _ in served(passes.translate())] == ["/a/one"]
+    passes.apply(httproute("team1", "c", [forward("team1", "c", match("/a/two"))]))
+    assert [p for _, p, _ in served(passes.translate())] == ["/a/two"]
+    passes.apply(httproute("team1", "d", [forward("team1", "d", match("/a/three"))]))
+    assert sorted(p for _, p, _ in served(passes.translate())) == ["/a/three", "/a/two"]
 
 
 def timeout_policy(ns: str, route_name: str, timeout: str) -> dict[str, Any]:
@@ -233,19 +241,14 @@ def test_child_policies_come_before_the_parents() -> None:
             httproute("team1", "own", [forward("team1", "own", match("/a/own"))]),
             httproute("team1", "bare", [forward("team1", "bare", match("/a/bare"))]),
             timeout_policy("infra", "root", "5s"))
-    store = Store()
-    store.upsert(builtin_class())
-    for d in (gateway(), service("team1", "svc"), *docs):
-        store.upsert(parse(d))
-    state = Aggregate()
+    passes = Passes(*docs)
 
     def timeouts() -> dict[str, int | None]:
-        t = translate(store, lambda _gw: "127.0.0.1", state=state)
-        return {r.match.path: r.policy.timeout_ms if r.policy else None for r in routes(t)}
+        return {r.match.path: r.policy.timeout_ms if r.policy else None for r in routes(passes.translate())}
 
     assert timeouts() == {"/a/own": 5000, "/a/bare": 5000}
     # A policy on a child only (no Gateway parent of its own) reaches its parent's virtual host.
-    store.upsert(parse(timeout_policy("team1", "own", "2s")))
+    passes.apply(timeout_policy("team1", "own", "2s"))
     assert timeouts() == {"/a/own": 2000, "/a/bare": 5000}
 
 
@@ -404,20 +407,16 @@ def test_child_with_hostnames_serves_standalone_but_not_under_the_parent() -> No
 def test_a_child_change_recompiles_that_child_only() -> None:
     """Incremental: with many children under one parent, editing one re-compiles its rules;
     the others' routes are the very objects of the last pass (delegation_cache.py)."""
-    store = Store()
-    store.upsert(builtin_class())
     kids = [httproute("team1", f"c{i}", [forward("team1", f"c{i}", match(f"/a/{i}"))]) for i in range(20)]
-    for d in (gateway(), service("team1", "svc"), root(("/a", "team1")), *kids):
-        store.upsert(parse(d))
-    state = Aggregate()
-    before = {r.match.path: r for r in routes(translate(store, lambda _gw: "127.0.0.1", state=state))}
-    store.upsert(parse(httproute("team1", "c7", [forward("team1", "c7", match("/a/seven"))])))
-    after = {r.match.path: r for r in routes(translate(store, lambda _gw: "127.0.0.1", state=state))}
+    passes = Passes(root(("/a", "team1")), *kids)
+    before = {r.match.path: r for r in routes(passes.translate())}
+    passes.apply(httproute("team1", "c7", [forward("team1", "c7", match("/a/seven"))]))
+    after = {r.match.path: r for r in routes(passes.translate())}
     assert "/a/seven" in after and "/a/7" not in after
     assert all(after[p] is before[p] for p in after if p != "/a/seven")
     # A Service a child uses changes: that child's routes are compiled again.
-    store.upsert(parse({**service("team1", "svc"), "spec": {"ports": [{"port": 80, "targetPort": 9090}]}}))
-    again = {r.match.path: r for r in routes(translate(store, lambda _gw: "127.0.0.1", state=state))}
+    passes.apply({**service("team1", "svc"), "spec": {"ports": [{"port": 80, "targetPort": 9090}]}})
+    again = {r.match.path: r for r in routes(passes.translate())}
     assert all(again[p] is not after[p] for p in again)
 
 
@@ -451,14 +450,7 @@ def test_deep_merge_priority_runs_the_ext_proc_of_parent_and_child() -> None:
 
 
 def test_child_status_drops_a_parent_that_no_longer_delegates_to_it() -> None:
-    store = Store()
-    store.upsert(builtin_class())
-    for d in (gateway(), service("team1", "svc"), root(("/a", "team1")),
-              httproute("team1", "c", [forward("team1", "c", match("/a/c"))])):
-        store.upsert(parse(d))
-    state = Aggregate()
-    t = translate(store, lambda _gw: "127.0.0.1", state=state)
-    assert [p["parentRef"]["name"] for p in parents(t, "team1", "c")] == ["root"]
-    store.upsert(parse(root(("/a", "team2"))))  # the rule now hands /a to another team
-    t = translate(store, lambda _gw: "127.0.0.1", state=state)
-    assert parents(t, "team1", "c") == []
+    passes = Passes(root(("/a", "team1")), httproute("team1", "c", [forward("team1", "c", match("/a/c"))]))
+    assert [p["parentRef"]["name"] for p in parents(passes.translate(), "team1", "c")] == ["root"]
+    passes.apply(root(("/a", "team2")))  # the rule now hands /a to another team
+    assert parents(passes.translate(), "team1", "c") == []
