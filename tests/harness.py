@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -23,15 +22,15 @@ from typing import Any, TypeVar
 
 import httpx
 
+from lychgate.deploy import ports
 from lychgate.echo import echo_app
 
 T = TypeVar("T")
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port for a server started later (below the ephemeral range: deploy/ports.py)."""
+    return ports.free_port()
 
 
 def wait_for(check: Callable[[], T | None], timeout: float = 15.0, what: str = "condition") -> T:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from aiohttp import web
 from lychgate.deploy.local import envoy_binary
 from lychgate.deploy.manifests import ADMIN_PORT, READY_PORT
 from lychgate.echo import echo_app
+from tests.harness import free_port
 from tests.kube.helpers import (
     Controller,
     endpoint_slice,
@@ -35,12 +35,6 @@ from tests.kube.helpers import (
 from tests.kubefake import KubeFake
 
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -17,22 +17,15 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import sys
 from pathlib import Path
 
 from lychgate.ai.config import AIConfig
+from lychgate.deploy.ports import free_port
 
 log = logging.getLogger("lychgate.deploy")
 
 RESTART_DELAY = 1.0  # seconds before a dead extension is started again (no busy loop on a crash at start)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class LocalAIExtension:
