@@ -41,6 +41,7 @@ from lychgate.xds.cache import Snapshot, SnapshotCache, decode, make_snapshot, r
 from lychgate.xds.doctor import Doctor
 from lychgate.xds.server import AdsServer, ProxyConnection
 from lychgate.xds.translator import Resources, WireCache, build, scoped
+from lychgate.xds.translator.chain_routes import POLICY_CHAIN
 from lychgate.xds.translator.route_matcher import routes_of
 from lychgate.xds.validate import Blocked, Preflight
 
@@ -124,7 +125,8 @@ def _keep_last_good(resources: Resources, previous: Snapshot | None, blocked: Bl
     """Put back the last accepted version of a blocked resource (or leave it out)."""
     names = [(blocked.type_url, blocked.name)]
     if blocked.type_url == types.LISTENER and previous is not None:
-        names.append((types.ROUTE, blocked.name))  # a listener's routes share its name
+        # a listener's routes are named after it and its filter chain (chain_routes.py)
+        names += [(types.ROUTE, blocked.name), (types.ROUTE, blocked.name + POLICY_CHAIN)]
         # The routes kept may point at clusters the new input dropped: keep those too.
         current = resources.by_type.setdefault(types.CLUSTER, {})
         for name in previous.resources.get(types.CLUSTER, {}).keys() - current.keys():

@@ -735,13 +735,12 @@ class HTTPListener:
     virtual_hosts: tuple[VirtualHost, ...]
     server_names: tuple[str, ...] = ()
     tls: DownstreamTLS | None = None
-    # Every usable ext auth / ext proc GatewayExtension: each gets a filter in the
-    # chain (off by default) whether or not a route uses it yet, so attaching a
-    # policy changes only routes and never drains the listener's connections.
+    # Once any of its routes has a policy (PolicyIndex.filters_for): every usable ext
+    # auth / ext proc GatewayExtension, each a filter in the chain (off by default)
+    # whether or not a route uses it yet, so further policies change only routes
+    # and never drain the listener's connections.
     extensions: tuple[ExtensionService, ...] = ()
-    # The route-configured policy filters (rate limit, buffer, transformation)
-    # are installed, off by default, once any TrafficPolicy exists: from then on
-    # policies never change the listener.
+    # Likewise the route-configured policy filters (rate limit, buffer, transformation, ...).
     policy_filters: bool = False
     # The endpoint pickers of the InferencePools its routes use: one ext_proc
     # filter each, off by default (translate/inference.py).

@@ -4,11 +4,13 @@ directly, in the same run; and 10,000 path routes in one hostname, last vs first
 
 Backend: nginx (Debian's nginx-light, one worker, `return 200`). Load: wrk,
 1 thread, 32 connections, bounded by -d (5 s per case and round, 4 rounds;
-3 s x 2 rounds with --quick), cases interleaved. All on loopback.
-nginx and every Envoy (all threads) are pinned to
-CPU 0 and wrk to CPU 1 (taskset), so the cases compete for CPU the same way.
-Both Envoys run with the same flags (lychgate's local deployer's: default
-concurrency, `--disable-hot-restart`, log level info).
+3 s x 2 rounds with --quick), cases interleaved. All on loopback, nothing
+pinned: each Envoy runs with its default concurrency (one worker per core) and
+spreads over the cores as a user's would. (Pinning every server to one core
+and wrk to the other made wrk the bottleneck and hid a proxy whose workers
+were unevenly loaded.) The static Envoy is Envoy's defaults: one listener, one
+route, the router filter, no other setting. Both Envoys run with the same
+flags (lychgate's local deployer's: `--disable-hot-restart`, log level info).
 
 The 10,000 path routes are 10,000 HTTPRoutes on a second Gateway, hostname
 paths.bench.test, each one PathPrefix /pNNNNN to nginx. "First" and "last" are
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import statistics
@@ -57,7 +58,6 @@ from tests.bench.common import (
     log,
     lychgate_process,
     path_route_yaml,
-    pin,
     route_host,
     route_name,
     safe_plots,
@@ -97,9 +97,9 @@ http {{
 }}
 """
 
-# The hand-written equivalent of what lychgate sends for one Gateway listener with
-# one route: same HTTP connection manager options, one virtual host, one route,
-# one cluster to nginx (static endpoint instead of EDS).
+# What a user would write by hand for one listener with one route, Envoy's
+# defaults otherwise: one virtual host, one route, one cluster to nginx (static
+# endpoint instead of EDS).
 STATIC_ENVOY = """\
 node: {{id: bench/static, cluster: bench.static}}
 admin:
@@ -107,7 +107,6 @@ admin:
 static_resources:
   listeners:
     - name: http-{port}
-      enable_reuse_port: false
       address: {{socket_address: {{address: {address}, port_value: {port}}}}}
       filter_chains:
         - filters:
@@ -115,9 +114,6 @@ static_resources:
               typed_config:
                 "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
                 stat_prefix: http-{port}
-                normalize_path: true
-                merge_slashes: true
-                use_remote_address: true
                 route_config:
                   name: http-{port}
                   validate_clusters: false
@@ -249,8 +245,7 @@ def _scope_key(admin: str) -> tuple[int, int, str]:
     return scopes, text.count(".matches("), "CEL"
 
 
-def _pairs(cases: dict[str, tuple[str, str]], envoy_pid: dict[str, int], count: int,
-           wrk_cpu: int | None) -> list[tuple[float, float]]:
+def _pairs(cases: dict[str, tuple[str, str]], envoy_pid: dict[str, int], count: int) -> list[tuple[float, float]]:
     """(split / whole req/s, whole / split Envoy CPU per request) of `count`
     back-to-back pairs, which one goes first alternating."""
     out = []
@@ -259,7 +254,7 @@ def _pairs(cases: dict[str, tuple[str, str]], envoy_pid: dict[str, int], count: 
         for name in ((SPLIT, WHOLE) if i % 2 == 0 else (WHOLE, SPLIT)):
             url, host = cases[name]
             e0 = cpu_seconds(envoy_pid[name])
-            res = wrk(url, host, PAIR_SECONDS, cpu=wrk_cpu)
+            res = wrk(url, host, PAIR_SECONDS)
             got[name] = (res.rps, (cpu_seconds(envoy_pid[name]) - e0) / max(res.requests, 1))
         out.append((got[SPLIT][0] / got[WHOLE][0], got[WHOLE][1] / got[SPLIT][1]))
         log(f"dataplane pair {i + 1}: split / whole {out[-1][0]:.3f} req/s, {out[-1][1]:.3f} Envoy CPU")
@@ -360,17 +355,6 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
                 p.close()
                 if status != 200:
                     raise RuntimeError(f"{name}: {url} answers {status}: {body[:200]!r}")
-            # Servers on CPU 0 (nginx, every Envoy: all their threads), wrk on CPU 1: the
-            # scheduler then cannot favour one case over another, and the ratios
-            # compare what each proxy costs per request on the same core.
-            wrk_cpu: int | None = None
-            if (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
-                assert nginx.proc is not None and static.proc is not None and twin.proc is not None
-                server_pids = [nginx.proc.pid, static.proc.pid, twin.proc.pid]
-                server_pids += [int(p["pid"]) for p in proxies.values() if p.get("pid")]
-                for pid in server_pids:
-                    pin(pid, 0)
-                wrk_cpu = 1
             runs: dict[str, list[Any]] = {k: [] for k in cases}
             names = list(cases)
             for rnd in range(rounds):
@@ -378,7 +362,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
                     url, host = cases[name]
                     cp0 = cpu_seconds(lg.pid)
                     e0 = cpu_seconds(envoy_pid[name]) if name in envoy_pid else 0.0
-                    res = wrk(url, host, seconds, cpu=wrk_cpu)
+                    res = wrk(url, host, seconds)
                     res.control_plane_cpu = (cpu_seconds(lg.pid) - cp0) / seconds
                     if name in envoy_pid:  # the proxy's own CPU per request, in microseconds
                         res.envoy_us = (cpu_seconds(envoy_pid[name]) - e0) / max(res.requests, 1) * 1e6
@@ -386,7 +370,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
                     log(f"dataplane round {rnd + 1}: {name}: {res.rps:,.0f} req/s, p99 {res.p99_ms:.2f} ms"
                         + (f", {res.non2xx} non-2xx" if res.non2xx else "")
                         + (f", {res.socket_errors} socket errors" if res.socket_errors else ""))
-            pairs = _pairs(cases, envoy_pid, 8 if opts.quick else 16, wrk_cpu)
+            pairs = _pairs(cases, envoy_pid, 8 if opts.quick else 16)
         finally:
             for envoy in (static, twin):
                 if envoy is not None:

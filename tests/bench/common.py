@@ -518,21 +518,10 @@ class WrkResult:
     envoy_us: float = 0.0  # the proxy's own CPU per request (µs), where measured
 
 
-def pin(pid: int, cpu: int) -> None:
-    """Pin a process, all its threads and its child processes to one CPU (taskset)."""
-    pids = [pid]
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        pids += [int(c) for c in children.read_text().split()]
-    for p in pids:
-        subprocess.run(["taskset", "-a", "-cp", str(cpu), str(p)], capture_output=True, timeout=10, check=True)
-
-
-def wrk(url: str, host: str, seconds: int, connections: int = 32, threads: int = 1,
-        cpu: int | None = None) -> WrkResult:
+def wrk(url: str, host: str, seconds: int, connections: int = 32, threads: int = 1) -> WrkResult:
     """wrk bounded by -d and a hard subprocess timeout; loopback URLs only."""
     assert re.match(r"http://127\.\d+\.\d+\.\d+:\d+/", url), url
-    cmd = (["taskset", "-c", str(cpu)] if cpu is not None else []) + ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "2s",
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "2s",
            "-H", f"Host: {host}", url]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]

@@ -180,12 +180,15 @@ def test_http_ext_auth_default_timeout_waits_for_a_slow_service(stack: Stack) ->
 
 
 def test_policy_attached_later_protects_open_connections(stack: Stack) -> None:
-    """The ext_authz filter of an extension is in the listener before any policy uses
-    it, so attaching the policy changes only routes: a keep-alive client's open
-    connection is protected from its next request, not after the listener drains."""
+    """Once a listener has any policy, the ext_authz filter of every extension is in
+    it before a policy uses it, so attaching the policy changes only routes: a
+    keep-alive client's open connection is protected from its next request, not
+    after the listener drains (docs/policies.md, "Filters in the chain")."""
     auth = stack.servers.auth("late")
     stack.service("auth-late", auth.port)
-    stack.write("auth-late-ext.yaml", ext("late", "auth-late", auth.port), stack.route("late", "late.example.com"))
+    stack.write("auth-late-ext.yaml", ext("late", "auth-late", auth.port), stack.route("late", "late.example.com"),
+                stack.route("late-other", "late-other.example.com"),
+                policy("late-other", "late-other", "  timeouts:\n    request: 10s\n"))
     admin = stack.lg.proxies()["default/gw"]["admin"]
 
     def listener_has_filter() -> bool:

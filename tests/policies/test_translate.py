@@ -416,10 +416,14 @@ def test_policy_merge_settings() -> None:
                               "other": {}}) == {"extAuth"}
 
 
-def test_every_usable_extension_has_a_filter_before_any_policy_uses_it() -> None:
-    t = run("")
+def test_a_listener_with_a_policy_has_a_filter_for_every_usable_extension() -> None:
+    """Before any policy uses one: attaching it later changes only routes. A listener
+    without policies carries none (docs/policies.md, "Filters in the chain")."""
+    bare = next(iter(run("").gateways.values())).listeners[0]
+    assert bare.extensions == () and not bare.policy_filters
+    t = run(tp("slow", "  timeouts: {request: 10s}"))
     listener = next(iter(t.gateways.values())).listeners[0]
-    assert [e.name for e in listener.extensions] == ["default/auth"]
+    assert [e.name for e in listener.extensions] == ["default/auth"] and listener.policy_filters
     assert "extension/default/auth" in {c.name for c in next(iter(t.gateways.values())).clusters}
 
 

@@ -105,6 +105,6 @@ def test_snapshot_metrics_follow_the_snapshot(tmp_path: Path) -> None:
         cp.store.upsert(route(f"m-{n}", "m"))
         asyncio.run(cp.sync_once())
         assert shown("lychgate_xds_snapshot_bytes") == actual()
-        assert shown("lychgate_xds_snapshot_resources") == 1
+        assert shown("lychgate_xds_snapshot_resources") == 2  # the table, the stand-in (chain_routes.py)
     asyncio.run(cp.sync_once())  # nothing changed: the figures stay
     assert shown("lychgate_xds_snapshot_bytes") == actual()

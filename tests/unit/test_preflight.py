@@ -74,8 +74,9 @@ async def test_a_listener_that_fails_on_its_own_blames_no_route(tmp_path: Path) 
     hcm.http_filters.insert(0, hcm_pb.HttpFilter(name="nosuch"))  # no typed config: refused
     listener.filter_chains[0].filters[0].typed_config.Pack(hcm)
     resources.add(types.LISTENER, "http-80", listener)
-    [blocked] = await pre.check(resources)
-    assert blocked.type_url == types.LISTENER and blocked.routes == ()
+    # (the stand-in table of the other filter chain is checked inside that listener too)
+    [blocked] = [b for b in await pre.check(resources) if b.type_url == types.LISTENER]
+    assert blocked.routes == ()
 
 
 async def test_a_bucket_shared_across_the_gateway_passes(tmp_path: Path) -> None:

@@ -30,7 +30,13 @@ class XdsTarget:
 # flushes every 10 s by default (or at 64 KiB): a request of a quiet gateway
 # reached its log up to 10 s late. Every second instead: a logged request is
 # in the file within about a second.
-ENVOY_FLAGS = ("--file-flush-interval-msec", "1000")
+# A connection on a filter chain that changed (a listener's first policy, a new
+# GatewayExtension) drains: with the immediate strategy Envoy closes it at its
+# next answer (HTTP/1 `Connection: close`, HTTP/2 GOAWAY) instead of with a
+# probability that grows over the drain time, so it does not go on running the
+# old chain's filters (xds/translator/chain_routes.py). The drain time (how long
+# requests in flight, say a stream, may go on) stays Envoy's 600 s.
+ENVOY_FLAGS = ("--file-flush-interval-msec", "1000", "--drain-strategy", "immediate")
 
 
 def node_id(namespace: str, name: str) -> str:

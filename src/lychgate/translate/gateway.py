@@ -476,10 +476,11 @@ def _https_tables(gw: Gateway, agg: Aggregate, serving: list[ListenerState], add
                 others.append("*")
             extra = [_misdirected_host(gw, f"{table}/misdirected/{h}", (h,)) for h in others]
             assert listener.tls is not None
+            extensions, policy_filters = policies.filters_for(vhosts)
             out.append(ir.HTTPListener(
                 name=table, address=address, port=port, virtual_hosts=(*vhosts, *extra),
                 server_names=(listener.spec.hostname,) if listener.spec.hostname else (),
-                tls=listener.tls, extensions=policies.extensions, policy_filters=policies.active))
+                tls=listener.tls, extensions=extensions, policy_filters=policy_filters))
     return out
 
 
@@ -594,8 +595,9 @@ def _finish_gateway(
         names = {l.id: l.spec.hostname for l in serving_listeners if l.spec.port == port}
         vhosts = agg.virtual_hosts(gw_key, f"http-{port}", functools.partial(
             _virtual_host, gw, policies=policies, port=port, port_listeners=names, https=False))
+        extensions, policy_filters = policies.filters_for(vhosts)
         listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts),
-                                         extensions=policies.extensions, policy_filters=policies.active))
+                                         extensions=extensions, policy_filters=policy_filters))
     listeners += _https_tables(gw, agg, serving_listeners, address, policies)
     if store.count("InferencePool"):  # walks every route: only when pools exist
         listeners = [dataclasses.replace(l, pickers=inference.pickers(l.virtual_hosts)) for l in listeners]

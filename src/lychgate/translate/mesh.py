@@ -258,9 +258,8 @@ def _service_port(store: Store, wp: _Waypoint, service: Service, port: int,
         wp.clusters[res.cluster.name] = res.cluster
         routes = (ir.Route(source=ir.RouteSource("Service", ns, name, 0, 0), match=ir.Match(),
                            action=ir.Forward((ir.WeightedCluster(res.cluster.name, 1),))),)
-    listener = ir.HTTPListener(
-        name=f"waypoint/{ns}/{name}/{port}", address="", port=port,
-        virtual_hosts=(ir.VirtualHost(name=f"{ns}/{name}:{port}", domains=("*",), routes=routes),),
-        extensions=policies.extensions, policy_filters=policies.active,
-    )
+    vhost = ir.VirtualHost(name=f"{ns}/{name}:{port}", domains=("*",), routes=routes)
+    extensions, policy_filters = policies.filters_for((vhost,))
+    listener = ir.HTTPListener(name=f"waypoint/{ns}/{name}/{port}", address="", port=port, virtual_hosts=(vhost,),
+                               extensions=extensions, policy_filters=policy_filters)
     return ir.WaypointService(authorities=authorities(service, port), listener=listener)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -205,12 +205,21 @@ class PolicyIndex:
         self.extensions: tuple[ir.ExtensionService, ...] = ()
         self._extension_clusters: dict[str, ir.Cluster] = {}
         self._extension_reads: frozenset[Read] | None = None  # None: not indexed yet
-        self.active = False  # policy filters go into listeners once any TrafficPolicy exists
+        self.active = False  # any TrafficPolicy exists (see filters_for)
         self.global_namespace = ""  # kgateway's globalPolicyNamespace: its selectors reach every namespace
         # ExtensionRef filters naming TrafficPolicies: route -> (policy, rule, field path), and
         # (namespace, policy) -> (route kind, route, rule, field path)
         self._route_refs: dict[ObjectKey, frozenset[tuple[str, int, str]]] = {}
         self._referrers: dict[tuple[str, str], set[tuple[str, str, int, str]]] = {}
+
+    def filters_for(self, vhosts: Iterable[ir.VirtualHost]) -> tuple[tuple[ir.ExtensionService, ...], bool]:
+        """The extension services and whether the policy filters go into the chain of a
+        listener serving `vhosts`: only once one of its routes has a policy, so a
+        listener without policies carries no filter it does not use. From then on
+        every usable extension and policy filter is there (off by default), and
+        later policies change only routes (see ir.HTTPListener.extensions)."""
+        used = self.active and any(vh.policies for vh in vhosts)
+        return (self.extensions if used else ()), used
 
     def refresh(self, store: Store, gateways: Mapping[tuple[str, str], Gateway],
                 listeners: Mapping[tuple[str, str], set[str]], deep: frozenset[str],

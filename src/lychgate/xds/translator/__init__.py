@@ -21,6 +21,7 @@ from lychgate.xds.translator import (  # noqa: F401
     backend_cluster,
     basic_auth,
     buffer,
+    chain_routes,
     cluster_policy,
     compression,
     cors,
@@ -96,15 +97,16 @@ def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tu
     cache.keep(len(http.virtual_hosts))
     if not table.scoped(threshold):
         return 0
+    base = chain_routes.routes_name(http)
     for i in range(1 << table.bits):
-        name = scoped.scope_name(http.name, i)
+        name = scoped.scope_name(base, i)
         version = table.version(i)
         built, message = table.built.get(i, (None, None))
         if built != version:
             message = route_table(name, table.scope(i), cache, (*key, i), remove_headers=(scoped.SCOPE_HEADER,))
             table.built[i] = (version, message)
         out.add(types.ROUTE, name, message)
-    for name, scope in scoped.scope_resources(http.name, table.bits):
+    for name, scope in scoped.scope_resources(base, table.bits):
         out.add(types.SCOPED_ROUTE, name, scope)
     return table.bits
 
@@ -124,7 +126,9 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
         if bits:
             scoped_tables[http.name] = bits
         else:
-            out.add(types.ROUTE, http.name, route_configuration(http, cache, key))
+            out.add(types.ROUTE, chain_routes.routes_name(http), route_configuration(http, cache, key))
+        stand_in = chain_routes.other_routes_name(http)
+        out.add(types.ROUTE, stand_in, chain_routes.stand_in(stand_in))
     for listener in envoy_listeners(gateway, scoped_tables, native_key):
         out.add(types.LISTENER, listener.name, listener)
     for cluster in gateway.clusters:

@@ -50,15 +50,21 @@ class Cors(Feature):
     order = 10
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        # Always there, so a route gaining a CORS filter (HTTPRoute or TrafficPolicy)
-        # changes only routes, never the listener. It does nothing on routes
-        # without a CorsPolicy.
-        hcm.http_filters.append(hcm_pb.HttpFilter(name=FILTER, typed_config=pack(cors_pb2.Cors())))
+        # Only where a route has a CorsPolicy: the filter looks at every request's
+        # Origin, and a listener without CORS should not pay for it. The first
+        # CORS route changes the listener (Envoy drains the old chain; connections
+        # on it answer without CORS headers, which browsers treat as a refusal).
+        if any(vh.summary(_has_cors) for vh in listener.virtual_hosts):
+            hcm.http_filters.append(hcm_pb.HttpFilter(name=FILTER, typed_config=pack(cors_pb2.Cors())))
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
         cors = route.cors or (route.policy.cors if route.policy is not None else None)
         if cors is not None:
             out.typed_per_filter_config[FILTER].CopyFrom(pack(cors_policy(cors)))
+
+
+def _has_cors(vh: ir.VirtualHost) -> bool:
+    return any(r.cors is not None for r in vh.routes) or any(p.cors is not None for p in vh.policies)
 
 
 register(Cors())

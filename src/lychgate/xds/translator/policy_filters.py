@@ -1,15 +1,18 @@
 """Helpers shared by the policy features: per-route filter config, filters off by default.
 
-Policy filters sit in every listener's HTTP connection manager, disabled: the
+Policy filters sit in a listener's HTTP connection manager, disabled, once any
+of its routes has a TrafficPolicy (translate PolicyIndex.filters_for): the
 ext_authz / ext_proc filter of every usable GatewayExtension, and the rate
-limit, buffer and transformation filters once any TrafficPolicy exists (the
-CORS filter, which HTTPRoutes use too, is always there). A
-route that needs one enables and configures it through
-`typed_per_filter_config`. Routes without the policy never run the filter, and
-attaching, changing or removing a policy touches only the route configuration
-(RDS). That matters: a listener change makes Envoy drain the old listener, and
-its open connections (keep-alive clients) keep the old filter chain, so a
-newly attached auth policy would not protect them for minutes.
+limit, buffer, transformation and other policy filters. A route that needs one
+enables and configures it through `typed_per_filter_config`. Routes without
+the policy never run the filter, and attaching, changing or removing a policy
+touches only the route configuration (RDS). That matters: a listener change
+makes Envoy drain the old listener, and its open connections (keep-alive
+clients) keep the old filter chain, so a newly attached auth policy would not
+protect them until they close. A listener's first policy is the change that
+adds filters (a listener without policies carries none it does not use), and
+chain_routes.py keeps the connections of the chain it replaces from reaching a
+backend (docs/policies.md, "Filters in the chain").
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from envoy.type.v3 import percent_pb2
 from google.protobuf import duration_pb2
 
 from lychgate import ir
-from lychgate.xds.translator import route_matcher
+from lychgate.xds.translator import chain_routes, route_matcher
 from lychgate.xds.translator.features import FEATURES
 from lychgate.xds.translator.retry_options import retry_options
 from lychgate.xds.translator.wire import RawMessage, WireCache, repeated_field
@@ -39,7 +39,7 @@ def _framed_host(vh: ir.VirtualHost, cache: WireCache | None = None, table: Hash
 def route_configuration(
     listener: ir.HTTPListener, cache: WireCache | None = None, key: Hashable | None = None
 ) -> RawMessage:
-    return route_table(listener.name, listener.virtual_hosts, cache, key)
+    return route_table(chain_routes.routes_name(listener), listener.virtual_hosts, cache, key)
 
 
 def route_table(

@@ -31,6 +31,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 
 from lychgate import ir
 from lychgate.xds import types
+from lychgate.xds.translator import chain_routes
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.listener import ads_source, http_connection_manager, tls_socket
 from lychgate.xds.translator.policy_filters import pack
@@ -119,7 +120,9 @@ class Waypoint(Feature):
         for svc in wp.services:
             name = svc.listener.name
             yield types.LISTENER, name, internal_listener(svc.listener)
-            yield types.ROUTE, name, route_configuration(svc.listener)
+            yield types.ROUTE, chain_routes.routes_name(svc.listener), route_configuration(svc.listener)
+            stand_in = chain_routes.other_routes_name(svc.listener)
+            yield types.ROUTE, stand_in, chain_routes.stand_in(stand_in)
             yield types.CLUSTER, name, tunnel_cluster(name)
 
 
