@@ -150,7 +150,7 @@ def test_refused_objects_are_named_with_the_field(tmp_path: Path) -> None:
     manifest = "apiVersion: gateway.kgateway.dev/v1alpha1\nkind: DirectResponse\nmetadata: {name: d}\nspec: {statuss: 1}\n"
     result = CliRunner().invoke(app, ["convert", "-"], input=manifest)
     assert result.exit_code == 0
-    assert "-: DirectResponse d: lychgate would refuse it: spec.status: Field required; spec.statuss: Extra inputs" in result.stderr
+    assert "-: DirectResponse default/d: lychgate would refuse it: spec.status: Field required; spec.statuss: Extra inputs" in result.stderr
 
 
 @pytest.mark.parametrize(("args", "stdin", "message"), [

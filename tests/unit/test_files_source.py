@@ -225,7 +225,7 @@ def test_problems_and_objects_have_their_yaml_lines(tmp_path: Path) -> None:
     source.load_all()
     by_file = {p.file: p for p in source.all_problems()}
     bad = by_file["a.yaml"]
-    assert (bad.line, bad.object) == (9, "HTTPRoute bad")
+    assert (bad.line, bad.object) == (9, "HTTPRoute default/bad")
     assert bad.fields == (("spec.rules[0].backendRefs[0].port", "Input should be greater than or equal to 1", 16),)
     assert str(bad).startswith("a.yaml:9: HTTPRoute default/bad: spec.rules[0].backendRefs[0].port")
     assert by_file["broken.yaml"].line is not None and by_file["broken.yaml"].line >= 2

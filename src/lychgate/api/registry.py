@@ -73,7 +73,9 @@ def describe(raw: Any) -> str:
     if not isinstance(meta, dict):
         meta = {}
     name = meta.get("name") or "<no name>"
-    ns = meta.get("namespace")
+    known = BY_KIND.get(kind) if isinstance(kind, str) else None
+    # A namespaced kind without a namespace is read into `default`: named so everywhere.
+    ns = meta.get("namespace") or ("default" if known is not None and known.NAMESPACED else None)
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
 
 

@@ -120,7 +120,7 @@ class FileSource:
         """Bring the store in line with one file (created, edited or deleted); `text`:
         its content when it is not read from the disk (standard input, a conversion)."""
         path = canonical(path)
-        problems: list[Problem] = []
+        problems: list[tuple[Problem, tuple[int, int | None]]] = []  # with where each was found
         previous = self._owned.get(path, {})
         if text is None and not path.exists():
             self._replace(path, previous, {})
@@ -134,9 +134,8 @@ class FileSource:
         except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
             # The whole file is unreadable: like a rejected apply, keep what it had.
             mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-            problems.append(Problem(self._rel(path), None, None, f"cannot parse: {err}",
-                                    line=mark.line + 1 if mark is not None else None))
-            self._report(path, problems)
+            self._report(path, [Problem(self._rel(path), None, None, f"cannot parse: {err}",
+                                        line=mark.line + 1 if mark is not None else None)])
             return
         current: dict[ObjectKey, Resource] = {}
         origins: dict[ObjectKey, tuple[int, int | None]] = {}
