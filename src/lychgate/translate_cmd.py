@@ -3,6 +3,12 @@
 They are the snapshot the control plane's pass stores for the Gateway (lychgate.offline):
 what `lychgate run` sends. Each resource is written as Envoy's admin `/config_dump`
 writes it: proto field names, its type in `@type`, typed configs expanded the same way.
+
+Endpoints are the exception Envoy makes: its dump rebuilds them from the hosts it holds
+instead of keeping what it received, with its defaults written out and every host
+HEALTHY (no health check has run). They are shown that way here, so the output equals
+the proxy's. Left out: the endpoints of the Gateway's own replicas (xds/replicas.py),
+which are the proxies connected at the time, not configuration.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from lychgate.admin.redact import redact
 from lychgate.offline import Evaluation, UsageError
 from lychgate.xds import types
 from lychgate.xds.cache import decode
+from lychgate.xds.replicas import LOCAL_CLUSTER
 
 # --type: the xDS services, and the types of the resources each sends.
 KINDS: dict[str, tuple[str, ...]] = {
@@ -39,6 +46,24 @@ def as_config_dump(type_url: str, message: Any) -> dict[str, Any]:
     return shown
 
 
+def endpoints_as_dumped(resource: dict[str, Any]) -> dict[str, Any]:
+    """A ClusterLoadAssignment as Envoy's dump rebuilds it (dynamic_endpoint_configs)."""
+    groups = []
+    for group in resource.get("endpoints") or []:
+        hosts = [{"endpoint": {**lb.get("endpoint", {}), "health_check_config": {}},
+                  "health_status": "HEALTHY", "load_balancing_weight": lb.get("load_balancing_weight", 1)}
+                 for lb in group.get("lb_endpoints") or []]
+        rebuilt = {"locality": group.get("locality", {}), "lb_endpoints": hosts,
+                   "load_balancing_weight": group.get("load_balancing_weight", 0)}
+        if group.get("priority"):
+            rebuilt["priority"] = group["priority"]
+        groups.append(rebuilt)
+    policy = resource.get("policy") or {}
+    out = {"@type": resource["@type"], "cluster_name": resource["cluster_name"],
+           "policy": {**policy, "overprovisioning_factor": policy.get("overprovisioning_factor", 140)}}
+    return {**out, "endpoints": groups} if groups else out
+
+
 def gateway_resources(ev: Evaluation, ref: str, wanted: tuple[str, ...]) -> dict[str, Any]:
     snapshot = ev.cp.cache.get(ref)
     out: dict[str, Any] = {"gateway": ref}
@@ -46,7 +71,9 @@ def gateway_resources(ev: Evaluation, ref: str, wanted: tuple[str, ...]) -> dict
         if type_url not in wanted:
             continue
         byname = snapshot.resources.get(type_url, {}) if snapshot is not None else {}
-        out[SECTIONS[type_url]] = [as_config_dump(type_url, decode(type_url, byname[name])) for name in sorted(byname)]
+        shown = [as_config_dump(type_url, decode(type_url, byname[name])) for name in sorted(byname)
+                 if not (type_url == types.ENDPOINT and name == LOCAL_CLUSTER)]
+        out[SECTIONS[type_url]] = [endpoints_as_dumped(r) for r in shown] if type_url == types.ENDPOINT else shown
     return out
 
 
