@@ -128,6 +128,11 @@ def field_of(obj: Obj, group: str, ref: Obj | None, cond: Obj) -> str:
     spelled = re.search(r"\bspec(\.[A-Za-z]\w*|\[\d+\])+", message)
     if spelled:
         return spelled.group(0)
+    rule = re.search(r"\brule (\S+?): (?:([\w.\[\]]+): )?", message)
+    if rule and isinstance(spec.get("rules"), list):  # "rule NAME: matches[0].path: ..." (a replaced rule)
+        i = _rule_index(spec["rules"], rule.group(1))
+        if i is not None:
+            return f"spec.rules[{i}]" + (f".{rule.group(2)}" if rule.group(2) else "")
     if group == "listeners" and ref is not None:
         i = _index(spec.get("listeners"), lambda item: item.get("name") == ref.get("name"))
         if i is not None:
@@ -148,6 +153,14 @@ def field_of(obj: Obj, group: str, ref: Obj | None, cond: Obj) -> str:
             if i is not None:
                 return f"spec.{key}[{i}]"
     return ""
+
+
+def _rule_index(rules: list[Any], name: str) -> int | None:
+    """A rule by its name, else by its index (how translation names a rule without one)."""
+    found = _index(rules, lambda rule: rule.get("name") == name)
+    if found is None and name.isdigit() and int(name) < len(rules):
+        return int(name)
+    return found
 
 
 def describe_condition(cond: Obj) -> str:
@@ -257,8 +270,10 @@ def report(ev: Evaluation) -> Report:
                         "file": where[0], "line": where[1], "status": _without_times(status)})
     for (kind, namespace, name, rule), why in sorted(five_hundreds(ev.cp.translation.gateways.values()).items()):
         key = ObjectKey(kind, namespace, name)
-        file, line = ev.source.locate(key, ("spec", "rules", rule)) or (None, None)
-        findings.append(Finding(file, line, f"{kind} {namespace}/{name}", f"spec.rules[{rule}]", why))
+        inner = re.match(r"rule [^:]+: ([\w.\[\]]+): ", why.partition(": ")[2])  # the field a replaced rule names
+        path = f"spec.rules[{rule}]" + (f".{inner.group(1)}" if inner else "")
+        file, line = ev.source.locate(key, parse_path(path)) or (None, None)
+        findings.append(Finding(file, line, f"{kind} {namespace}/{name}", path, why))
     findings.sort(key=lambda f: (f.file or "", f.line or 0, f.object, f.field))
     return Report(findings, objects)
 

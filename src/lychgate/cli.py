@@ -483,6 +483,8 @@ def _evaluate(paths: list[str], from_kgateway: bool, validation: str | None, pol
     except offline.UsageError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 PolicyMergeOpt = Annotated[str | None, typer.Option(help="policyMerge as JSON, as for `lychgate run`.")]

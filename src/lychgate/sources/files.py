@@ -134,7 +134,7 @@ class FileSource:
         except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
             # The whole file is unreadable: like a rejected apply, keep what it had.
             mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-            self._report(path, [Problem(self._rel(path), None, None, f"cannot parse: {err}",
+            self._report(path, [Problem(self._rel(path), None, None, f"cannot parse: {_one_line(err)}",
                                         line=mark.line + 1 if mark is not None else None)])
             return
         current: dict[ObjectKey, Resource] = {}
@@ -286,6 +286,20 @@ class FileSource:
             log.debug("sync: %d changed files", len(paths))
             for path in paths:
                 self.reload(path)
+
+
+def _one_line(err: Exception) -> str:
+    """A YAML error on one line (its problem, then what it was in and where that started):
+    problems are printed `file:line: message`, one a line."""
+    problem, context = getattr(err, "problem", None), getattr(err, "context", None)
+    if not isinstance(err, yaml.MarkedYAMLError) or problem is None:
+        return " ".join(str(err).split())
+    mark = err.problem_mark
+    where = f" at column {mark.column + 1}" if mark is not None else ""  # the line is the problem's
+    started = err.context_mark
+    within = (f" ({context} that starts at line {started.line + 1}, column {started.column + 1})"
+              if context and started is not None else f" ({context})" if context else "")
+    return f"{problem}{where}{within}"
 
 
 def _placed(problem: Problem, positions: Positions, where: tuple[int, int | None]) -> Problem:
