@@ -251,23 +251,32 @@ def _without_times(value: Any) -> Any:
     return value
 
 
-def report(ev: Evaluation) -> Report:
+def _judged(status: Obj) -> bool:
+    """Has the status a condition worth a finding? (Most have none: their objects are not dumped.)"""
+    return any(_judge(c) is not None for _, _, conditions in _entries(status) for c in conditions)
+
+
+def report(ev: Evaluation, lines_of_objects: bool = True) -> Report:
+    """Findings, and every object's conditions; `lines_of_objects`: find the line of each object
+    too (every file is parsed again for its positions), not only those of the findings."""
     findings = [f for p in ev.source.all_problems() for f in problem_findings(p)]
     findings += [Finding(n.source, None, n.obj, n.field, n.message, "warning") for n in ev.notes]
     objects: list[Obj] = []
     for key, status in sorted(ev.cp.status.items(), key=lambda kv: (kv[0].kind, kv[0].namespace, kv[0].name)):
         obj = ev.cp.store.get_key(key)
-        where = ev.source.locate(key)
-        if obj is None or where is None:
+        origin = ev.source.origins.get(key)
+        if obj is None or origin is None:
             continue  # the built-in GatewayClass: no file of the user's holds it
-        plain = obj.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if _judged(status):
+            plain = obj.model_dump(by_alias=True, exclude_none=True, mode="json")
 
-        def locate(path: tuple[str | int, ...], key: ObjectKey = key) -> tuple[str, int | None] | None:
-            return ev.source.locate(key, path)
+            def locate(path: tuple[str | int, ...], key: ObjectKey = key) -> tuple[str, int | None] | None:
+                return ev.source.locate(key, path)
 
-        findings += object_findings(plain, status, locate)
+            findings += object_findings(plain, status, locate)
+        file, line = (ev.source.locate(key) if lines_of_objects else None) or (None, None)
         objects.append({"kind": key.kind, "namespace": key.namespace, "name": key.name,
-                        "file": where[0], "line": where[1], "status": _without_times(status)})
+                        "file": file, "line": line, "status": _without_times(status)})
     for (kind, namespace, name, rule), why in sorted(five_hundreds(ev.cp.translation.gateways.values()).items()):
         key = ObjectKey(kind, namespace, name)
         inner = re.match(r"rule [^:]+: ([\w.\[\]]+): ", why.partition(": ")[2])  # the field a replaced rule names

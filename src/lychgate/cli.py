@@ -18,7 +18,7 @@ import httpx
 import typer
 from pydantic import ValidationError
 
-from lychgate import __version__, cli_get
+from lychgate import __version__
 from lychgate import log as logsetup
 from lychgate.settings import Settings
 
@@ -191,6 +191,8 @@ def get(
 ) -> None:
     """Show objects and their status from the running control plane, kubectl-style
     (every kind it reads, by kubectl's plural, singular or short name; `all`; `errors`)."""
+    from lychgate import cli_get  # rich and every kind's columns: not for the other commands
+
     cli_get.show(lambda path, **params: _fetch(admin_address, path, **params), kind, name, namespace,
                  all_namespaces, output)
 
@@ -516,7 +518,7 @@ def check(
         typer.echo(f"error: -o {output}: use text, json or github", err=True)
         raise typer.Exit(2)
     ev = _evaluate(paths, from_kgateway, validation, policy_merge, waypoint, inference_extension, state_dir)
-    rep = checking.report(ev)
+    rep = checking.report(ev, lines_of_objects=output == "json" or status)
     if output == "json":
         typer.echo(checking.render_json(rep))
     elif output == "github":
