@@ -232,6 +232,7 @@ def _answers_500(route: ir.Route) -> str | None:
 class Report:
     findings: list[Finding]
     objects: list[Obj]  # kind, namespace, name, file, line, status (each object's conditions)
+    loaded: int = 0  # objects read from the files (those without a status too: Services, Secrets...)
 
     @property
     def errors(self) -> int:
@@ -284,20 +285,29 @@ def report(ev: Evaluation, lines_of_objects: bool = True) -> Report:
         file, line = ev.source.locate(key, parse_path(path)) or (None, None)
         findings.append(Finding(file, line, f"{kind} {namespace}/{name}", path, why))
     findings.sort(key=lambda f: (f.file or "", f.line or 0, f.object, f.field))
-    return Report(findings, objects)
+    return Report(findings, objects, len(ev.source.origins))
+
+
+def _entry_label(group: str, ref: Obj | None) -> str:
+    """`listener https: `, `parent gw/http: `, `ancestor HTTPRoute good: `; the object's own: nothing."""
+    if ref is None or not group:
+        return ""
+    name = "/".join(str(ref[k]) for k in ("name", "sectionName") if ref.get(k))
+    kind = f"{ref['kind']} " if group == "ancestors" and ref.get("kind") else ""
+    return f"{group[:-1]} {kind}{name}: "
 
 
 def render_text(rep: Report, show_status: bool) -> str:
     lines = [str(f) for f in rep.findings]
     if show_status:
         for o in rep.objects:
-            conds = [c for _, _, cs in _entries(o["status"]) for c in cs]
-            shown = " ".join(describe_condition(c) for c in conds) or "no conditions"
+            shown = "; ".join(_entry_label(group, ref) + " ".join(describe_condition(c) for c in conds)
+                              for group, ref, conds in _entries(o["status"]) if conds) or "no conditions"
             ns = f"{o['namespace']}/" if o["namespace"] else ""
             lines.append(f"{o['file']}:{o['line']}: {o['kind']} {ns}{o['name']}: {shown}")
     summary = (f"{rep.errors} error{'s' * (rep.errors != 1)}, {rep.warnings} warning{'s' * (rep.warnings != 1)} "
-               f"in {len(rep.objects)} objects")
-    lines.append(summary if rep.findings else f"ok: {len(rep.objects)} objects, no problems")
+               f"in {rep.loaded} objects")
+    lines.append(summary if rep.findings else f"ok: {rep.loaded} objects, no problems")
     return "\n".join(lines)
 
 

@@ -191,3 +191,19 @@ def test_translate_prints_each_gateways_resources_as_config_dump_shows_them(site
     code, out, _ = _invoke("translate", "good", "--type", "cds", "-o", "json", "--gateway", "default/gw")
     assert code == 0
     assert list(json.loads(out)[0]) == ["gateway", "clusters"]
+
+
+def test_warnings_alone_exit_0(site: Path) -> None:
+    """What --from-kgateway cannot carry over is said, and does not fail the check."""
+    deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: backend}\n"
+    code, out, _ = _invoke("check", "--from-kgateway", "good", "-", stdin=deployment)
+    assert code == 0
+    assert out.splitlines()[0].startswith("-: warning: Deployment backend: lychgate does not read Deployment")
+    assert out.splitlines()[-1] == "0 errors, 1 warning in 3 objects"
+
+
+def test_status_lists_every_objects_conditions(site: Path) -> None:
+    code, out, _ = _invoke("check", "good", "--status")
+    assert code == 0
+    assert ("good/route.yml:1: HTTPRoute default/good: parent gw/http: Accepted=True (Accepted) "
+            "ResolvedRefs=True (ResolvedRefs)") in out.splitlines()
