@@ -18,7 +18,7 @@ import httpx
 import typer
 from pydantic import ValidationError
 
-from lychgate import __version__, cli_get
+from lychgate import __version__
 from lychgate import log as logsetup
 from lychgate.settings import Settings
 
@@ -191,6 +191,8 @@ def get(
 ) -> None:
     """Show objects and their status from the running control plane, kubectl-style
     (every kind it reads, by kubectl's plural, singular or short name; `all`; `errors`)."""
+    from lychgate import cli_get  # rich and every kind's columns: not for the other commands
+
     cli_get.show(lambda path, **params: _fetch(admin_address, path, **params), kind, name, namespace,
                  all_namespaces, output)
 
@@ -452,6 +454,112 @@ def convert(
         sys.stdout.write("---\n".join(t if t.endswith("\n") else t + "\n" for t in written))
     if failed:
         raise typer.Exit(1)
+
+
+ValidationOpt = Annotated[str | None, typer.Option(
+    "--validation", help="standard, or strict: also ask Envoy (envoy --mode validate) what it would reject, "
+                         "as `lychgate run --validation-level strict` does [default: standard].")]
+FromKgatewayOpt = Annotated[bool, typer.Option(
+    "--from-kgateway", help="The inputs are kgateway manifests: convert them first (`lychgate convert`).")]
+PathsArg = Annotated[list[str], typer.Argument(help="Manifests: files, directories (their YAML files, "
+                                                    "recursively) or - for standard input.")]
+StateDirOpt = Annotated[Path | None, typer.Option(
+    help="`lychgate run`'s state directory: Gateways get the addresses they have there (read, never written).")]
+
+
+def _evaluate(paths: list[str], from_kgateway: bool, validation: str | None, policy_merge: str | None,
+              waypoint: bool | None, inference_extension: bool | None, state_dir: Path | None) -> Any:
+    """Load and translate the manifests as `lychgate run` would, with nothing running."""
+    from lychgate import offline
+
+    settings = _settings(validation_level=validation, policy_merge=_json_option("--policy-merge", policy_merge),
+                         waypoint_enabled=waypoint, inference_extension_enabled=inference_extension,
+                         state_dir=state_dir)
+    logging.disable(logging.CRITICAL)  # what goes wrong is the report, not log lines
+    try:
+        items = offline.inputs(paths)
+        notes: list[Any] = []
+        if from_kgateway:
+            items, notes = offline.from_kgateway(items)
+        return asyncio.run(offline.evaluate(items, settings, notes))
+    except offline.UsageError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+PolicyMergeOpt = Annotated[str | None, typer.Option(help="policyMerge as JSON, as for `lychgate run`.")]
+WaypointOpt = Annotated[bool | None, typer.Option("--waypoint/--no-waypoint", help="As for `lychgate run`.")]
+InferenceOpt = Annotated[bool | None, typer.Option("--inference-extension/--no-inference-extension",
+                                                   help="As for `lychgate run`.")]
+
+
+@app.command()
+def check(
+    paths: PathsArg,
+    output: Annotated[str, typer.Option("-o", "--output", help="text, json, or github (workflow annotations).")] = "text",
+    status: Annotated[bool, typer.Option("--status", help="Text: also print every object's conditions.")] = False,
+    from_kgateway: FromKgatewayOpt = False,
+    validation: ValidationOpt = None,
+    policy_merge: PolicyMergeOpt = None,
+    waypoint: WaypointOpt = None,
+    inference_extension: InferenceOpt = None,
+    state_dir: StateDirOpt = None,
+) -> None:
+    """Check manifests offline with the control plane's own loader, translation and status:
+    every problem as file:line: Kind ns/name: field: message.
+
+    Exits 0 when clean (warnings allowed), 1 when any object would be refused or any route
+    would answer 500, 2 on usage errors."""
+    from lychgate import check as checking
+
+    if output not in ("text", "json", "github"):
+        typer.echo(f"error: -o {output}: use text, json or github", err=True)
+        raise typer.Exit(2)
+    ev = _evaluate(paths, from_kgateway, validation, policy_merge, waypoint, inference_extension, state_dir)
+    rep = checking.report(ev, lines_of_objects=output == "json" or status)
+    if output == "json":
+        typer.echo(checking.render_json(rep))
+    elif output == "github":
+        shown = checking.render_github(rep)
+        if shown:
+            typer.echo(shown)
+        typer.echo(checking.render_text(rep, False).splitlines()[-1], err=True)
+    else:
+        typer.echo(checking.render_text(rep, status))
+    if rep.errors:
+        raise typer.Exit(1)
+
+
+@app.command()
+def translate(
+    paths: PathsArg,
+    gateway: Annotated[str | None, typer.Option(help="Only this Gateway: namespace/name (a bare name: default).")] = None,
+    type_: Annotated[str, typer.Option("--type", help="lds, rds, cds, eds or all.")] = "all",
+    output: Annotated[str, typer.Option("-o", "--output", help="yaml or json.")] = "yaml",
+    from_kgateway: FromKgatewayOpt = False,
+    validation: ValidationOpt = None,
+    policy_merge: PolicyMergeOpt = None,
+    waypoint: WaypointOpt = None,
+    inference_extension: InferenceOpt = None,
+    state_dir: StateDirOpt = None,
+) -> None:
+    """Print the xDS resources each Gateway's proxy would receive from `lychgate run`, as
+    Envoy's /config_dump shows them: diff two commits' output to review a change."""
+    from lychgate import offline
+    from lychgate import translate_cmd as xds_out
+
+    if output not in ("yaml", "json") or (type_ != "all" and type_ not in xds_out.KINDS):
+        typer.echo(f"error: -o {output} --type {type_}: use -o yaml|json, --type lds|rds|cds|eds|all", err=True)
+        raise typer.Exit(2)
+    ev = _evaluate(paths, from_kgateway, validation, policy_merge, waypoint, inference_extension, state_dir)
+    try:
+        documents = xds_out.select(ev, gateway, type_)
+    except offline.UsageError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(xds_out.render(documents, output), nl=output == "json")
 
 
 @app.command()

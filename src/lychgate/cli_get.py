@@ -348,8 +348,9 @@ def show(fetch: Fetch, kind_name: str, name: str | None, namespace: str, all_nam
     problems = fetch("/api/v1/problems")["items"]
     if kind_name.lower() in ("errors", "error", "problems"):
         for p in problems:
-            doc = f" (document {p['document']})" if p.get("document") else ""
-            typer.echo(f"{p['file']}{doc}: {p['message']}")
+            where = (f":{p['line']}" if p.get("line") else
+                     f" (document {p['document']})" if p.get("document") else "")
+            typer.echo(f"{p['file']}{where}: {p['message']}")
         if not problems:
             typer.echo("no problems")
         return

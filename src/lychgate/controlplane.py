@@ -35,6 +35,7 @@ from lychgate.translate.gateway import (
     Translation,
     translate,
 )
+from lychgate.translate.mesh import WAYPOINT_CLASS
 from lychgate.translate.quarantine import Quarantine
 from lychgate.xds import types
 from lychgate.xds.cache import Snapshot, SnapshotCache, decode, make_snapshot, route_hash
@@ -82,6 +83,13 @@ def builtin_class(name: str = "lychgate", description: str = "Envoy proxies conf
         metadata=ObjectMeta(name=name, generation=1, creation_timestamp=now()),
         spec=GatewayClassSpec(controller_name=CONTROLLER_NAME, description=description),
     )
+
+
+def add_builtin_classes(store: Store, settings: Settings) -> None:
+    """The GatewayClasses local mode has without files (`lychgate run`, `check`, `translate`)."""
+    store.upsert(builtin_class())
+    if settings.waypoint_enabled:
+        store.upsert(builtin_class(WAYPOINT_CLASS, "Ambient mesh waypoints configured by lychgate"))
 
 
 def listener_errors(conn: ProxyConnection) -> dict[int, str]:
@@ -276,6 +284,16 @@ class ControlPlane:
         log.debug("sync pass %d: revision %d, %d gateways, %d status changes in %.1f ms",
                   self.passes, report.revision, report.gateways, report.status_changed, report.seconds * 1000)
         return report
+
+    async def settle(self, max_passes: int = 5) -> None:
+        """Passes until none asks for another: strict validation's verdicts are served
+        (rules Envoy refused answer 500) and reported in status on the pass after.
+        What `lychgate check` and `translate` report; `run` does the same in its loop."""
+        await self.sync_once()
+        for _ in range(max_passes - 1):
+            if not self._feedback_changed.is_set():
+                return
+            await self.sync_once()
 
     async def _pass(self, change: Change) -> set[ObjectKey]:
         """Translate, build, publish and report status; the keys whose status changed."""

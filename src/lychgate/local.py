@@ -19,14 +19,13 @@ from lychgate.admin.server import (
     build_metrics_app,
     serve,
 )
-from lychgate.controlplane import ControlPlane, builtin_class
+from lychgate.controlplane import ControlPlane, add_builtin_classes
 from lychgate.deploy.bootstrap import XdsTarget
 from lychgate.deploy.local import LocalDeployer, envoy_binary
 from lychgate.log import component_logger
 from lychgate.objects_api import krt_snapshot, routes, xds_snapshot
 from lychgate.settings import Settings, ValidationLevel, split_host_port
 from lychgate.sources.files import FileSource
-from lychgate.translate.mesh import WAYPOINT_CLASS
 from lychgate.xds import tls
 from lychgate.xds.cache import SnapshotCache
 from lychgate.xds.server import AdsServer, start_server
@@ -65,9 +64,7 @@ async def run_local(directory: Path, settings: Settings, stop: asyncio.Event | N
         cp = ControlPlane(settings=settings, deployer=deployer, cache=cache, ads=ads, preflight=preflight)
 
         source = FileSource(directory, cp.store)
-        cp.store.upsert(builtin_class())
-        if settings.waypoint_enabled:
-            cp.store.upsert(builtin_class(WAYPOINT_CLASS, "Ambient mesh waypoints configured by lychgate"))
+        add_builtin_classes(cp.store, settings)
         source.load_all()
 
         providers = AdminProviders(

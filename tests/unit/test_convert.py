@@ -132,7 +132,7 @@ def test_a_directory_is_mirrored_and_lychgate_loads_it(tmp_path: Path) -> None:
     loaded = FileSource(out, store)
     loaded.load_all()
     problems = [str(p) for p in loaded.all_problems()]
-    assert problems == [f"nested/others.yaml (document 4): AgentgatewayPolicy default/agw: {problems[0].split(': ', 2)[2]}"]
+    assert problems == [f"nested/others.yaml:{problems[0].split(':')[1]}: AgentgatewayPolicy default/agw: {problems[0].split(': ', 2)[2]}"]
     assert "unknown kind 'AgentgatewayPolicy'" in problems[0]
     assert [c.name for c in store.list(GatewayClass)] == ["lychgate"]
     assert store.get(GatewayParameters, "default", "lychgate") is not None
@@ -150,7 +150,7 @@ def test_refused_objects_are_named_with_the_field(tmp_path: Path) -> None:
     manifest = "apiVersion: gateway.kgateway.dev/v1alpha1\nkind: DirectResponse\nmetadata: {name: d}\nspec: {statuss: 1}\n"
     result = CliRunner().invoke(app, ["convert", "-"], input=manifest)
     assert result.exit_code == 0
-    assert "-: DirectResponse d: lychgate would refuse it: spec.status: Field required; spec.statuss: Extra inputs" in result.stderr
+    assert "-: DirectResponse default/d: lychgate would refuse it: spec.status: Field required; spec.statuss: Extra inputs" in result.stderr
 
 
 @pytest.mark.parametrize(("args", "stdin", "message"), [

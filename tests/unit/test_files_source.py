@@ -208,3 +208,27 @@ spec:
     assert not source.problems
     backend = store.get_key(ObjectKey("Backend", "default", "azure"))
     assert backend is not None and backend.spec.ai.llm.config.api_version == "2024-10-21"  # type: ignore[attr-defined]
+
+
+def test_problems_and_objects_have_their_yaml_lines(tmp_path: Path) -> None:
+    """`lychgate get errors` and `lychgate check` point at the line: of the document, of each
+    field the parser refused, of a List item, of a YAML syntax error."""
+    (tmp_path / "a.yaml").write_text(
+        "# routes\n---\n" + ROUTE.format(team="a", backend="one").lstrip()
+        + "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: bad}\n"
+        "spec:\n  rules:\n  - backendRefs:\n    - name: x\n      port: -1\n")
+    (tmp_path / "list.yaml").write_text(
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata: {name: s1}\n"
+        "- apiVersion: v1\n  kind: Service\n  metadata: {name: s2}\n")
+    (tmp_path / "broken.yaml").write_text("a: 1\nb: [2\nc: 3\n")
+    source = FileSource(tmp_path, Store())
+    source.load_all()
+    by_file = {p.file: p for p in source.all_problems()}
+    bad = by_file["a.yaml"]
+    assert (bad.line, bad.object) == (9, "HTTPRoute default/bad")
+    assert bad.fields == (("spec.rules[0].backendRefs[0].port", "Input should be greater than or equal to 1", 16),)
+    assert str(bad).startswith("a.yaml:9: HTTPRoute default/bad: spec.rules[0].backendRefs[0].port")
+    assert by_file["broken.yaml"].line is not None and by_file["broken.yaml"].line >= 2
+    assert source.locate(ObjectKey("HTTPRoute", "default", "r")) == ("a.yaml", 3)
+    assert source.locate(ObjectKey("HTTPRoute", "default", "r"), ("spec", "rules", 0)) == ("a.yaml", 7)
+    assert source.locate(ObjectKey("Service", "default", "s2")) == ("list.yaml", 7)

@@ -56,7 +56,12 @@ BY_KIND: dict[str, type[Resource]] = {k.KIND: k for k in KINDS}
 
 
 class ManifestError(ValueError):
-    """A manifest that cannot become an object; the message is for a person."""
+    """A manifest that cannot become an object; the message is for a person, `fields`
+    (field path, message) for a tool that points at each field (`lychgate check`)."""
+
+    def __init__(self, message: str, fields: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = fields
 
 
 def describe(raw: Any) -> str:
@@ -68,7 +73,9 @@ def describe(raw: Any) -> str:
     if not isinstance(meta, dict):
         meta = {}
     name = meta.get("name") or "<no name>"
-    ns = meta.get("namespace")
+    known = BY_KIND.get(kind) if isinstance(kind, str) else None
+    # A namespaced kind without a namespace is read into `default`: named so everywhere.
+    ns = meta.get("namespace") or ("default" if known is not None and known.NAMESPACED else None)
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
 
 
@@ -113,7 +120,6 @@ def parse(raw: Any, default_namespace: str = "default") -> Resource:
     try:
         return cls.model_validate(raw)
     except ValidationError as err:
-        problems = "; ".join(
-            f"{field_path(e['loc'])}: {e['msg']}" for e in err.errors(include_url=False)
-        )
-        raise ManifestError(f"{describe(raw)}: {problems}") from None
+        fields = tuple((field_path(e["loc"]), e["msg"]) for e in err.errors(include_url=False))
+        problems = "; ".join(f"{path}: {msg}" for path, msg in fields)
+        raise ManifestError(f"{describe(raw)}: {problems}", fields) from None

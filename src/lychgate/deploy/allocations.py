@@ -18,8 +18,11 @@ FIRST_ADMIN_PORT = 19000
 
 
 class Allocations:
-    def __init__(self, path: Path, first_address: str = str(FIRST_ADDRESS)) -> None:
+    def __init__(self, path: Path, first_address: str = str(FIRST_ADDRESS), persist: bool = True) -> None:
         self.path = path
+        # `lychgate check` and `translate` read the allocations of `lychgate run` and
+        # allocate as it would, but never write its state directory.
+        self.persist = persist
         self.first_address = ipaddress.IPv4Address(first_address)
         self.addresses: dict[str, str] = {}
         self.admin_ports: dict[str, int] = {}
@@ -55,6 +58,8 @@ class Allocations:
         return self.admin_ports[gateway]
 
     def _save(self) -> None:
+        if not self.persist:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"addresses": self.addresses, "adminPorts": self.admin_ports}, indent=2))

@@ -119,16 +119,7 @@ class LocalDeployer:
     # --- translation-time facts -----------------------------------------
 
     def address_for(self, gateway: Gateway) -> str | None:
-        """The loopback address a Gateway's listeners bind: the first loopback
-        IPAddress it asks for, else one allocated for it. Requested addresses that
-        are not loopback cannot be bound here (the Gateway's status says so)."""
-        requested = [a.value for a in gateway.spec.addresses if a.type == "IPAddress" and a.value]
-        usable = next((v for v in requested if _is_loopback(v)), None)
-        if requested and usable is None:
-            log.warning("Gateway %s/%s: none of the addresses %s is a loopback address; local mode "
-                        "can only bind loopback addresses", gateway.namespace, gateway.name, ", ".join(requested))
-            return None
-        return self.allocations.address(f"{gateway.namespace}/{gateway.name}", usable)
+        return local_address(self.allocations, gateway)
 
     def proxy_state(self, ref: str) -> str | None:
         """Why a Gateway's proxy is not serving yet, as far as the process goes."""
@@ -357,6 +348,19 @@ class AdoptedProcess:
 
 
 EnvoyProcess = asyncio.subprocess.Process | AdoptedProcess
+
+
+def local_address(allocations: Allocations, gateway: Gateway) -> str | None:
+    """The loopback address a Gateway's listeners bind: the first loopback
+    IPAddress it asks for, else one allocated for it. Requested addresses that
+    are not loopback cannot be bound here (the Gateway's status says so)."""
+    requested = [a.value for a in gateway.spec.addresses if a.type == "IPAddress" and a.value]
+    usable = next((v for v in requested if _is_loopback(v)), None)
+    if requested and usable is None:
+        log.warning("Gateway %s/%s: none of the addresses %s is a loopback address; local mode "
+                    "can only bind loopback addresses", gateway.namespace, gateway.name, ", ".join(requested))
+        return None
+    return allocations.address(f"{gateway.namespace}/{gateway.name}", usable)
 
 
 def _is_loopback(value: str) -> bool:

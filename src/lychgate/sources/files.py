@@ -10,6 +10,7 @@ in place and the error is recorded against the file, the document and the field.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import itertools
 import uuid
@@ -24,6 +25,7 @@ from lychgate.api.core import Pod
 from lychgate.api.registry import ManifestError, describe, parse
 from lychgate.log import component_logger
 from lychgate.sources import watcher
+from lychgate.sources.locate import Positions, parse_path
 from lychgate.store import Store
 
 log = component_logger("sources")
@@ -65,14 +67,23 @@ class Problem:
     object: str | None  # "HTTPRoute default/foo" when known
     message: str
     severity: str = "error"
+    line: int | None = None  # 1-based, of the document (or of the YAML error)
+    # (field path, message, its line) of each field the parser refused
+    fields: tuple[tuple[str, str, int | None], ...] = ()
 
     def __str__(self) -> str:
+        if self.line is not None:
+            return f"{self.file}:{self.line}: {self.message}"
         where = self.file + (f" (document {self.document})" if self.document else "")
         return f"{where}: {self.message}"
 
 
+# Where an object was read: its file, its document (1-based) and its index in a `List`.
+Origin = tuple[Path, int, int | None]
+
+
 class FileSource:
-    def __init__(self, directory: Path, store: Store) -> None:
+    def __init__(self, directory: Path, store: Store, keep_positions: bool = False) -> None:
         # Resolved once: every path below derives from it, so the first load, the
         # watcher and a caller all name a file the same way (a relative
         # `lychgate run examples/quickstart` would otherwise own its files under
@@ -83,6 +94,11 @@ class FileSource:
         self._owner: dict[ObjectKey, Path] = {}
         self.problems: dict[Path, list[Problem]] = {}
         self._rv = itertools.count(1)
+        self.origins: dict[ObjectKey, Origin] = {}
+        # `lychgate check` asks for the line of any object: it keeps each file's text.
+        # `lychgate run` keeps none; a line is found when a file has a problem.
+        self._keep_positions = keep_positions
+        self._positions: dict[Path, Positions] = {}
 
     # --- loading ------------------------------------------------------------
 
@@ -100,42 +116,55 @@ class FileSource:
         count = sum(len(v) for v in self._owned.values())
         log.info("loaded %d objects from %d files in %s", count, len(self._owned), self.directory)
 
-    def reload(self, path: Path) -> None:
-        """Bring the store in line with one file (created, edited or deleted)."""
+    def reload(self, path: Path, text: str | None = None) -> None:
+        """Bring the store in line with one file (created, edited or deleted); `text`:
+        its content when it is not read from the disk (standard input, a conversion)."""
         path = canonical(path)
-        problems: list[Problem] = []
+        problems: list[tuple[Problem, tuple[int, int | None]]] = []  # with where each was found
         previous = self._owned.get(path, {})
-        if not path.exists():
+        if text is None and not path.exists():
             self._replace(path, previous, {})
             self.problems.pop(path, None)
+            self._positions.pop(path, None)
             return
         try:
-            documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_Loader))
+            if text is None:
+                text = path.read_text(encoding="utf-8")
+            documents = list(yaml.load_all(text, Loader=_Loader))
         except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
             # The whole file is unreadable: like a rejected apply, keep what it had.
-            problems.append(Problem(self._rel(path), None, None, f"cannot parse: {err}"))
-            self._report(path, problems)
+            mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+            self._report(path, [Problem(self._rel(path), None, None, f"cannot parse: {_one_line(err)}",
+                                        line=mark.line + 1 if mark is not None else None)])
             return
         current: dict[ObjectKey, Resource] = {}
+        origins: dict[ObjectKey, tuple[int, int | None]] = {}
         for index, raw in enumerate(documents, start=1):
             if raw is None:
                 continue
-            self._admit_document(path, index, raw, previous, current, problems)
+            self._admit_document(path, (index, None), raw, previous, current, origins, problems)
         self._replace(path, previous, current)
-        self._report(path, problems)
+        positions = Positions(text, _Loader)
+        if self._keep_positions:
+            self._positions[path] = positions
+        for key, (index, item) in origins.items():
+            self.origins[key] = (path, index, item)
+        self._report(path, [_placed(p, positions, origin) for p, origin in problems])
 
     def _admit_document(
         self,
         path: Path,
-        index: int,
+        where: tuple[int, int | None],
         raw: Any,
         previous: dict[ObjectKey, Resource],
         current: dict[ObjectKey, Resource],
-        problems: list[Problem],
+        origins: dict[ObjectKey, tuple[int, int | None]],
+        problems: list[tuple[Problem, tuple[int, int | None]]],
     ) -> None:
+        index = where[0]
         if isinstance(raw, dict) and raw.get("kind") == "List" and isinstance(raw.get("items"), list):
-            for item in raw["items"]:
-                self._admit_document(path, index, item, previous, current, problems)
+            for item, entry in enumerate(raw["items"]):
+                self._admit_document(path, (index, item), entry, previous, current, origins, problems)
             return
         if isinstance(raw, dict) and (raw.get("kind") in IGNORED_KINDS or str(raw.get("apiVersion", "")).rpartition(
                 "/")[0].endswith(IGNORED_GROUP_SUFFIX)):
@@ -144,24 +173,24 @@ class FileSource:
         try:
             obj = parse(raw)
         except ManifestError as err:
-            problems.append(Problem(self._rel(path), index, describe(raw), str(err)))
+            problems.append((Problem(self._rel(path), index, describe(raw), str(err),
+                                     fields=tuple((f, m, None) for f, m in err.fields)), where))
             kept = self._identity(raw)
             if kept is not None and kept in previous:
                 current[kept] = previous[kept]  # the last good version keeps serving
             return
         owner = self._owner.get(obj.key)
         if owner is not None and owner != path:
-            problems.append(
+            problems.append((
                 Problem(self._rel(path), index, str(obj.key),
-                        f"{obj.key} is already defined in {self._rel(owner)}; this copy is ignored")
-            )
+                        f"{obj.key} is already defined in {self._rel(owner)}; this copy is ignored"), where))
             return
         if obj.key in current:
-            problems.append(
+            problems.append((
                 Problem(self._rel(path), index, str(obj.key),
-                        f"{obj.key} appears twice in this file; the later copy wins")
-            )
+                        f"{obj.key} appears twice in this file; the later copy wins"), where))
         current[obj.key] = self._stamp(obj, previous.get(obj.key) or self.store.get_key(obj.key))
+        origins[obj.key] = where
 
     def _identity(self, raw: Any) -> ObjectKey | None:
         if not isinstance(raw, dict):
@@ -198,6 +227,7 @@ class FileSource:
         for key in previous.keys() - current.keys():
             self.store.delete(key)
             self._owner.pop(key, None)
+            self.origins.pop(key, None)
         for key, obj in current.items():
             self.store.upsert(obj)
             self._owner[key] = path
@@ -227,6 +257,21 @@ class FileSource:
     def all_problems(self) -> list[Problem]:
         return [p for problems in self.problems.values() for p in problems]
 
+    def locate(self, key: ObjectKey, path: tuple[str | int, ...] = ()) -> tuple[str, int | None] | None:
+        """The file (as problems name it) and line of an object, or of the deepest part of
+        a field path it has; None for an object no file holds (the built-in GatewayClass)."""
+        origin = self.origins.get(key)
+        if origin is None:
+            return None
+        file, index, item = origin
+        positions = self._positions.get(file)
+        if positions is None:
+            try:
+                positions = Positions(file.read_text(encoding="utf-8"), _Loader)
+            except (OSError, UnicodeDecodeError):
+                return self._rel(file), None
+        return self._rel(file), positions.line(index, item, path)
+
     # --- watching -------------------------------------------------------------
 
     async def watch(self, stop: asyncio.Event) -> None:
@@ -241,6 +286,27 @@ class FileSource:
             log.debug("sync: %d changed files", len(paths))
             for path in paths:
                 self.reload(path)
+
+
+def _one_line(err: Exception) -> str:
+    """A YAML error on one line (its problem, then what it was in and where that started):
+    problems are printed `file:line: message`, one a line."""
+    problem, context = getattr(err, "problem", None), getattr(err, "context", None)
+    if not isinstance(err, yaml.MarkedYAMLError) or problem is None:
+        return " ".join(str(err).split())
+    mark = err.problem_mark
+    where = f" at column {mark.column + 1}" if mark is not None else ""  # the line is the problem's
+    started = err.context_mark
+    within = (f" ({context} that starts at line {started.line + 1}, column {started.column + 1})"
+              if context and started is not None else f" ({context})" if context else "")
+    return f"{problem}{where}{within}"
+
+
+def _placed(problem: Problem, positions: Positions, where: tuple[int, int | None]) -> Problem:
+    """A problem with the line of its object, and of each field it names."""
+    index, item = where
+    fields = tuple((f, m, positions.line(index, item, parse_path(f))) for f, m, _ in problem.fields)
+    return dataclasses.replace(problem, line=positions.line(index, item), fields=fields)
 
 
 def canonical(path: Path) -> Path:
