@@ -24,6 +24,7 @@ from lychgate.offline import Evaluation, UsageError
 from lychgate.xds import types
 from lychgate.xds.cache import decode
 from lychgate.xds.replicas import LOCAL_CLUSTER
+from lychgate.xds.validate import rds_names
 
 # --type: the xDS services, and the types of the resources each sends.
 KINDS: dict[str, tuple[str, ...]] = {
@@ -64,15 +65,28 @@ def endpoints_as_dumped(resource: dict[str, Any]) -> dict[str, Any]:
     return {**out, "endpoints": groups} if groups else out
 
 
+def _asked_for(resources: dict[str, dict[str, Any]]) -> set[str]:
+    """The route tables a proxy asks for: those its listeners' connection managers and
+    scopes name. The snapshot also holds a stand-in for each listener's other filter
+    chain (xds/translator/chain_routes.py), sent only while a draining chain names it."""
+    out = {decode(types.SCOPED_ROUTE, packed).route_configuration_name
+           for packed in resources.get(types.SCOPED_ROUTE, {}).values()}
+    for packed in resources.get(types.LISTENER, {}).values():
+        out.update(rds_names(decode(types.LISTENER, packed)))
+    return out
+
+
 def gateway_resources(ev: Evaluation, ref: str, wanted: tuple[str, ...]) -> dict[str, Any]:
     snapshot = ev.cp.cache.get(ref)
     out: dict[str, Any] = {"gateway": ref}
+    asked = _asked_for(snapshot.resources) if snapshot is not None else set()
     for type_url in types.PUSH_ORDER:
         if type_url not in wanted:
             continue
         byname = snapshot.resources.get(type_url, {}) if snapshot is not None else {}
         shown = [as_config_dump(type_url, decode(type_url, byname[name])) for name in sorted(byname)
-                 if not (type_url == types.ENDPOINT and name == LOCAL_CLUSTER)]
+                 if not (type_url == types.ENDPOINT and name == LOCAL_CLUSTER)
+                 and not (type_url == types.ROUTE and name not in asked)]
         out[SECTIONS[type_url]] = [endpoints_as_dumped(r) for r in shown] if type_url == types.ENDPOINT else shown
     return out
 

@@ -212,7 +212,7 @@ def _units(resources: Resources) -> list[_Unit]:
     unattached = set(routes)
     for name, packed in resources.by_type.get(types.LISTENER, {}).items():
         listener = as_message(packed)
-        names: list[str | None] = [*_rds_names(listener)] or [None]
+        names: list[str | None] = [*rds_names(listener)] or [None]
         carrier = carrier or (listener if names != [None] or _scoped(listener) else None)
         for rds in names:
             unattached.discard(rds or "")
@@ -229,7 +229,7 @@ def _units(resources: Resources) -> list[_Unit]:
     return units
 
 
-def _rds_names(listener: listener_pb2.Listener) -> list[str]:
+def rds_names(listener: listener_pb2.Listener) -> list[str]:
     return [str(hcm.rds.route_config_name) for hcm in _connection_managers(listener) if hcm.HasField("rds")]
 
 
