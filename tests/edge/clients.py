@@ -73,7 +73,7 @@ def status_of(answer: bytes) -> int:
 def open_many(address: str, port: int, count: int, timeout: float = 10.0) -> list[socket.socket]:
     """`count` TCP connections, opened one after the other (the listener's backlog is finite)."""
     deadline = time.monotonic() + timeout
-    out = []
+    out: list[socket.socket] = []
     for _ in range(count):
         if time.monotonic() > deadline:
             raise AssertionError(f"opened only {len(out)} of {count} connections in {timeout}s")
@@ -183,7 +183,7 @@ class H2:
             elif kind == GOAWAY:
                 self.goaway = int.from_bytes(payload[4:8], "big")
             elif kind == HEADERS:
-                fields = dict(self.decoder.decode(payload))
+                fields = {str(k): str(v) for k, v in self.decoder.decode(payload)}
                 if ":status" in fields:
                     self.responses[stream] = int(fields[":status"])
             elif kind == PING and not flags & ACK:
