@@ -12,7 +12,7 @@ from tests.bench.common import DOCS, OUT_DIR
 RESULTS = OUT_DIR / "results.json"
 MARKDOWN = DOCS / "benchmarks.md"
 HISTORY = DOCS / "benchmarks" / "history.md"
-ORDER = ["translation", "propagation", "status", "churn", "dataplane", "inference", "ai", "shapes", "shapes_10k", "proxies"]
+ORDER = ["translation", "propagation", "status", "churn", "dataplane", "inference", "ai", "shapes", "shapes_10k", "proxies", "edge"]
 
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
