@@ -48,6 +48,9 @@ class Stack:
     edge: Proxy
     flood: Proxy
     overloaded: Proxy
+    # Idle (or slow) connections a test may hold, of each kind: 1,000, fewer where the
+    # open-file limit would not let Envoy (its connection limit is half its own) take 2 x that.
+    crowd: int
 
 
 def _params(name: str, overload: str) -> str:
@@ -105,7 +108,8 @@ def _proxy(lg: Lychgate, gateway: str, port: int) -> Proxy:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # Thousands of client sockets in this process (Envoy gets lychgate's raised limit itself).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    files = hard if hard != resource.RLIM_INFINITY else 65536
+    resource.setrlimit(resource.RLIMIT_NOFILE, (files, hard))
     backends = EchoBackends()
     lg = Lychgate(tmp_path_factory.mktemp("edge"))
     try:
@@ -122,7 +126,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             _route("upload", "edge", "/upload", "public"), _route("flood", "flood", "/", "public"),
             _route("overloaded", "overloaded", "/", "public"), POLICIES]))
         lg.start()
-        stack = Stack(lg, *(_proxy(lg, name, port) for name, port in ports.items()))
+        crowd = min(1000, (files // 2 - 100) // 2)
+        stack = Stack(lg, *(_proxy(lg, name, port) for name, port in ports.items()), crowd=crowd)
         lg.wait_pod(stack.edge.address, "public", "/public", port=ports["edge"])
         lg.wait_pod(stack.flood.address, "public", "/", port=ports["flood"])
         yield stack

@@ -14,9 +14,6 @@ from tests.harness import pid_alive
 
 pytestmark = pytest.mark.e2e
 
-IDLE = 1000  # connections that never send a byte
-SLOW = 1000  # connections that trickle a request's headers (slowloris)
-
 
 def _served(proxy: Proxy, path: str = "/public", count: int = 10) -> list[int]:
     """What a well-behaved client gets for `count` requests, each on a new connection."""
@@ -30,20 +27,20 @@ def _served(proxy: Proxy, path: str = "/public", count: int = 10) -> list[int]:
 
 def test_idle_and_slowloris_connections_are_closed_while_others_are_served(stack: Stack) -> None:
     edge = stack.edge
-    idle = open_many(edge.address, edge.port, IDLE)
-    slow = open_many(edge.address, edge.port, SLOW)
+    idle = open_many(edge.address, edge.port, stack.crowd)  # they never send a byte
+    slow = open_many(edge.address, edge.port, stack.crowd)  # they trickle a request's headers (slowloris)
     try:
         for sock in slow:  # a request line and one header, never the blank line that ends them
             sock.sendall(b"GET /public HTTP/1.1\r\nHost: example.com\r\n")
         for sock in slow[:100]:  # some keep trickling, a byte at a time
             sock.sendall(b"X")
-        # 2,000 connections held: a normal client is answered, within its 2 s timeout, every time.
+        # 2,000 connections held (where the open-file limit allows): a normal client is answered, within its 2 s timeout, every time.
         assert _served(edge) == [200] * 10
 
         # The request-headers timeout (1 s here) answers the slow ones 408 and closes them;
         # the idle timeout (2 s here) closes the idle ones.
         still = wait_closed(idle + slow, timeout=8)
-        assert not still, f"{len(still)} of {IDLE + SLOW} connections still open after the timeouts"
+        assert not still, f"{len(still)} of {2 * stack.crowd} connections still open after the timeouts"
     finally:
         for sock in idle + slow:
             sock.close()
