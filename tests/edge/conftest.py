@@ -3,7 +3,8 @@
 - `edge`: the defaults of a new Gateway, but for two timeouts a ListenerPolicy
   shortens (idle 2 s, request headers 1 s) so the suite waits seconds, not
   minutes. Routes: /public and /admin to two echo backends, /upload buffered
-  (a TrafficPolicy `buffer` of 4 KiB).
+  (a TrafficPolicy `buffer` of 4 KiB), /transform reading JSON bodies (a
+  TrafficPolicy `transformation`).
 - `flood`: a connection limit of 200 (GatewayParameters bootstrap.overload).
 - `overloaded`: a heap limit below what Envoy uses at rest: memory pressure
   without having to fill memory.
@@ -94,6 +95,16 @@ metadata: {name: upload}
 spec:
   targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: upload}]
   buffer: {maxRequestSize: 4Ki}
+---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {name: transform}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: transform}]
+  transformation:
+    request:
+      set: [{name: x-greeting, value: '{{ greeting }}'}]
+      body: {parseAs: AsJson}
 """
 
 
@@ -123,11 +134,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             gateway_yaml("overloaded", ports["overloaded"], parameters="overloaded")]))
         lg.write("routes.yaml", "---\n".join([
             _route("public", "edge", "/public", "public"), _route("admin", "edge", "/admin", "admin"),
-            _route("upload", "edge", "/upload", "public"), _route("flood", "flood", "/", "public"),
+            _route("upload", "edge", "/upload", "public"), _route("transform", "edge", "/transform", "public"),
+            _route("flood", "flood", "/", "public"),
             _route("overloaded", "overloaded", "/", "public"), POLICIES]))
         lg.start()
         crowd = min(1000, (files // 2 - 100) // 2)
-        stack = Stack(lg, *(_proxy(lg, name, port) for name, port in ports.items()), crowd=crowd)
+        proxies = {name: _proxy(lg, name, port) for name, port in ports.items()}
+        stack = Stack(lg, proxies["edge"], proxies["flood"], proxies["overloaded"], crowd)
         lg.wait_pod(stack.edge.address, "public", "/public", port=ports["edge"])
         lg.wait_pod(stack.flood.address, "public", "/", port=ports["flood"])
         yield stack

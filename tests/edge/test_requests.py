@@ -46,6 +46,18 @@ def test_an_oversized_body_to_a_buffered_route_is_answered_413(stack: Stack) -> 
     assert status_of(_send(stack, head.format(64 * 1024), b"a" * 64 * 1024)) == 413
 
 
+def test_a_route_that_reads_whole_bodies_takes_more_than_a_connection_buffers(stack: Stack) -> None:
+    # The listener buffers 32 KiB per connection; a transformation reading the JSON body gets
+    # 1 MiB (Envoy's default), so ordinary bodies still pass, and larger ones are answered 413.
+    head = "POST /transform HTTP/1.1\nHost: example.com\nContent-Type: application/json\nContent-Length: {}\n\n"
+    body = json.dumps({"greeting": "hello", "pad": "a" * 200 * 1024}).encode()
+    answer = _send(stack, head.format(len(body)), body)
+    assert status_of(answer) == 200, answer[:300]
+    assert _echo(answer)["headers"]["X-Greeting"] == ["hello"]  # type: ignore[index]
+    big = json.dumps({"pad": "a" * 2 * 2**20}).encode()
+    assert status_of(_send(stack, head.format(len(big)), big)) == 413
+
+
 @pytest.mark.parametrize("head", [
     # Both framings: a front end reading Content-Length and a back end reading chunks disagree.
     "POST /public HTTP/1.1\nHost: example.com\nContent-Length: 4\nTransfer-Encoding: chunked\n\n",

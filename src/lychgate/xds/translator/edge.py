@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from envoy.config.core.v3 import protocol_pb2
 from envoy.config.listener.v3 import listener_pb2
+from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.network.http_connection_manager.v3.http_connection_manager_pb2 import (
     HttpConnectionManager as HCM,
 )
@@ -23,6 +24,10 @@ from lychgate.xds.translator.features import Feature, register
 
 # Listener: what Envoy buffers per connection (read and write) before it stops reading.
 BUFFER_LIMIT_BYTES = 32 * 1024
+# A route whose filters read the whole request body (AI, Lambda, transformations, external
+# processing and auth) may buffer this much of it, Envoy's default before the limit above:
+# a larger body is answered 413 (a buffer policy's maxRequestSize sets its own).
+BODY_BUFFER_BYTES = 1024 * 1024
 # Connection manager.
 IDLE_TIMEOUT_MS = 60_000  # a connection without a request is closed after a minute (Envoy: 1 h)
 STREAM_IDLE_TIMEOUT_MS = 300_000  # a request sending or receiving nothing for 5 min (Envoy's default, made visible)
@@ -65,12 +70,24 @@ def _limits(s: ir_listener.HTTPSettings, hcm: HCM) -> None:
         h2.initial_connection_window_size.value = H2_INITIAL_CONNECTION_WINDOW
 
 
+def _reads_whole_body(route: ir.Route) -> bool:
+    action, policy = route.action, route.policy
+    if isinstance(action, ir.Forward) and (action.ai is not None or action.aws_lambda is not None):
+        return True
+    return policy is not None and (policy.transformation is not None or bool(policy.ext_proc)
+                                   or policy.ext_auth is not None)
+
+
 class Edge(Feature):
     name = "edge"
     order = 0  # adds no filter
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: HCM) -> None:
         _limits(listener.settings or _UNSET, hcm)
+
+    def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:
+        if _reads_whole_body(route):
+            out.request_body_buffer_limit.value = BODY_BUFFER_BYTES
 
     def patch_listener(self, gateway: ir.GatewayIR, port: int, listener: listener_pb2.Listener) -> None:
         settings = next((p for p in gateway.ports if p.port == port), None)
