@@ -129,6 +129,11 @@ class HTTPSettings:
     http2_max_concurrent_streams: int | None = None
     forward_client_cert: str | None = None
     client_cert_details: tuple[str, ...] = ()  # subject, cert, chain, dns, uri
+    request_headers_timeout_ms: int | None = None
+    max_headers_count: int | None = None
+    max_requests_per_connection: int | None = None
+    headers_with_underscores_action: str | None = None  # Envoy's enum value name
+    escaped_slashes_action: str | None = None  # Envoy's enum value name
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,8 @@ def test_selectors_and_missing_targets() -> None:
      "spec.perConnectionBufferLimitBytes: spec.perConnectionBufferLimitBytes cannot be set together with spec.perPort"),
     ("  httpSettings: {streamIdleTimeout: soon}",
      "spec.httpSettings.streamIdleTimeout: 'soon' is not a duration"),
+    ("  default:\n    httpSettings: {requestHeadersTimeout: 10sec}",
+     "spec.default.httpSettings.requestHeadersTimeout: '10sec' is not a duration"),
     ("  default:\n    httpSettings:\n      accessLog:\n        - openTelemetry:\n            grpcService: {logName: x, backendRef: {name: app, port: 80}}\n"
      "            attributes: {values: [{key: k, value: {kvListValue: {values: [{value: {stringValue: v}}]}}}]}",
      "spec.default.httpSettings.accessLog[0].openTelemetry.attributes.values[0].value.kvListValue.values: must be a list of {key, value}"),

@@ -258,6 +258,8 @@ class UuidRequestIdConfig(Model):
 
 
 ServerHeaderTransformation = Literal["Overwrite", "AppendIfAbsent", "PassThrough"]
+HeadersWithUnderscoresAction = Literal["Allow", "RejectRequest", "DropHeader"]
+EscapedSlashesAction = Literal["KeepUnchanged", "RejectRequest", "UnescapeAndRedirect", "UnescapeAndForward"]
 
 
 class HTTPSettings(Model):
@@ -284,6 +286,12 @@ class HTTPSettings(Model):
     forward_client_cert_details: ForwardClientCertDetails | None = None
     max_request_headers_kb: int | None = Field(None, ge=1, le=8192)
     uuid_request_id_config: UuidRequestIdConfig | None = None
+    # lychgate's own (kgateway has no such field); each has an edge default (docs/edge.md).
+    request_headers_timeout: str | None = None
+    max_headers_count: int | None = Field(None, ge=1, le=8192)
+    max_requests_per_connection: int | None = Field(None, ge=1)
+    headers_with_underscores_action: HeadersWithUnderscoresAction | None = None
+    escaped_slashes_action: EscapedSlashesAction | None = None
 
 
 class ProxyProtocolConfig(Model):

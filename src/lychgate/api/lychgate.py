@@ -54,6 +54,17 @@ class DnsResolver(Model):
         None, ge=0, description="UDP queries on one UDP channel before another is opened (0: no limit).")
 
 
+class Overload(Model):
+    """lychgate's own (kgateway has no such field): the proxy's load shedding limits, docs/edge.md."""
+
+    max_heap_size: Quantity | None = Field(
+        None, description="Heap Envoy sheds load at (503s from 98%); default 80% of "
+        "envoyContainer.resources.limits.memory, else 1Gi.")
+    max_downstream_connections: int | None = Field(
+        None, ge=1, le=2147483647, description="Client connections the proxy holds; more are closed as they "
+        "are accepted. Default: one per 32 KiB of the heap limit (32768 for 1Gi).")
+
+
 class EnvoyBootstrap(Model):
     """What Envoy starts with: its log level (all components) and per-component levels."""
 
@@ -65,6 +76,7 @@ class EnvoyBootstrap(Model):
         None, description="The readiness port expects a PROXY protocol header (a load balancer adds it).")
     io_uring: IoUring | None = Field(
         None, description="enabled: Envoy's default socket interface uses io_uring (Linux 5.11+) for network I/O.")
+    overload: Overload | None = Field(None, description="The overload manager's heap limit and the connection limit.")
 
 
 class Image(Model):

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from lychgate.api.lychgate import EnvoyBootstrap
+from lychgate.deploy.overload import Limits, overload_manager
+from lychgate.deploy.overload import limits as overload_limits
 from lychgate.xds.replicas import LOCAL_CLUSTER
 
 
@@ -50,10 +52,12 @@ def bootstrap(
     admin_address: str = "127.0.0.1",
     admin_port: int = 19000,
     delta: bool = True,
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
     """Delta xDS by default: a change to one of thousands of clusters then sends
     that cluster alone (10 ms to ACK at 5,000 clusters, against 125 ms for the
-    state of the world, as measured in ENVOY-NOTES)."""
+    state of the world, as measured in ENVOY-NOTES). `limits`: the heap and
+    connection limits of the overload manager (deploy/overload.py; None: the defaults)."""
     xds_cluster: dict[str, Any] = {
         "name": "lychgate_xds",
         "type": "STATIC" if _is_ip(xds.host) else "STRICT_DNS",
@@ -125,6 +129,7 @@ def bootstrap(
         },
         "cluster_manager": {"local_cluster_name": LOCAL_CLUSTER},
         "static_resources": {"clusters": [xds_cluster, local_cluster]},
+        "overload_manager": overload_manager(limits or overload_limits(None)),
     }
 
 

@@ -12,6 +12,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import resource
 import shutil
 import signal
 import time
@@ -23,6 +24,7 @@ import aiohttp
 
 from lychgate import native
 from lychgate.api.gateway import Gateway
+from lychgate.deploy import overload
 from lychgate.deploy.ai_extension import LocalAIExtension
 from lychgate.deploy.allocations import Allocations
 from lychgate.deploy.bootstrap import (
@@ -109,6 +111,7 @@ class LocalDeployer:
         self.allocations = Allocations(state_dir / "allocations.json", first_address)
         self.proxies: dict[str, LocalProxy] = {}
         self._binary = envoy_binary()
+        self._fd_limit = raise_fd_limit()
         self._lock = asyncio.Lock()
         self.ai = LocalAIExtension(state_dir)  # started with the first AI Backend
 
@@ -163,7 +166,13 @@ class LocalDeployer:
     async def _start(self, proxy: LocalProxy) -> None:
         proxy.directory.mkdir(parents=True, exist_ok=True)
         config = proxy.directory / "bootstrap.json"
-        boot = bootstrap(proxy.intent.namespace, proxy.intent.name, self.xds, admin_port=proxy.admin_port)
+        limits = overload.limits(proxy.intent.parameters, self._fd_limit)
+        boot = bootstrap(proxy.intent.namespace, proxy.intent.name, self.xds, admin_port=proxy.admin_port,
+                         limits=limits)
+        if limits.max_connections > self._fd_limit // 2:
+            log.warning("Gateway %s: maxDownstreamConnections %d is more than half the %d file descriptors "
+                        "Envoy may open here (ulimit -n): connections past that are refused by the kernel",
+                        proxy.ref, limits.max_connections, self._fd_limit)
         io_uring = io_uring_available()
         if proxy.intent.parameters is not None:
             with_parameters(boot, proxy.intent.parameters.spec.kube.envoy_container.bootstrap, io_uring)
@@ -277,9 +286,22 @@ class LocalDeployer:
 
 
 def _bootstrap_settings(intent: ProxyIntent) -> tuple[object, ...]:
-    """What of the parameters is in the bootstrap (io_uring, DNS resolver): a change restarts Envoy."""
+    """What of the parameters is in the bootstrap (io_uring, DNS resolver, overload limits): a change
+    restarts Envoy."""
     boot = intent.parameters.spec.kube.envoy_container.bootstrap if intent.parameters else None
-    return (boot.io_uring, boot.dns_resolver) if boot else (None, None)
+    limits = overload.limits(intent.parameters)
+    return (boot.io_uring, boot.dns_resolver, limits) if boot else (None, None, limits)
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's open-file limit to its hard limit (Envoy, started from it, inherits it:
+    each client connection is a file descriptor) and return it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
 def _wants_io_uring(intent: ProxyIntent) -> bool:

@@ -28,7 +28,7 @@ from lychgate import __version__
 from lychgate.ai.config import AIConfig
 from lychgate.api.gateway import Gateway
 from lychgate.api.lychgate import GatewayParameters, KubernetesProxyConfig, PodTemplate
-from lychgate.deploy import ai_container, istio, overlays, stats
+from lychgate.deploy import ai_container, istio, overlays, overload, stats
 from lychgate.deploy.bootstrap import ENVOY_FLAGS, XdsTarget, bootstrap, with_parameters
 from lychgate.deploy.images import image_ref
 
@@ -73,13 +73,16 @@ class ProxyContext:
 # --- the bootstrap ----------------------------------------------------------------
 
 
-def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext, readiness_proxy_protocol: bool = False) -> dict[str, Any]:
+def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext, readiness_proxy_protocol: bool = False,
+                    params: GatewayParameters | None = None) -> dict[str, Any]:
     """The Envoy bootstrap of a Gateway's proxy in a Pod (what its ConfigMap holds); with
     `readiness_proxy_protocol`, the readiness port takes connections a load balancer
-    prefixed with a PROXY protocol header (`enableReadinessProbeProxyProtocol`)."""
+    prefixed with a PROXY protocol header (`enableReadinessProbeProxyProtocol`). `params`
+    set the overload manager's limits (deploy/overload.py)."""
     xds = XdsTarget(ctx.xds_host, ctx.xds_port,
                     ca_file=Path(CONFIG_DIR / CA_FILE) if ctx.xds_ca_pem else None)
-    out = bootstrap(namespace, name, xds, admin_address="127.0.0.1", admin_port=ADMIN_PORT)
+    out = bootstrap(namespace, name, xds, admin_address="127.0.0.1", admin_port=ADMIN_PORT,
+                    limits=overload.limits(params))
     static = out.setdefault("static_resources", {})
     static.setdefault("clusters", []).append({
         "name": "lychgate_admin",
@@ -91,6 +94,9 @@ def proxy_bootstrap(namespace: str, name: str, ctx: ProxyContext, readiness_prox
     readiness: dict[str, Any] = {
         "name": "lychgate_readiness",
         "address": {"socket_address": {"address": "0.0.0.0", "port_value": READY_PORT}},
+        # A proxy at its connection limit still answers its probe: were it unready, every
+        # proxy of a Gateway under a flood would leave the Service and serve no one.
+        "ignore_global_conn_limit": True,
         "filter_chains": [{"filters": [{
             "name": "envoy.filters.network.http_connection_manager",
             "typed_config": {
@@ -206,7 +212,8 @@ def service_account(gateway: Gateway, params: GatewayParameters | None) -> dict[
 def config_map(gateway: Gateway, ctx: ProxyContext, params: GatewayParameters | None = None) -> dict[str, Any]:
     settings = params.spec.kube.envoy_container.bootstrap if params else None
     boot = proxy_bootstrap(gateway.namespace, gateway.name, ctx,
-                           readiness_proxy_protocol=bool(settings and settings.enable_readiness_probe_proxy_protocol))
+                           readiness_proxy_protocol=bool(settings and settings.enable_readiness_probe_proxy_protocol),
+                           params=params)
     if settings is not None:
         with_parameters(boot, settings)  # io_uring: as the node's kernel allows
     data = {BOOTSTRAP_FILE: json.dumps(boot, indent=2, sort_keys=True) + "\n"}

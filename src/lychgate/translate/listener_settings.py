@@ -31,6 +31,9 @@ Compiled = dict[str, dict[str, Any]]  # field (as in the spec) -> IR keyword arg
 _SERVER_HEADER = {"Overwrite": "OVERWRITE", "AppendIfAbsent": "APPEND_IF_ABSENT", "PassThrough": "PASS_THROUGH"}
 _XFCC = {"Sanitize": "SANITIZE", "ForwardOnly": "FORWARD_ONLY", "AppendForward": "APPEND_FORWARD",
          "SanitizeSet": "SANITIZE_SET", "AlwaysForwardOnly": "ALWAYS_FORWARD_ONLY"}
+_UNDERSCORES = {"Allow": "ALLOW", "RejectRequest": "REJECT_REQUEST", "DropHeader": "DROP_HEADER"}
+_ESCAPED_SLASHES = {"KeepUnchanged": "KEEP_UNCHANGED", "RejectRequest": "REJECT_REQUEST",
+                    "UnescapeAndRedirect": "UNESCAPE_AND_REDIRECT", "UnescapeAndForward": "UNESCAPE_AND_FORWARD"}
 _WINDOW = (65535, 2147483647)
 _SIMPLE = (  # (spec field, model attribute, IR field): copied as they are
     ("useRemoteAddress", "use_remote_address", "use_remote_address"),
@@ -42,6 +45,8 @@ _SIMPLE = (  # (spec field, model attribute, IR field): copied as they are
     ("defaultHostForHttp10", "default_host_for_http10", "default_host_for_http10"),
     ("generateRequestId", "generate_request_id", "generate_request_id"),
     ("preserveExternalRequestId", "preserve_external_request_id", "preserve_external_request_id"),
+    ("maxHeadersCount", "max_headers_count", "max_headers_count"),
+    ("maxRequestsPerConnection", "max_requests_per_connection", "max_requests_per_connection"),
 )
 
 
@@ -83,6 +88,14 @@ def compile_http(store: Store, kind: str, namespace: str, s: HTTPSettings, path:
                                                                           f"{path}.streamIdleTimeout")}
     if s.idle_timeout is not None:
         out["idleTimeout"] = {"idle_timeout_ms": duration_ms(s.idle_timeout, f"{path}.idleTimeout")}
+    if s.request_headers_timeout is not None:
+        out["requestHeadersTimeout"] = {"request_headers_timeout_ms": duration_ms(
+            s.request_headers_timeout, f"{path}.requestHeadersTimeout")}
+    if s.headers_with_underscores_action is not None:
+        out["headersWithUnderscoresAction"] = {"headers_with_underscores_action":
+                                               _UNDERSCORES[s.headers_with_underscores_action]}
+    if s.escaped_slashes_action is not None:
+        out["escapedSlashesAction"] = {"escaped_slashes_action": _ESCAPED_SLASHES[s.escaped_slashes_action]}
     if s.health_check is not None:
         out["healthCheck"] = {"health_check_path": s.health_check.path}
     if s.early_request_header_modifier is not None:

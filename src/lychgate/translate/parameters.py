@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate.api.lychgate import GatewayParameters
+from lychgate.deploy.overload import quantity_bytes
 
 
 def deep_merge(base: Any, over: Any) -> Any:
@@ -49,6 +50,10 @@ def problem(params: GatewayParameters | None) -> str | None:
     if params is None:
         return None
     kube = params.spec.kube
+    overload = kube.envoy_container.bootstrap.overload
+    if overload is not None and overload.max_heap_size is not None and quantity_bytes(overload.max_heap_size) < 1:
+        return (f"spec.kube.envoyContainer.bootstrap.overload.maxHeapSize: {overload.max_heap_size!r} is not a "
+                "size such as 512Mi")
     if kube.agentgateway is not None and kube.agentgateway.enabled:
         return ("spec.kube.agentgateway.enabled: lychgate runs Envoy proxies, not agentgateway; "
                 "remove agentgateway or set enabled: false")

@@ -27,6 +27,7 @@ from lychgate.xds.translator import (  # noqa: F401
     cors,
     csrf,
     direct_response,
+    edge,
     ext_authz,
     ext_proc,
     fault,

@@ -28,6 +28,7 @@ from envoy.extensions.filters.http.decompressor.v3 import decompressor_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
+from envoy.type.matcher.v3 import string_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
@@ -37,6 +38,7 @@ from lychgate.xds.translator.policy_filters import (
     pack,
     policies,
 )
+from lychgate.xds.translator.wire import repeated_field
 
 COMPRESSOR = "envoy.filters.http.compressor"
 DECOMPRESSOR = "envoy.filters.http.decompressor"
@@ -75,13 +77,20 @@ def compressor(setting: Setting) -> compressor_pb2.Compressor:
     out = compressor_pb2.Compressor(compressor_library=extension_pb2.TypedExtensionConfig(
         name=name, typed_config=pack(message())))
     common = out.response_direction_config.common_config
-    common.content_type.extend(types or CONTENT_TYPES)
+    common.MergeFromString(_content_type_matchers(types or CONTENT_TYPES))
     if min_length is not None:
         common.min_content_length.value = min_length
     # Requests are never compressed on the way to the backend.
     out.request_direction_config.common_config.enabled.default_value.value = False
     out.request_direction_config.common_config.enabled.runtime_key = "lychgate_request_compression"
     return out
+
+
+def _content_type_matchers(types: tuple[str, ...]) -> bytes:
+    """`common_config.content_type_matcher` (field 4: one exact StringMatcher per type) as wire bytes:
+    Envoy 1.40 deprecates `content_type` for it, and the xds-protos lychgate builds with predate it (the
+    message keeps it as an unknown field and serializes it as written; JSON dumps leave it out)."""
+    return repeated_field(4, [string_pb2.StringMatcher(exact=t).SerializeToString() for t in types])
 
 
 def decompressor(library: str) -> decompressor_pb2.Decompressor:
