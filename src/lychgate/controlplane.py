@@ -44,7 +44,7 @@ from lychgate.xds.server import AdsServer, ProxyConnection
 from lychgate.xds.translator import Resources, WireCache, build, scoped
 from lychgate.xds.translator.chain_routes import POLICY_CHAIN
 from lychgate.xds.translator.route_matcher import routes_of
-from lychgate.xds.validate import Blocked, Preflight
+from lychgate.xds.validate import Blocked, Preflight, asked_for
 
 log = component_logger("controlplane")
 
@@ -448,7 +448,10 @@ class ControlPlane:
         if snapshot is None:
             return {}
         out = {}
-        for packed in snapshot.resources.get(types.ROUTE, {}).values():
+        asked = asked_for(snapshot.resources)
+        for name, packed in snapshot.resources.get(types.ROUTE, {}).items():
+            if name not in asked:
+                continue  # a stand-in a proxy holds only while a draining chain names it
             for vh in decode(types.ROUTE, packed).virtual_hosts:
                 for route in routes_of(vh):  # listed, or in a matcher tree
                     out[route.name] = route_hash(route)

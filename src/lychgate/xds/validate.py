@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from envoy.config.cluster.v3 import cluster_pb2
@@ -34,7 +36,7 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 
 from lychgate.log import component_logger
 from lychgate.xds import types
-from lychgate.xds.cache import route_hash
+from lychgate.xds.cache import decode, route_hash
 from lychgate.xds.replicas import LOCAL_CLUSTER
 from lychgate.xds.translator import Resources, as_message
 from lychgate.xds.translator.route_matcher import routes_of
@@ -229,6 +231,18 @@ def _units(resources: Resources) -> list[_Unit]:
     return units
 
 
+def asked_for(resources: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The route tables a proxy asks for, of a snapshot's packed resources: those its
+    listeners' connection managers and scopes name. A snapshot also holds a stand-in
+    for each listener's other filter chain (xds/translator/chain_routes.py), sent
+    only while a draining chain names it."""
+    out = {decode(types.SCOPED_ROUTE, packed).route_configuration_name
+           for packed in resources.get(types.SCOPED_ROUTE, {}).values()}
+    for packed in resources.get(types.LISTENER, {}).values():
+        out.update(rds_names(decode(types.LISTENER, packed)))
+    return out
+
+
 def rds_names(listener: listener_pb2.Listener) -> list[str]:
     return [str(hcm.rds.route_config_name) for hcm in _connection_managers(listener) if hcm.HasField("rds")]
 
@@ -270,8 +284,12 @@ def _inline_routes(
     out = listener_pb2.Listener()
     out.CopyFrom(listener)
     if routes is not None:
-        # Units of one listener are checked side by side: names must differ.
+        # Units of one listener are checked side by side: names must differ, and so
+        # must addresses (Envoy refuses a second listener on one without SO_REUSEPORT):
+        # port 0 is never a duplicate, and nothing binds in validate mode.
         out.name = f"{listener.name}/{routes.name}"
+        if out.address.HasField("socket_address"):
+            out.address.socket_address.port_value = 0
     for chain in out.filter_chains:
         for f in chain.filters:
             if f.typed_config.type_url == HCM_TYPE:

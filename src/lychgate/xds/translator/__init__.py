@@ -122,7 +122,9 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
     out = Resources(by_type={t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER, types.ROUTE)})
     scoped_tables: dict[str, int] = {}  # table -> bits of its scope key
     for http in gateway.listeners:
-        key = (gateway.namespace, gateway.name, http.name)
+        # Keyed by the table's name, which follows the listener's filter chain
+        # (chain_routes.py): what was built under the other name is not reused.
+        key = (gateway.namespace, gateway.name, chain_routes.routes_name(http))
         bits = _add_scopes(out, http, cache, key, scope_threshold)
         if bits:
             scoped_tables[http.name] = bits

@@ -29,6 +29,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
 from envoy.type.matcher.v3 import string_pb2
+from google.protobuf import unknown_fields
 
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
@@ -91,6 +92,14 @@ def _content_type_matchers(types: tuple[str, ...]) -> bytes:
     Envoy 1.40 deprecates `content_type` for it, and the xds-protos lychgate builds with predate it (the
     message keeps it as an unknown field and serializes it as written; JSON dumps leave it out)."""
     return repeated_field(4, [string_pb2.StringMatcher(exact=t).SerializeToString() for t in types])
+
+
+def content_type_matchers(compressor: compressor_pb2.Compressor) -> list[dict[str, str]]:
+    """The response `content_type_matcher` list written above, as Envoy's JSON dump shows it
+    (the protobuf JSON printer cannot: to it the field is unknown)."""
+    common = compressor.response_direction_config.common_config
+    return [{"exact": string_pb2.StringMatcher.FromString(field.data).exact}
+            for field in unknown_fields.UnknownFieldSet(common) if field.field_number == 4]
 
 
 def decompressor(library: str) -> decompressor_pb2.Decompressor:
