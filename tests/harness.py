@@ -277,17 +277,19 @@ class Lychgate:
         self.client.close()
 
 
-def envoy_pids() -> set[int]:
-    """Every running envoy process (to check nothing is left behind)."""
+def envoy_pids(parent: int | None = None) -> set[int]:
+    """Every running envoy process (to check nothing is left behind), or those `parent`
+    started (other tests or sessions on the machine may run Envoys of their own)."""
     pids = set()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-        if cmd and cmd[0].endswith(b"envoy") and b"--disable-hot-restart" in cmd:
+        if cmd and cmd[0].endswith(b"envoy") and b"--disable-hot-restart" in cmd and parent in (None, ppid):
             pids.add(int(proc.name))
     return pids
 
