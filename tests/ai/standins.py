@@ -90,9 +90,13 @@ class StandIn:
 
     host = "127.0.0.1"
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None, chunk_delay: float = 0.02) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None, chunk_delay: float = 0.02,
+                 pieces: int = 0) -> None:
         self.ssl_context = ssl_context
         self.chunk_delay = chunk_delay  # seconds between streamed chunks
+        # > 0: whole answers (errors too) are sent chunked in this many pieces, `chunk_delay`
+        # apart, as a slow link delivers them, not in one write
+        self.pieces = pieces
         self.requests: list[Recorded] = []
         self.port = 0
         self._routes: list[tuple[str, str, Handler]] = []
@@ -218,4 +222,17 @@ class StandIn:
             except web.HTTPException as exc:  # an unknown path or method: the provider's 404/405
                 response = self.error(exc.status, exc.reason)
         recorded.status = response.status
+        if self.pieces and isinstance(response, web.Response) and isinstance(response.body, bytes):
+            return await self._in_pieces(request, response, response.body)
+        return response
+
+    async def _in_pieces(self, request: web.Request, whole: web.Response, body: bytes) -> web.StreamResponse:
+        response = web.StreamResponse(status=whole.status, headers={"Content-Type": whole.headers["Content-Type"]})
+        await response.prepare(request)
+        size = -(-len(body) // self.pieces)
+        for i in range(0, len(body), size):
+            if i:
+                await asyncio.sleep(self.chunk_delay)
+            await response.write(body[i:i + size])
+        await response.write_eof()
         return response

@@ -119,6 +119,8 @@ def test_openai_sdk_through_the_gateway(lychgate: Lychgate, openai_standin: Open
     assert answer.usage is not None and answer.usage.total_tokens > 0
     sent = openai_standin.last
     assert sent is not None and sent.headers["authorization"] == f"Bearer {KEY}"  # the gateway's key, not the client's
+    # sent whole, with its length (as providers and SigV4 signatures expect), not chunked
+    assert sent.headers["content-length"] == str(len(sent.body)) and "transfer-encoding" not in sent.headers
 
     # Streaming: chunks arrive one by one (the stand-in spaces them), the first well before the last.
     started = time.monotonic()
@@ -164,6 +166,31 @@ def test_failover_to_the_next_priority_group(lychgate: Lychgate, openai_standin:
         assert answer.choices[0].message.content == "Claude answered."
         assert claude.last is not None and claude.last.headers["x-api-key"] == KEY
         openai_standin.recover()
+
+
+def test_whole_answers_arriving_in_pieces(lychgate: Lychgate) -> None:
+    """A provider's whole answer that reaches the gateway in several pieces (chunked, a
+    slow link) is translated whole, its status set after its last piece: an answer, a
+    response guard's refusal of one (its status, not the provider's 200), an error."""
+    with OpenAIStandIn(key=KEY, reply=REPLY, pieces=4, chunk_delay=0.05) as standin:
+        policy = guard_policy("""    promptGuard:
+      response:
+        regex: {action: REJECT, builtins: [EMAIL]}""")
+        sdk = serve(lychgate, llm(openai_provider(standin.port, 6)), policy)
+        answer = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
+        assert answer.choices[0].message.content == REPLY
+        assert answer.usage is not None and answer.usage.completion_tokens == count_tokens(REPLY)
+
+        standin.reply = "Write to jane.doe@example.com for help."
+        with pytest.raises(openai.PermissionDeniedError) as refused:  # 403, kgateway's default
+            sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
+        assert "The response was rejected" in str(refused.value)
+
+        standin.fail(429)
+        with pytest.raises(openai.RateLimitError) as limited:
+            sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
+        assert limited.value.status_code == 429 and "told to fail" in str(limited.value)
+        assert standin.last.status == 429
 
 
 def test_missing_secret_fails_closed(lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
@@ -252,6 +279,40 @@ def test_tokens_are_counted_per_gateway_route_backend_provider_and_model(
                 if family.name == "lychgate_ai_requests" for s in family.samples
                 if s.name == "lychgate_ai_requests_total" and s.labels["route"] == "default/chat"}
     assert answered == {"2xx": 3.0}
+
+
+def test_token_counts_in_the_access_log(lychgate: Lychgate, openai_standin: OpenAIStandIn) -> None:
+    """A ListenerPolicy's access log prints each answer's tokens (docs/ai.md), whole and streamed."""
+    log = lychgate.state / "ai-access.log"
+    tokens = {key: f"%DYNAMIC_METADATA(lychgate.ai:{key})%"
+              for key in ("input_tokens", "output_tokens", "total_tokens", "model", "provider", "backend")}
+    policy = f"""
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: ListenerPolicy
+metadata: {{name: logs, namespace: default}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}]
+  default:
+    httpSettings:
+      accessLog: [{{fileSink: {{path: {log}, jsonFormat: {json.dumps({"user": "%REQ(X-USER)%", **tokens})}}}}}]
+"""
+    sdk = serve(lychgate, llm(openai_provider(openai_standin.port, 6)), policy)
+    prompt = [{"role": "user", "content": "Hi there"}]
+    whole = sdk.chat.completions.create(model="gpt-4o-mini", messages=prompt, extra_headers={"x-user": "whole"})
+    for _ in sdk.chat.completions.create(model="gpt-4o-mini", messages=prompt, stream=True,
+                                         extra_headers={"x-user": "stream"}):
+        pass
+
+    def logged() -> dict[str, dict[str, object]]:
+        entries = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        return {e["user"]: e for e in entries if e["user"] in ("whole", "stream")}
+    entries = wait_for(lambda: len(logged()) == 2 and logged(), 15, "both requests logged")
+    assert whole.usage is not None
+    expected = {"input_tokens": whole.usage.prompt_tokens, "output_tokens": whole.usage.completion_tokens,
+                "total_tokens": whole.usage.total_tokens, "model": "gpt-4o-mini", "provider": "llm",
+                "backend": "default/llm"}
+    assert entries["whole"] == {"user": "whole", **expected}
+    assert entries["stream"] == {"user": "stream", **expected}
 
 
 def _azure(port: int) -> str:

@@ -15,8 +15,12 @@ group is a new stream, for the provider Envoy picked then) and sends, in order:
 4. the response body chunk by chunk (STREAMED): a stream is translated as it comes, each
    chunk passed on at once; a whole answer is collected and translated at its end.
 
-Tokens are counted from the provider's usage (metrics.py) and charged to the route's
-token budget. Nothing here logs a request body or a credential.
+Tokens are counted from the provider's usage (metrics.py), charged to the route's
+token budget, and handed to Envoy as dynamic metadata for access logs (namespace
+`lychgate.ai`: input_tokens, output_tokens, total_tokens, model, provider, backend) with
+the answer's chunk that follows the provider's usage. Envoy writes them into the
+downstream request's metadata (an upstream filter's stream info is the downstream's),
+which the Gateway's access logs read. Nothing here logs a request body or a credential.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from envoy.type.v3 import http_status_pb2
-from google.protobuf import text_format
+from google.protobuf import struct_pb2, text_format
 
 from lychgate.ai import metrics, policy, token_limit
 from lychgate.ai.config import AIConfig, Provider, RouteSettings, TokenRateLimit
@@ -88,6 +92,7 @@ class Attempt:
     events: EventReader | None = None  # the translated stream, re-read for the guard
     body: bytearray = field(default_factory=bytearray)
     usage: Usage | None = None
+    logged: tuple[int, int] | None = None  # the tokens last handed to Envoy (input, output)
     # the route's tokenRateLimit: the descriptors asked for, the hits the service counted
     # before the provider was called, the headers it has for the client
     limited: list[token_limit.Descriptor] = field(default_factory=list)
@@ -231,6 +236,7 @@ class Extension(pb_grpc.ExternalProcessorServicer):
         provider = attempt.provider
         assert provider is not None
         headers = None
+        usage = None
         if attempt.translator is not None:
             out = attempt.translator.feed(body.body)
             if body.end_of_stream:
@@ -238,6 +244,9 @@ class Extension(pb_grpc.ExternalProcessorServicer):
                 self._count(attempt, attempt.translator.usage)
             if attempt.guard is not None:
                 out = await self._guard_stream(attempt, out, body.end_of_stream)
+            # The tokens go with the chunk that follows the provider's usage, not at the end
+            # of the stream: a client may hang up on [DONE], and Envoy logs the request then.
+            usage = attempt.translator.usage
         else:
             attempt.body += body.body
             out = b""
@@ -245,6 +254,7 @@ class Extension(pb_grpc.ExternalProcessorServicer):
                 answer = CODECS[provider.kind].response(attempt.status, attempt.response_headers,
                                                         bytes(attempt.body), provider, attempt.model)
                 self._count(attempt, answer.usage)
+                usage = answer.usage
                 out = answer.encode()
                 if attempt.guard is not None and answer.status < 300:
                     checked = await attempt.guard.check(answer.body)
@@ -256,7 +266,8 @@ class Extension(pb_grpc.ExternalProcessorServicer):
                 if answer.status != attempt.status:
                     headers = headers or pb.HeaderMutation(set_headers=[_header(":status", str(answer.status))])
         return pb.ProcessingResponse(response_body=pb.BodyResponse(response=pb.CommonResponse(
-            header_mutation=headers, body_mutation=pb.BodyMutation(body=out))))
+            header_mutation=headers, body_mutation=pb.BodyMutation(body=out))),
+            dynamic_metadata=_tokens(attempt, usage))
 
     async def _guard_stream(self, attempt: Attempt, translated: bytes, last: bool) -> bytes:
         """The translated events through the response guard: each chunk with its text
@@ -305,6 +316,21 @@ class Rejected(Exception):
     def __init__(self, rejection: Rejection) -> None:
         super().__init__(rejection.message)
         self.rejection = rejection
+
+
+def _tokens(attempt: Attempt, usage: Usage | None) -> struct_pb2.Struct | None:
+    """The answer's tokens for Envoy's access logs (`%DYNAMIC_METADATA(lychgate.ai:KEY)%`),
+    when the provider counted them and they were not handed over yet."""
+    provider = attempt.provider
+    if usage is None or provider is None or attempt.logged == (usage.input, usage.output):
+        return None
+    attempt.logged = (usage.input, usage.output)
+    backend, _, name = provider.id.rpartition("/")
+    out = struct_pb2.Struct()
+    out.get_or_create_struct(METADATA).update({
+        "input_tokens": usage.input, "output_tokens": usage.output, "total_tokens": usage.total,
+        "model": attempt.model, "provider": name, "backend": backend})
+    return out
 
 
 def _header(key: str, value: str) -> base_pb2.HeaderValueOption:

@@ -101,6 +101,11 @@ def _ext_proc() -> ext_proc_pb2.ExternalProcessor:
                             "source.address"],
         # A whole (not streamed) answer is asked for BUFFERED: its status can still change.
         allow_mode_override=True,
+        # The answer's tokens, which the extension sets once the provider counted them: for
+        # access logs (%DYNAMIC_METADATA(lychgate.ai:total_tokens)%). Envoy drops metadata of
+        # a namespace not listed here.
+        metadata_options=ext_proc_pb2.MetadataOptions(
+            receiving_namespaces=ext_proc_pb2.MetadataOptions.MetadataNamespaces(untyped=[METADATA])),
         processing_mode=processing_mode_pb2.ProcessingMode(
             request_header_mode=mode.SEND, request_body_mode=mode.BUFFERED,
             response_header_mode=mode.SEND, response_body_mode=mode.STREAMED,
