@@ -250,7 +250,7 @@ async def test_delta_nack_keeps_the_old_state(delta_setup: tuple[SnapshotCache, 
     assert await client.silent()  # the rejected content is not pushed again
     [conn] = ads.connections.values()
     state = conn.types[types.LISTENER]
-    assert state.nack is not None and state.known == {}
+    assert state.nack is not None and state.delta is not None and state.delta.holds() == {}
     cache.set(NODE, build(_other_listener()))
     again = await client.recv()
     assert [r.name for r in again.resources] == ["http-8080"]

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from lychgate.admin import metrics
 from lychgate.log import component_logger
 from lychgate.xds import types
 from lychgate.xds.cache import Snapshot, SnapshotCache
+from lychgate.xds.delta import EMPTY, DeltaState, with_nonce
 
 log = component_logger("xds")
 
@@ -32,6 +34,8 @@ log = component_logger("xds")
 _FOLLOW = {types.CLUSTER: types.ENDPOINT, types.LISTENER: types.ROUTE}
 
 MAX_ERROR_DETAIL = 4096  # NACK messages can embed a dump of the whole resource
+
+REPLICAS_EVERY = 0.5  # seconds: at most one update of a Gateway's local cluster so often
 
 
 @dataclass
@@ -44,17 +48,12 @@ class TypeState:
     version_sent: str = ""
     version_acked: str = ""
     nack: dict[str, Any] | None = None
-    # Delta xDS only: what the proxy holds (name -> content hash), the
-    # responses in flight (nonce -> version and the hashes they replaced, to
-    # roll back on NACK), and the type version last rejected.
-    wildcard: bool = False
-    known: dict[str, str] = field(default_factory=dict)
-    inflight: dict[str, tuple[str, dict[str, str | None]]] = field(default_factory=dict)
-    rejected: str | None = None
-    answered: bool = False
-    # The snapshot hashes `known` mirrors (for the names wanted), by identity;
-    # None once a subscription, a NACK or a forced re-send made them differ.
-    basis: dict[str, str] | None = None
+    delta: DeltaState | None = None  # delta xDS only: what the proxy holds, responses in flight
+
+    @property
+    def subscribed(self) -> frozenset[str] | None:
+        """The names asked for; None: wildcard (state of the world)."""
+        return self.delta.names if self.delta is not None else self.names
 
 
 @dataclass
@@ -88,17 +87,21 @@ class ProxyConnection:
         yet to apply or ACK waits on Envoy alone."""
         for type_url, state in self.types.items():
             version = snapshot.versions.get(type_url)
-            if version is None or state.rejected == version:  # a delta proxy refused it: nothing follows
+            if version is None:
                 continue
-            sent = state.basis is snapshot.hashes[type_url] if self.protocol == "delta" else state.version_sent == version
-            if not sent:
+            if state.delta is not None:
+                sent = state.delta.rejected == version or state.delta.synced_to(snapshot.hashes[type_url])
+            else:
+                sent = state.version_sent == version
+            if not sent:  # (a delta proxy that refused it: nothing follows)
                 return False
         step, endpoints = snapshot.steps.get(types.CLUSTER), snapshot.hashes.get(types.ENDPOINT)
         asked, clusters = self.types.get(types.ENDPOINT), self.types.get(types.CLUSTER)
-        if step is None or endpoints is None or asked is None or asked.names is None \
+        names = asked.subscribed if asked is not None else None
+        if step is None or endpoints is None or names is None \
                 or clusters is None or clusters.nack is not None:  # refused clusters ask for nothing
             return True
-        return all(name in asked.names for name in step[1] if name in endpoints)
+        return all(name in names for name in step[1] if name in endpoints)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -113,7 +116,7 @@ class ProxyConnection:
                     "versionSent": s.version_sent,
                     "versionAcked": s.version_acked,
                     "nack": s.nack,
-                    "subscribed": sorted(s.names) if s.names is not None else "*",
+                    "subscribed": sorted(s.subscribed) if s.subscribed is not None else "*",
                 }
                 for t, s in self.types.items()
             },
@@ -143,6 +146,10 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._ids = itertools.count(1)
         self._nonces = itertools.count(1)
         self._progress = asyncio.Event()  # set whenever a stream has handled requests and answered
+        self._replicas_at: dict[str, float] = {}  # Gateway -> loop time of its last local-cluster update
+        self._replicas_due: dict[str, asyncio.TimerHandle] = {}  # Gateway -> its next one, if scheduled
+        # Subscriptions by value, each held by the streams that ask for it (_intern).
+        self._names: weakref.WeakValueDictionary[frozenset[str], frozenset[str]] = weakref.WeakValueDictionary()
         # Called when a proxy connects, disconnects, first ACKs or NACKs.
         self.on_feedback: FeedbackHook = lambda _conn: None
         # Called on every ACK, with the type acknowledged.
@@ -269,8 +276,27 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         return conn
 
     def _replicas_changed(self, gateway: str) -> None:
-        """The Gateway's local cluster lists its proxies connected now (xds/replicas.py)."""
-        self.cache.set_replicas(gateway, [c.peer for c in self._by_gateway.get(gateway, {}).values()])
+        """The Gateway's local cluster lists its proxies connected (xds/replicas.py): at once, or
+        REPLICAS_EVERY after its last update. Each update goes to every proxy of the Gateway, so
+        when many proxies come or go together (a rollout, a control-plane restart) they are counted
+        a few times, not once per proxy to each proxy."""
+        if gateway in self._replicas_due:
+            return  # the update scheduled will see this change
+        loop = asyncio.get_running_loop()
+        wait = self._replicas_at.get(gateway, -REPLICAS_EVERY) + REPLICAS_EVERY - loop.time()
+        if wait <= 0:
+            self._set_replicas(gateway)
+        else:
+            self._replicas_due[gateway] = loop.call_later(wait, self._set_replicas, gateway)
+
+    def _set_replicas(self, gateway: str) -> None:
+        self._replicas_due.pop(gateway, None)
+        peers = [c.peer for c in self._by_gateway.get(gateway, {}).values()]
+        if peers:
+            self._replicas_at[gateway] = asyncio.get_running_loop().time()
+        else:
+            self._replicas_at.pop(gateway, None)
+        self.cache.set_replicas(gateway, peers)
 
     def _handle_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> None:
         type_url = request.type_url
@@ -341,100 +367,79 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         type_url = request.type_url
         state = conn.types.get(type_url)
         if state is None:
-            state = conn.types[type_url] = TypeState(names=frozenset())
             # An empty first subscription to a wildcard type means "everything".
-            state.wildcard = type_url not in types.NAMED and not request.resource_names_subscribe
+            wildcard = type_url not in types.NAMED and not request.resource_names_subscribe
+            state = conn.types[type_url] = TypeState(names=frozenset(), delta=DeltaState(wildcard=wildcard))
+        delta = state.delta
+        assert delta is not None
         feedback = False
         if request.response_nonce:
-            sent = state.inflight.pop(request.response_nonce, None)
+            sent = delta.inflight.pop(request.response_nonce, None)
             if sent is None:
                 log.debug("proxy %s: stale nonce for %s", conn.node_id, types.SHORT.get(type_url, type_url))
             else:
-                version, replaced = sent
+                version, before, after = sent
                 feedback = self._record_reply(conn, type_url, state, version, request)
                 if state.nack is not None:
-                    state.basis = None
-                    # The proxy kept what it had: forget what we assumed it took.
-                    for name, old in replaced.items():
-                        if old is None:
-                            state.known.pop(name, None)
-                        else:
-                            state.known[name] = old
-                    state.rejected = version
+                    delta.rollback(before, after)  # the proxy kept what it had
+                    delta.rejected = version
                 else:
-                    state.rejected = None
-        names = set(state.names or ())
-        if request.resource_names_subscribe or request.resource_names_unsubscribe or request.initial_resource_versions:
-            state.basis = None
-        for name in request.resource_names_subscribe:
-            if name == "*":
-                state.wildcard = True
-            else:
-                names.add(name)
-                state.known.pop(name, None)  # (re)subscribing asks for the resource again
-        for name in request.resource_names_unsubscribe:
-            if name == "*":
-                state.wildcard = False
-            names.discard(name)
-            state.known.pop(name, None)
-        state.names = frozenset(names)
-        state.known.update(request.initial_resource_versions)
+                    delta.rejected = None
+        if request.resource_names_subscribe or request.resource_names_unsubscribe:
+            names = set(delta.names)
+            for name in request.resource_names_subscribe:
+                if name == "*":
+                    delta.wildcard = True
+                else:
+                    delta.forget(name)  # (re)subscribing asks for the resource again
+                    names.add(name)
+            for name in request.resource_names_unsubscribe:
+                if name == "*":
+                    delta.wildcard = False
+                delta.forget(name)
+                names.discard(name)
+            delta.names = self._intern(frozenset(names))
+        if request.initial_resource_versions:
+            snapshot = self.cache.get(conn.gateway)
+            delta.initial(dict(request.initial_resource_versions),
+                          snapshot.hashes.get(type_url) if snapshot is not None else None)
         if feedback:
             self._safe_feedback(conn)
 
-    def _respond_delta(
-        self, conn: ProxyConnection, type_url: str, snapshot: Snapshot
-    ) -> discovery_pb2.DeltaDiscoveryResponse | None:
+    def _intern(self, names: frozenset[str]) -> frozenset[str]:
+        """One object for equal subscriptions (every proxy of a Gateway asks for the same endpoints)."""
+        return self._names.setdefault(names, names)
+
+    def _respond_delta(self, conn: ProxyConnection, type_url: str, snapshot: Snapshot) -> bytes | None:
         state = conn.types.get(type_url)
-        if state is None:
+        if state is None or state.delta is None:
             return None
+        delta = state.delta
         version = snapshot.version(type_url)
-        if state.rejected == version:
+        if delta.rejected == version:
             return None  # the same content was rejected; wait for a new version
-        hashes = snapshot.hashes.get(type_url, {})
-        step = snapshot.steps.get(type_url)
-        if state.basis is hashes:
-            changed, removed = [], []  # the proxy holds this very snapshot
-        elif state.basis is not None and step is not None and step[0] is state.basis:
-            # It holds the previous snapshot: what changed since was found once for all proxies.
-            names = state.names or frozenset()
-            changed = sorted(n for n in step[1] if state.wildcard or n in names)
-            removed = sorted(n for n in step[2] if n in state.known)
-        else:
-            wanted = set(hashes) if state.wildcard else set(state.names or ()) & set(hashes)
-            changed = sorted(n for n in wanted if state.known.get(n) != hashes[n])
-            removed = sorted(n for n in state.known if n not in wanted)
-        state.basis = hashes
-        if not changed and not removed and state.answered:
+        hashes = snapshot.hashes.get(type_url, EMPTY)
+        changed, removed, body = delta.respond(snapshot, type_url)
+        if not changed and not removed and delta.answered:
+            delta.synced(hashes)
             if state.nack is not None:
                 # The input went back to what the proxy kept when it refused the last
                 # update: nothing to send, and nothing refused any more.
-                state.nack = state.rejected = None
+                state.nack = delta.rejected = None
                 self._safe_feedback(conn)
             return None
         nonce = str(next(self._nonces))
-        replaced: dict[str, str | None] = {n: state.known.get(n) for n in (*changed, *removed)}
-        byname = snapshot.resources.get(type_url, {})
-        resources = [discovery_pb2.Resource(name=n, version=hashes[n], resource=byname[n]) for n in changed]
-        for n in changed:
-            state.known[n] = hashes[n]
-        for n in removed:
-            state.known.pop(n, None)
-        state.inflight[nonce] = (version, replaced)
+        delta.sent(nonce, version, hashes)
         state.version_sent = version
-        state.answered = True
-        follow = _FOLLOW.get(type_url)
-        if follow is not None and follow in conn.types and changed:
-            conn.types[follow].basis = None
+        delta.answered = True
+        follow = conn.types.get(_FOLLOW.get(type_url, ""))
+        if follow is not None and follow.delta is not None:
             for name in changed:
-                conn.types[follow].known.pop(name, None)
+                follow.delta.forget(name)
         metrics.XDS_PUSHES.labels(type_url, conn.gateway).inc()
         log.debug("push %s %s version %s (delta: %d changed, %d removed)", conn.node_id,
                   types.SHORT.get(type_url, type_url), version, len(changed), len(removed))
-        return discovery_pb2.DeltaDiscoveryResponse(
-            system_version_info=version, resources=resources, type_url=type_url,
-            removed_resources=removed, nonce=nonce,
-        )
+        return with_nonce(body, nonce)
 
     def retry(self, conn: ProxyConnection, type_url: str) -> None:
         """Offer a rejected type again (e.g. a listener whose port was busy)."""
@@ -442,10 +447,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if state is not None and state.nack is not None:
             state.nack = None
             state.force = True
-            if state.rejected is not None:  # delta: forget what the proxy refused
-                state.rejected = None
-                state.known.clear()
-                state.basis = None
+            if state.delta is not None and state.delta.rejected is not None:
+                state.delta.forget_all()  # and what it kept is sent again
             conn.wake.set()
 
     def _safe_feedback(self, conn: ProxyConnection) -> None:
@@ -453,6 +456,26 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             self.on_feedback(conn)
         except Exception:
             log.exception("feedback hook failed")
+
+
+def _serialize(response: Any) -> bytes:
+    """Delta responses come encoded already (xds/delta.py); state-of-the-world ones are messages."""
+    return response if isinstance(response, bytes) else response.SerializeToString()
+
+
+def _add_servicer(servicer: AdsServer, server: grpc.aio.Server) -> None:
+    """ads_pb2_grpc's registration, with responses that may be bytes."""
+    handlers = {
+        "StreamAggregatedResources": grpc.stream_stream_rpc_method_handler(
+            servicer.StreamAggregatedResources, request_deserializer=discovery_pb2.DiscoveryRequest.FromString,
+            response_serializer=_serialize),
+        "DeltaAggregatedResources": grpc.stream_stream_rpc_method_handler(
+            servicer.DeltaAggregatedResources, request_deserializer=discovery_pb2.DeltaDiscoveryRequest.FromString,
+            response_serializer=_serialize),
+    }
+    service = "envoy.service.discovery.v3.AggregatedDiscoveryService"
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+    server.add_registered_method_handlers(service, handlers)
 
 
 async def start_server(
@@ -469,7 +492,7 @@ async def start_server(
             ("grpc.http2.max_pings_without_data", 0),
         ]
     )
-    ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(servicer, server)
+    _add_servicer(servicer, server)
     port = 0
     for i, addr in enumerate((address, *extra_addresses)):
         bound = server.add_insecure_port(addr) if credentials is None else server.add_secure_port(addr, credentials)
