@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
+from lychgate import memory
 from lychgate.admin import metrics
 from lychgate.log import component_logger
 from lychgate.xds import types
@@ -138,6 +139,7 @@ FeedbackHook = Callable[[ProxyConnection], None]
 
 class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     def __init__(self, cache: SnapshotCache) -> None:
+        memory.return_large_blocks()  # a proxy's first configuration is large, and short-lived
         self.cache = cache
         self.connections: dict[int, ProxyConnection] = {}
         # The same connections by Gateway: each pass asks for every Gateway's
@@ -148,6 +150,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._progress = asyncio.Event()  # set whenever a stream has handled requests and answered
         self._replicas_at: dict[str, float] = {}  # Gateway -> loop time of its last local-cluster update
         self._replicas_due: dict[str, asyncio.TimerHandle] = {}  # Gateway -> its next one, if scheduled
+        self._replicas_count: dict[str, int] = {}  # Gateway -> proxies in its last one
         # Subscriptions by value, each held by the streams that ask for it (_intern).
         self._names: weakref.WeakValueDictionary[frozenset[str], frozenset[str]] = weakref.WeakValueDictionary()
         # Called when a proxy connects, disconnects, first ACKs or NACKs.
@@ -208,6 +211,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             try:
                 async for request in request_iterator:
                     requests.put_nowait(request)
+                    del request  # (held until the next one otherwise: a subscription can be large)
                     wake.set()
             except (asyncio.CancelledError, grpc.RpcError):
                 pass
@@ -231,6 +235,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                         handle(conn, request)
                     except Exception:  # a bad request must not kill the stream
                         log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
+                request = None
                 if conn is None:
                     continue
                 snapshot = self.cache.get(conn.gateway)
@@ -239,7 +244,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 for type_url in types.PUSH_ORDER:
                     response = respond(conn, type_url, snapshot)
                     if response is not None:
-                        yield response
+                        yield _Handed(response)
+                    del response
                 self._progress.set()
         finally:
             reader.cancel()
@@ -296,7 +302,12 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             self._replicas_at[gateway] = asyncio.get_running_loop().time()
         else:
             self._replicas_at.pop(gateway, None)
+        left = len(peers) < self._replicas_count.pop(gateway, 0)
+        if peers:
+            self._replicas_count[gateway] = len(peers)
         self.cache.set_replicas(gateway, peers)
+        if left:
+            memory.give_back()
 
     def _handle_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> None:
         type_url = request.type_url
@@ -458,9 +469,21 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             log.exception("feedback hook failed")
 
 
-def _serialize(response: Any) -> bytes:
+class _Handed:
+    """A response handed to gRPC. gRPC keeps the last response of a stream until the stream
+    sends another, which would hold the largest one (a proxy's first configuration) for as
+    long as the proxy stays connected: this one gives its content up once serialized."""
+
+    __slots__ = ("content",)
+
+    def __init__(self, content: bytes | Any) -> None:
+        self.content = content
+
+
+def _serialize(response: _Handed) -> bytes:
     """Delta responses come encoded already (xds/delta.py); state-of-the-world ones are messages."""
-    return response if isinstance(response, bytes) else response.SerializeToString()
+    content, response.content = response.content, b""
+    return content if isinstance(content, bytes) else content.SerializeToString()
 
 
 def _add_servicer(servicer: AdsServer, server: grpc.aio.Server) -> None:
@@ -490,6 +513,7 @@ async def start_server(
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.http2.max_pings_without_data", 0),
+            *[(k, int(v)) for k, v in (kv.split("=") for kv in __import__("os").environ.get("GOPTS", "").split(",") if kv)],
         ]
     )
     _add_servicer(servicer, server)
