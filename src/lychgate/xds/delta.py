@@ -93,14 +93,17 @@ class DeltaState:
             self.diff[name] = None
 
     def initial(self, versions: dict[str, str], hashes: dict[str, str] | None) -> None:
-        """What a reconnecting proxy says it holds. Most often exactly the snapshot (versions are
-        content hashes, the same after a control-plane restart): then it holds that very basis."""
-        if hashes is not None and self.basis is EMPTY and not self.diff:
-            wanted = hashes if self.wildcard else {n: hashes[n] for n in self.names if n in hashes}
-            if versions == wanted:
-                self.synced(hashes)
-                return
-        self.diff.update(versions)
+        """What a reconnecting proxy says it holds. Mostly the snapshot itself (versions are
+        content hashes, the same after a control-plane restart): then it holds that very basis,
+        and `diff` only the names where it holds something else."""
+        if hashes is None or self.basis is not EMPTY or self.diff:
+            self.diff.update(versions)
+            return
+        wanted = hashes if self.wildcard else {n: hashes[n] for n in self.names & hashes.keys()}
+        diff: dict[str, str | None] = dict(versions.items() - wanted.items())
+        diff.update(dict.fromkeys(wanted.keys() - versions.keys()))
+        self.synced(hashes)
+        self.diff = diff
 
     def changes(self, hashes: dict[str, str], step: tuple[dict[str, str], frozenset[str], frozenset[str]] | None,
                 ) -> tuple[list[str], list[str]]:

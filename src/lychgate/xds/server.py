@@ -70,6 +70,7 @@ class ProxyConnection:
     node: dict[str, Any] = field(default_factory=dict)
     types: dict[str, TypeState] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    poked: bool = False  # something to look at again though the proxy asked nothing (AdsServer.retry)
 
     def programmed(self, snapshot: Snapshot | None) -> bool:
         """Has this proxy accepted (ACKed) a configuration for every type?"""
@@ -199,48 +200,56 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         request_iterator: AsyncIterator[Any],
         context: Any,
         protocol: str,
-        handle: Callable[[ProxyConnection, Any], None],
+        handle: Callable[[ProxyConnection, Any], bool],
         respond: Callable[[ProxyConnection, str, Snapshot], Any],
     ) -> AsyncIterator[Any]:
         """One proxy's stream: read requests, and answer whenever a request or a
         snapshot change gives something to send."""
         wake = asyncio.Event()
-        requests: asyncio.Queue[Any] = asyncio.Queue()
+        # One request at a time: a proxy's opening requests can be large (the versions it holds,
+        # its subscriptions), and when all proxies reconnect at once, reading them all before
+        # handling any would hold them all. The next stays in gRPC, under HTTP/2 flow control.
+        requests: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)
+        ended = asyncio.Event()
 
         async def pump() -> None:
             try:
                 async for request in request_iterator:
-                    requests.put_nowait(request)
-                    del request  # (held until the next one otherwise: a subscription can be large)
+                    await requests.put(request)
+                    del request  # (held until the next one otherwise)
                     wake.set()
             except (asyncio.CancelledError, grpc.RpcError):
                 pass
             finally:
-                requests.put_nowait(None)
+                ended.set()
                 wake.set()
 
         reader = asyncio.create_task(pump())
         conn: ProxyConnection | None = None
+        answered: Snapshot | None = None  # the snapshot last looked at, with nothing asked since
         try:
             while True:
                 await wake.wait()
                 wake.clear()
+                asked = False
                 while not requests.empty():
                     request = requests.get_nowait()
-                    if request is None:
-                        return
                     if conn is None:
                         conn = self._connect(request, context, wake, protocol)
                     try:
-                        handle(conn, request)
+                        asked = handle(conn, request) or asked
                     except Exception:  # a bad request must not kill the stream
+                        asked = True
                         log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
                 request = None
+                if ended.is_set() and requests.empty():
+                    return
                 if conn is None:
                     continue
                 snapshot = self.cache.get(conn.gateway)
-                if snapshot is None:
-                    continue
+                if snapshot is None or (snapshot is answered and not asked and not conn.poked):
+                    continue  # an ACK, and the snapshot unchanged: nothing to send
+                answered, conn.poked = snapshot, False
                 for type_url in types.PUSH_ORDER:
                     response = respond(conn, type_url, snapshot)
                     if response is not None:
@@ -309,12 +318,13 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if left:
             memory.give_back()
 
-    def _handle_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> None:
+    def _handle_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> bool:
+        """Take a request in; whether it may call for an answer."""
         type_url = request.type_url
         state = conn.types.setdefault(type_url, TypeState())
         if request.response_nonce and request.response_nonce != state.nonce:
             log.debug("proxy %s: stale nonce for %s", conn.node_id, types.SHORT.get(type_url, type_url))
-            return
+            return False
         feedback = False
         if request.response_nonce:
             feedback = self._record_reply(conn, type_url, state, state.version_sent, request)
@@ -325,6 +335,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         state.pending = True
         if feedback:
             self._safe_feedback(conn)
+        return True
 
     def _record_reply(self, conn: ProxyConnection, type_url: str, state: TypeState, version: str, request: Any) -> bool:
         """Record an ACK or NACK of `version`; True when status should look again."""
@@ -374,9 +385,11 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
 
     # --- delta xDS -------------------------------------------------------------
 
-    def _handle_delta(self, conn: ProxyConnection, request: discovery_pb2.DeltaDiscoveryRequest) -> None:
+    def _handle_delta(self, conn: ProxyConnection, request: discovery_pb2.DeltaDiscoveryRequest) -> bool:
+        """Take a request in; whether it may call for an answer (anything but an ACK)."""
         type_url = request.type_url
         state = conn.types.get(type_url)
+        asked = state is None or not request.response_nonce
         if state is None:
             # An empty first subscription to a wildcard type means "everything".
             wildcard = type_url not in types.NAMED and not request.resource_names_subscribe
@@ -394,9 +407,12 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 if state.nack is not None:
                     delta.rollback(before, after)  # the proxy kept what it had
                     delta.rejected = version
-                else:
+                    asked = True
+                elif delta.rejected is not None:
                     delta.rejected = None
+                    asked = True
         if request.resource_names_subscribe or request.resource_names_unsubscribe:
+            asked = True
             names = set(delta.names)
             for name in request.resource_names_subscribe:
                 if name == "*":
@@ -411,11 +427,13 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 names.discard(name)
             delta.names = self._intern(frozenset(names))
         if request.initial_resource_versions:
+            asked = True
             snapshot = self.cache.get(conn.gateway)
             delta.initial(dict(request.initial_resource_versions),
                           snapshot.hashes.get(type_url) if snapshot is not None else None)
         if feedback:
             self._safe_feedback(conn)
+        return asked
 
     def _intern(self, names: frozenset[str]) -> frozenset[str]:
         """One object for equal subscriptions (every proxy of a Gateway asks for the same endpoints)."""
@@ -430,6 +448,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if delta.rejected == version:
             return None  # the same content was rejected; wait for a new version
         hashes = snapshot.hashes.get(type_url, EMPTY)
+        if delta.answered and state.nack is None and delta.synced_to(hashes):
+            return None  # (the common case, made quick: every stream of the Gateway asks, each change)
         changed, removed, body = delta.respond(snapshot, type_url)
         if not changed and not removed and delta.answered:
             delta.synced(hashes)
@@ -460,6 +480,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             state.force = True
             if state.delta is not None and state.delta.rejected is not None:
                 state.delta.forget_all()  # and what it kept is sent again
+            conn.poked = True
             conn.wake.set()
 
     def _safe_feedback(self, conn: ProxyConnection) -> None:
