@@ -142,9 +142,10 @@ async def test_proxies_that_connect_together_are_counted_a_few_times_not_once_ea
     cache, _, target = address
     cache.set(NODE, build(gateway()))
     first = DeltaClient(target, delta=True)
-    rest = [DeltaClient(target, delta=True) for _ in range(40)]
+    rest: list[DeltaClient] = []
     try:
         await _subscribe(first)
+        rest += [DeltaClient(target, delta=True) for _ in range(40)]
         for client in rest:
             client.delta(types.ENDPOINT, subscribe=[LOCAL_CLUSTER])
         assert await _until(first, 41) <= 4

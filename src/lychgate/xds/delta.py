@@ -100,10 +100,10 @@ class DeltaState:
             self.diff.update(versions)
             return
         wanted = hashes if self.wildcard else {n: hashes[n] for n in self.names & hashes.keys()}
-        diff: dict[str, str | None] = dict(versions.items() - wanted.items())
-        diff.update(dict.fromkeys(wanted.keys() - versions.keys()))
         self.synced(hashes)
-        self.diff = diff
+        if versions != wanted:
+            self.diff = dict(versions.items() - wanted.items())
+            self.diff.update(dict.fromkeys(wanted.keys() - versions.keys()))
 
     def changes(self, hashes: dict[str, str], step: tuple[dict[str, str], frozenset[str], frozenset[str]] | None,
                 ) -> tuple[list[str], list[str]]:

@@ -25,7 +25,7 @@ from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from lychgate import memory
 from lychgate.admin import metrics
 from lychgate.log import component_logger
-from lychgate.xds import types
+from lychgate.xds import opening, types
 from lychgate.xds.cache import Snapshot, SnapshotCache
 from lychgate.xds.delta import EMPTY, DeltaState, with_nonce
 
@@ -70,7 +70,7 @@ class ProxyConnection:
     node: dict[str, Any] = field(default_factory=dict)
     types: dict[str, TypeState] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
-    poked: bool = False  # something to look at again though the proxy asked nothing (AdsServer.retry)
+    asked: bool = False  # something to look at again since the stream last answered
 
     def programmed(self, snapshot: Snapshot | None) -> bool:
         """Has this proxy accepted (ACKed) a configuration for every type?"""
@@ -104,6 +104,10 @@ class ProxyConnection:
                 or clusters is None or clusters.nack is not None:  # refused clusters ask for nothing
             return True
         return all(name in names for name in step[1] if name in endpoints)
+
+    def answered(self) -> bool:
+        """Has every type this proxy asked for been answered once?"""
+        return all(s.delta.answered if s.delta is not None else bool(s.nonce) for s in self.types.values())
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -149,6 +153,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._ids = itertools.count(1)
         self._nonces = itertools.count(1)
         self._progress = asyncio.Event()  # set whenever a stream has handled requests and answered
+        self._turns = opening.Turns()  # streams opening at once
         self._replicas_at: dict[str, float] = {}  # Gateway -> loop time of its last local-cluster update
         self._replicas_due: dict[str, asyncio.TimerHandle] = {}  # Gateway -> its next one, if scheduled
         self._replicas_count: dict[str, int] = {}  # Gateway -> proxies in its last one
@@ -206,18 +211,31 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         """One proxy's stream: read requests, and answer whenever a request or a
         snapshot change gives something to send."""
         wake = asyncio.Event()
-        # One request at a time: a proxy's opening requests can be large (the versions it holds,
-        # its subscriptions), and when all proxies reconnect at once, reading them all before
-        # handling any would hold them all. The next stays in gRPC, under HTTP/2 flow control.
-        requests: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)
         ended = asyncio.Event()
+        conn: ProxyConnection | None = None
+        turn = opening.NO_TURN
 
         async def pump() -> None:
+            """Handle each request as it comes (one at a time: a proxy's opening requests can be
+            large, and when all proxies reconnect at once, reading them all before handling any
+            would hold them all); wake the stream when one may call for an answer. The stream
+            reads nothing before its turn to open (xds/opening.py)."""
+            nonlocal conn, turn
             try:
+                turn = await self._turns.take(lambda: conn is not None and conn.answered())
                 async for request in request_iterator:
-                    await requests.put(request)
+                    if conn is None:
+                        conn = self._connect(request, context, wake, protocol)
+                    turn.asked()
+                    try:
+                        asked = handle(conn, request)
+                    except Exception:  # a bad request must not kill the stream
+                        asked = True
+                        log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
                     del request  # (held until the next one otherwise)
-                    wake.set()
+                    if asked:
+                        conn.asked = True
+                        wake.set()
             except (asyncio.CancelledError, grpc.RpcError):
                 pass
             finally:
@@ -225,38 +243,28 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 wake.set()
 
         reader = asyncio.create_task(pump())
-        conn: ProxyConnection | None = None
         answered: Snapshot | None = None  # the snapshot last looked at, with nothing asked since
         try:
             while True:
                 await wake.wait()
                 wake.clear()
-                asked = False
-                while not requests.empty():
-                    request = requests.get_nowait()
-                    if conn is None:
-                        conn = self._connect(request, context, wake, protocol)
-                    try:
-                        asked = handle(conn, request) or asked
-                    except Exception:  # a bad request must not kill the stream
-                        asked = True
-                        log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
-                request = None
-                if ended.is_set() and requests.empty():
+                if ended.is_set():
                     return
                 if conn is None:
                     continue
                 snapshot = self.cache.get(conn.gateway)
-                if snapshot is None or (snapshot is answered and not asked and not conn.poked):
-                    continue  # an ACK, and the snapshot unchanged: nothing to send
-                answered, conn.poked = snapshot, False
+                if snapshot is None or (snapshot is answered and not conn.asked):
+                    continue  # the snapshot unchanged, and nothing asked
+                answered, conn.asked = snapshot, False
                 for type_url in types.PUSH_ORDER:
                     response = respond(conn, type_url, snapshot)
                     if response is not None:
                         yield _Handed(response)
                     del response
+                turn.passed()
                 self._progress.set()
         finally:
+            turn.end()
             reader.cancel()
             if conn is not None:
                 self.cache.unwatch(conn.gateway, wake)
@@ -413,19 +421,16 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                     asked = True
         if request.resource_names_subscribe or request.resource_names_unsubscribe:
             asked = True
-            names = set(delta.names)
-            for name in request.resource_names_subscribe:
-                if name == "*":
-                    delta.wildcard = True
-                else:
+            subscribe, unsubscribe = set(request.resource_names_subscribe), set(request.resource_names_unsubscribe)
+            if "*" in subscribe:
+                delta.wildcard = True
+            if "*" in unsubscribe:
+                delta.wildcard = False
+            subscribe.discard("*")
+            if delta.basis is not EMPTY or delta.diff:  # it may hold some of them
+                for name in subscribe | unsubscribe:
                     delta.forget(name)  # (re)subscribing asks for the resource again
-                    names.add(name)
-            for name in request.resource_names_unsubscribe:
-                if name == "*":
-                    delta.wildcard = False
-                delta.forget(name)
-                names.discard(name)
-            delta.names = self._intern(frozenset(names))
+            delta.names = self._intern(frozenset((delta.names | subscribe) - unsubscribe))
         if request.initial_resource_versions:
             asked = True
             snapshot = self.cache.get(conn.gateway)
@@ -480,7 +485,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             state.force = True
             if state.delta is not None and state.delta.rejected is not None:
                 state.delta.forget_all()  # and what it kept is sent again
-            conn.poked = True
+            conn.asked = True
             conn.wake.set()
 
     def _safe_feedback(self, conn: ProxyConnection) -> None:
@@ -534,7 +539,6 @@ async def start_server(
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.http2.max_pings_without_data", 0),
-            *[(k, int(v)) for k, v in (kv.split("=") for kv in __import__("os").environ.get("GOPTS", "").split(",") if kv)],
         ]
     )
     _add_servicer(servicer, server)
