@@ -539,6 +539,10 @@ async def start_server(
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.http2.max_pings_without_data", 0),
+            # What a proxy sends waits in gRPC under the default window (64 KiB a stream) until the
+            # stream reads it: probing would grow the window, and with a fleet reconnecting at
+            # once gRPC would hold every proxy's opening requests (hundreds of KiB each) at once.
+            ("grpc.http2.bdp_probe", 0),
         ]
     )
     _add_servicer(servicer, server)
