@@ -7,8 +7,10 @@ shared by every stream of the Gateway and by the snapshot itself), and `diff`,
 the names where the proxy holds something else (a version, or None: nothing),
 which is empty once it has been sent the snapshot. What the proxy holds of a
 name is its `diff` entry if it has one, else the basis's version if the proxy
-wants the name (it subscribed to it, or to everything). Every change of what
-the proxy wants records the names concerned in `diff` first, so this stays true.
+wanted the name when it was sent the basis (`basis_names`, `basis_wildcard`:
+the subscription objects of then, shared too). A subscription that changes since
+changes what the proxy wants, not what it holds; only a re-subscription to what
+it holds (it asks for it again) and a refused response write to `diff`.
 
 Streams of a Gateway also share the bytes they are sent: each resource is
 encoded once per snapshot (Snapshot.delta_entry), and a response is the
@@ -179,7 +181,6 @@ def encode(snapshot: Snapshot, type_url: str, version: str, changed: list[str], 
     if not changed:
         return head
     return head + b"".join([snapshot.delta_entry(type_url, name) for name in changed])
-
 
 
 def with_nonce(body: bytes, nonce: str) -> bytes:
