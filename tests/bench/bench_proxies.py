@@ -1,4 +1,4 @@
-"""Many proxies: 200 delta-xDS clients on 20 Gateways, one control plane.
+"""Many proxies: 200 delta-xDS clients on 20 Gateways, then a fleet of 1,000 on one Gateway.
 
 The controller is `tests.bench.xds_controller` in its own process: local mode's
 files, store, control loop and ADS server, with no Envoy started. The proxies
@@ -26,13 +26,19 @@ TrafficPolicies (10 route creates, 10 route deletes, 10 policy creates, 10
 policy deletes and 10 policy edits a second), all 200 clients connected and
 ACKing. The controller's VmRSS every 0.5 s: its peak, and whether it stays flat
 (median of the last third of the churn minus median of the first third).
+
+Then the fleet (issue 32, tests/bench/fleet.py), with a controller of its own: one
+Gateway of 3,000 routes, each to a Service of its own, and proxies joining it 100
+at a time up to 1,000 (the controller's RSS after each hundred: the plot), a
+change to every one of them at 200 and at 1,000 (write → all ACKed, p50/p99/max,
+and responses to 10 proxies of another Gateway), a reconnect storm of all of them
+after a controller restart, and the RSS once they have all left.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import random
 import statistics
 import subprocess
@@ -43,13 +49,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from envoy.config.listener.v3 import listener_pb2
-from envoy.extensions.filters.network.http_connection_manager.v3 import (
-    http_connection_manager_pb2 as hcm_pb,
-)
-from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
 from lychgate.xds import types
+from tests.bench import fleet
 from tests.bench import policy_shape as ps
 from tests.bench.common import (
     REPO,
@@ -69,6 +71,7 @@ from tests.bench.common import (
     service_yaml,
     thirds,
 )
+from tests.bench.xds_clients import CHANNEL_OPTIONS, DeltaClient
 
 GATEWAYS = 20
 PER_GATEWAY = 10
@@ -76,66 +79,6 @@ ROUTES_PER_GATEWAY = 250
 ADDR = "127.0.55.{}"
 CHURN_STEP = 0.1  # seconds between churn steps
 CHURN_WINDOW = 20  # a churned route or policy is deleted this many steps after it was written
-
-
-class DeltaClient:
-    """One simulated proxy: a delta ADS stream that subscribes as Envoy does and
-    ACKs every response as soon as it arrives."""
-
-    def __init__(self, gateway: str) -> None:
-        self.gateway = gateway
-        self.requests: asyncio.Queue[discovery_pb2.DeltaDiscoveryRequest | None] = asyncio.Queue()
-        self.acks: list[tuple[float, str]] = []  # (monotonic time of the ACK, type)
-        self.subscribed: dict[str, set[str]] = {types.ENDPOINT: set(), types.ROUTE: set()}
-        self.synced = asyncio.Event()
-
-    async def _outgoing(self) -> Any:
-        node = discovery_pb2.DeltaDiscoveryRequest().node
-        node.id, node.cluster = self.gateway, "bench"
-        for type_url in (types.CLUSTER, types.LISTENER):
-            request = discovery_pb2.DeltaDiscoveryRequest(type_url=type_url)
-            request.node.CopyFrom(node)
-            yield request
-        while (request := await self.requests.get()) is not None:
-            yield request
-
-    async def run(self, channel: grpc.aio.Channel) -> None:
-        stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
-        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.CancelledError):
-            async for response in stub.DeltaAggregatedResources(self._outgoing()):
-                self._follow(response)
-                self.requests.put_nowait(discovery_pb2.DeltaDiscoveryRequest(
-                    type_url=response.type_url, response_nonce=response.nonce))
-                self.acks.append((time.monotonic(), response.type_url))
-                if response.type_url == types.ROUTE:
-                    self.synced.set()
-
-    def _follow(self, response: discovery_pb2.DeltaDiscoveryResponse) -> None:
-        """Subscribe to what Clusters and Listeners name, as Envoy does."""
-        wanted: set[str] = set()
-        if response.type_url == types.CLUSTER:
-            follow = types.ENDPOINT
-            wanted = {r.name for r in response.resources}
-        elif response.type_url == types.LISTENER:
-            follow = types.ROUTE
-            for r in response.resources:
-                listener = listener_pb2.Listener()
-                r.resource.Unpack(listener)
-                for chain in listener.filter_chains:
-                    for f in chain.filters:
-                        hcm = hcm_pb.HttpConnectionManager()
-                        if f.typed_config.Unpack(hcm) and hcm.HasField("rds"):
-                            wanted.add(hcm.rds.route_config_name)
-        else:
-            return
-        new = wanted - self.subscribed[follow]
-        if new:
-            self.subscribed[follow] |= new
-            self.requests.put_nowait(discovery_pb2.DeltaDiscoveryRequest(
-                type_url=follow, resource_names_subscribe=sorted(new)))
-
-    def close(self) -> None:
-        self.requests.put_nowait(None)
 
 
 def _route_file(directory: Path, g: int, r: int) -> Path:
@@ -285,8 +228,7 @@ async def _run_async(opts: argparse.Namespace, directory: Path, per_gateway: int
         for g in range(GATEWAYS):
             for _ in range(PER_GATEWAY):
                 # One channel per proxy: each Envoy has its own connection.
-                channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=[
-                    ("grpc.max_receive_message_length", 64 * 1024 * 1024), ("grpc.use_local_subchannel_pool", 1)])
+                channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
                 client = DeltaClient(f"default/px-{g:02d}")
                 clients.append(client)
                 channels.append(channel)
@@ -380,7 +322,7 @@ def _report(rows: dict[str, tuple[list[float], int, int, float]], proxies: int, 
         check(f"controller RSS, {routes} routes, {proxies} proxies connected, changes: peak", facts["rss_peak"], 300,
               "MiB"),
         check(f"controller RSS, {routes} routes with policies, {proxies} proxies connected, churn: peak",
-              churn["rss_peak"], 300, "MiB", note=f"{churn['route_policies']} route TrafficPolicies and one per "
+              churn["rss_peak"], 150, "MiB", note=f"{churn['route_policies']} route TrafficPolicies and one per "
               f"Gateway; {churn['seconds']:.0f} s of churn"),
         check(f"controller RSS, {routes} routes with policies, {proxies} proxies connected, churn: "
               "growth (median of the last third minus the first)", churn["rss_growth"],
@@ -389,7 +331,7 @@ def _report(rows: dict[str, tuple[list[float], int, int, float]], proxies: int, 
     ]
     return {
         "name": "proxies",
-        "title": "Many proxies (200 delta-xDS clients)",
+        "title": "Many proxies (200 delta-xDS clients on 20 Gateways; 1,000 on one)",
         "description": __doc__.split("\n\n", 1)[1].replace("\n", " ").strip(),
         "tables": [
             {"columns": ["proxies", "Gateways", "routes", "synced after (s)", "controller RSS before (MiB)",
@@ -419,9 +361,22 @@ def _report(rows: dict[str, tuple[list[float], int, int, float]], proxies: int, 
 
 
 def run(opts: argparse.Namespace) -> dict[str, Any]:
+    scale = getattr(opts, "scale", 1.0)
     with tempfile.TemporaryDirectory(prefix="lychgate-bench-proxies-") as tmp:
         directory = Path(tmp) / "manifests"
         directory.mkdir()
-        per_gateway = max(2 * ps.PATHS, int(ROUTES_PER_GATEWAY * getattr(opts, "scale", 1.0)))
+        per_gateway = max(2 * ps.PATHS, int(ROUTES_PER_GATEWAY * scale))
         _write_setup(directory, per_gateway)
-        return asyncio.run(_run_async(opts, directory, per_gateway))
+        result = asyncio.run(_run_async(opts, directory, per_gateway))
+    with tempfile.TemporaryDirectory(prefix="lychgate-bench-fleet-") as tmp:
+        directory = Path(tmp) / "manifests"
+        directory.mkdir()
+        routes = max(100, int(fleet.ROUTES * scale))
+        fleet.write_setup(directory, routes)
+        measured = asyncio.run(fleet.run_fleet(directory, routes, fleet.MEASURE_AT, 30 if opts.quick else 100))
+    part = fleet.report(measured)
+    result["tables"] += part["tables"]
+    result["checks"] += part["checks"]
+    result["plots"] = part["plots"]
+    result["raw"]["fleet"] = measured
+    return result

@@ -77,7 +77,7 @@ ISSUE17 = [
      "data plane: split table (2,000 hosts) / whole table (1,999 hosts), req/s"),
     ("a change reaches all 200 simulated proxies (ACKed)", "p99 ≤ 100 ms", "proxies",
      "a change reaches all its Gateway's simulated proxies (ACKed), 200 proxies"),
-    ("controller RSS, 5,000 routes with policies, 200 proxies connected, churn", "≤ 300 MiB, flat", "proxies",
+    ("controller RSS, 5,000 routes with policies, 200 proxies connected, churn", "≤ 150 MiB (issue 32), flat", "proxies",
      "controller RSS, 5,000 routes with policies, 200 proxies connected, churn"),
     ("proxies of unaffected Gateways receive nothing", "0 responses", "proxies",
      "responses to proxies of unaffected Gateways"),

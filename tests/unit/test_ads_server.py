@@ -250,7 +250,7 @@ async def test_delta_nack_keeps_the_old_state(delta_setup: tuple[SnapshotCache, 
     assert await client.silent()  # the rejected content is not pushed again
     [conn] = ads.connections.values()
     state = conn.types[types.LISTENER]
-    assert state.nack is not None and state.known == {}
+    assert state.nack is not None and state.delta is not None and state.delta.holds() == {}
     cache.set(NODE, build(_other_listener()))
     again = await client.recv()
     assert [r.name for r in again.resources] == ["http-8080"]
@@ -426,3 +426,19 @@ async def test_a_refused_cluster_holds_no_pass_up(delta_setup: tuple[SnapshotCac
     client.delta(types.CLUSTER, nonce=cds.nonce, error="refused")
     await asyncio.sleep(0.1)
     assert await ads.wait_caught_up([NODE], 0.0)
+
+
+async def test_a_refused_listener_is_offered_again_when_asked_to(
+        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    """A port that was busy may be free now: retry() sends the refused listener again
+    though the proxy asked nothing since its NACK."""
+    cache, ads, client = delta_setup
+    cache.set(NODE, build(gateway()))
+    client.delta(types.LISTENER)
+    lds = await client.recv()
+    client.delta(types.LISTENER, nonce=lds.nonce, error="cannot bind")
+    assert await client.silent()
+    [conn] = ads.connections.values()
+    ads.retry(conn, types.LISTENER)
+    again = await client.recv()
+    assert [r.name for r in again.resources] == [r.name for r in lds.resources] == ["http-8080"]

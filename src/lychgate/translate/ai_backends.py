@@ -28,7 +28,6 @@ import re
 from dataclasses import replace
 
 from lychgate.ai.config import LimitService, Provider, RouteSettings, TokenRateLimit
-from lychgate.ai.providers import CODECS
 from lychgate.api.ai import (
     AIPolicy,
     AnthropicConfig,
@@ -151,6 +150,10 @@ def _default_host(kind: str, config: ProviderConfig, path: str) -> str:
     """The provider's API host (its codec knows it: Vertex AI's by location, Bedrock's by region)."""
     if isinstance(config, AzureOpenAIConfig):
         return _azure_host(config, path)
+    # The codecs are the AI extension's (aiohttp, botocore: 25 MiB of modules): imported once a
+    # Gateway routes to an AI Backend, not into every control plane.
+    from lychgate.ai.providers import CODECS
+
     return CODECS[kind].upstream_host(location=getattr(config, "location", None),
                                       region=getattr(config, "region", None))
 

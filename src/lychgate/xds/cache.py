@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.service.discovery.v3 import discovery_pb2
 from google.protobuf import any_pb2
 
 from lychgate.xds import types
@@ -32,9 +33,25 @@ class Snapshot:
     # stream that held the previous snapshot sends what changed without
     # comparing every resource again (xds/server.py).
     steps: dict[str, tuple[dict[str, str], frozenset[str], frozenset[str]]] = field(default_factory=dict)
+    # type_url -> name -> the resource as a delta response's entry, encoded when a
+    # delta stream first sends it, then shared by every stream of the Gateway and
+    # by the next snapshots while the resource stays the same (xds/delta.py).
+    entries: dict[str, dict[str, bytes]] = field(default_factory=dict, compare=False, repr=False)
+    # Whole delta answers shared by the streams that ask the same (xds/delta.py, DeltaState.respond).
+    delta_bodies: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def version(self, type_url: str) -> str:
         return self.versions.get(type_url, "")
+
+    def delta_entry(self, type_url: str, name: str) -> bytes:
+        """The bytes of a DeltaDiscoveryResponse holding only this resource (its `resources` field)."""
+        entries = self.entries.setdefault(type_url, {})
+        entry = entries.get(name)
+        if entry is None:
+            resource = discovery_pb2.Resource(name=name, version=self.hashes[type_url][name],
+                                              resource=self.resources[type_url][name])
+            entry = entries[name] = discovery_pb2.DeltaDiscoveryResponse(resources=[resource]).SerializeToString()
+        return entry
 
     def size_bytes(self) -> int:
         return sum(len(a.value) for byname in self.resources.values() for a in byname.values())
@@ -42,12 +59,15 @@ class Snapshot:
 
 def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Snapshot:
     packed: dict[str, dict[str, any_pb2.Any]] = {}
+    entries: dict[str, dict[str, bytes]] = {}
     hashes: dict[str, dict[str, str]] = {}
     versions: dict[str, str] = {}
     steps: dict[str, tuple[dict[str, str], frozenset[str], frozenset[str]]] = {}
     for type_url, byname in resources.by_type.items():
         packed[type_url] = {}
         hashes[type_url] = {}
+        kept = entries[type_url] = {}
+        before_entries = previous.entries.get(type_url, {}) if previous is not None else {}
         changed: list[str] = []
         for name in sorted(byname):
             message = byname[name]
@@ -57,6 +77,8 @@ def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Sna
             old = previous.hashes.get(type_url, {}).get(name) if previous else None
             if previous is not None and old == digest:
                 any_msg = previous.resources[type_url][name]  # share, don't duplicate
+                if (entry := before_entries.get(name)) is not None:
+                    kept[name] = entry
             else:
                 any_msg = any_pb2.Any(type_url=type_url, value=blob or message.SerializeToString(deterministic=True))
                 changed.append(name)
@@ -66,7 +88,7 @@ def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Sna
         before = previous.hashes.get(type_url) if previous is not None else None
         if before is not None:
             steps[type_url] = (before, frozenset(changed), frozenset(before.keys() - hashes[type_url].keys()))
-    return Snapshot(resources=packed, versions=versions, hashes=hashes, steps=steps)
+    return Snapshot(resources=packed, versions=versions, hashes=hashes, steps=steps, entries=entries)
 
 
 def _type_version(hashes: dict[str, str]) -> str:
@@ -88,11 +110,13 @@ def _with_endpoints(old: Snapshot, assignment: endpoint_pb2.ClusterLoadAssignmen
         return old
     hashes = {**before, name: digest}
     packed = {**old.resources.get(type_url, {}), name: any_pb2.Any(type_url=type_url, value=blob)}
+    entries = {n: e for n, e in old.entries.get(type_url, {}).items() if n != name}
     return Snapshot(
         resources={**old.resources, type_url: packed},
         versions={**old.versions, type_url: _type_version(hashes)},
         hashes={**old.hashes, type_url: hashes},
         steps={**old.steps, type_url: (before, frozenset({name}), frozenset())},
+        entries={**old.entries, type_url: entries},
     )
 
 

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,10 +22,12 @@ from typing import Any
 import grpc
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
+from lychgate import memory
 from lychgate.admin import metrics
 from lychgate.log import component_logger
-from lychgate.xds import types
+from lychgate.xds import opening, types
 from lychgate.xds.cache import Snapshot, SnapshotCache
+from lychgate.xds.delta import EMPTY, DeltaState, with_nonce
 
 log = component_logger("xds")
 
@@ -32,6 +35,8 @@ log = component_logger("xds")
 _FOLLOW = {types.CLUSTER: types.ENDPOINT, types.LISTENER: types.ROUTE}
 
 MAX_ERROR_DETAIL = 4096  # NACK messages can embed a dump of the whole resource
+
+REPLICAS_EVERY = 0.5  # seconds: at most one update of a Gateway's local cluster so often
 
 
 @dataclass
@@ -44,17 +49,12 @@ class TypeState:
     version_sent: str = ""
     version_acked: str = ""
     nack: dict[str, Any] | None = None
-    # Delta xDS only: what the proxy holds (name -> content hash), the
-    # responses in flight (nonce -> version and the hashes they replaced, to
-    # roll back on NACK), and the type version last rejected.
-    wildcard: bool = False
-    known: dict[str, str] = field(default_factory=dict)
-    inflight: dict[str, tuple[str, dict[str, str | None]]] = field(default_factory=dict)
-    rejected: str | None = None
-    answered: bool = False
-    # The snapshot hashes `known` mirrors (for the names wanted), by identity;
-    # None once a subscription, a NACK or a forced re-send made them differ.
-    basis: dict[str, str] | None = None
+    delta: DeltaState | None = None  # delta xDS only: what the proxy holds, responses in flight
+
+    @property
+    def subscribed(self) -> frozenset[str] | None:
+        """The names asked for; None: wildcard (state of the world)."""
+        return self.delta.names if self.delta is not None else self.names
 
 
 @dataclass
@@ -70,6 +70,7 @@ class ProxyConnection:
     node: dict[str, Any] = field(default_factory=dict)
     types: dict[str, TypeState] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    asked: bool = False  # something to look at again since the stream last answered
 
     def programmed(self, snapshot: Snapshot | None) -> bool:
         """Has this proxy accepted (ACKed) a configuration for every type?"""
@@ -88,17 +89,25 @@ class ProxyConnection:
         yet to apply or ACK waits on Envoy alone."""
         for type_url, state in self.types.items():
             version = snapshot.versions.get(type_url)
-            if version is None or state.rejected == version:  # a delta proxy refused it: nothing follows
+            if version is None:
                 continue
-            sent = state.basis is snapshot.hashes[type_url] if self.protocol == "delta" else state.version_sent == version
-            if not sent:
+            if state.delta is not None:
+                sent = state.delta.rejected == version or state.delta.synced_to(snapshot.hashes[type_url])
+            else:
+                sent = state.version_sent == version
+            if not sent:  # (a delta proxy that refused it: nothing follows)
                 return False
         step, endpoints = snapshot.steps.get(types.CLUSTER), snapshot.hashes.get(types.ENDPOINT)
         asked, clusters = self.types.get(types.ENDPOINT), self.types.get(types.CLUSTER)
-        if step is None or endpoints is None or asked is None or asked.names is None \
+        names = asked.subscribed if asked is not None else None
+        if step is None or endpoints is None or names is None \
                 or clusters is None or clusters.nack is not None:  # refused clusters ask for nothing
             return True
-        return all(name in asked.names for name in step[1] if name in endpoints)
+        return all(name in names for name in step[1] if name in endpoints)
+
+    def answered(self) -> bool:
+        """Has every type this proxy asked for been answered once?"""
+        return all(s.delta.answered if s.delta is not None else bool(s.nonce) for s in self.types.values())
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -113,7 +122,7 @@ class ProxyConnection:
                     "versionSent": s.version_sent,
                     "versionAcked": s.version_acked,
                     "nack": s.nack,
-                    "subscribed": sorted(s.names) if s.names is not None else "*",
+                    "subscribed": sorted(s.subscribed) if s.subscribed is not None else "*",
                 }
                 for t, s in self.types.items()
             },
@@ -135,6 +144,7 @@ FeedbackHook = Callable[[ProxyConnection], None]
 
 class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     def __init__(self, cache: SnapshotCache) -> None:
+        memory.return_large_blocks()  # a proxy's first configuration is large, and short-lived
         self.cache = cache
         self.connections: dict[int, ProxyConnection] = {}
         # The same connections by Gateway: each pass asks for every Gateway's
@@ -143,6 +153,12 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._ids = itertools.count(1)
         self._nonces = itertools.count(1)
         self._progress = asyncio.Event()  # set whenever a stream has handled requests and answered
+        self._turns = opening.Turns()  # streams opening at once
+        self._replicas_at: dict[str, float] = {}  # Gateway -> loop time of its last local-cluster update
+        self._replicas_due: dict[str, asyncio.TimerHandle] = {}  # Gateway -> its next one, if scheduled
+        self._replicas_count: dict[str, int] = {}  # Gateway -> proxies in its last one
+        # Subscriptions by value, each held by the streams that ask for it (_intern).
+        self._names: weakref.WeakValueDictionary[frozenset[str], frozenset[str]] = weakref.WeakValueDictionary()
         # Called when a proxy connects, disconnects, first ACKs or NACKs.
         self.on_feedback: FeedbackHook = lambda _conn: None
         # Called on every ACK, with the type acknowledged.
@@ -189,52 +205,66 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         request_iterator: AsyncIterator[Any],
         context: Any,
         protocol: str,
-        handle: Callable[[ProxyConnection, Any], None],
+        handle: Callable[[ProxyConnection, Any], bool],
         respond: Callable[[ProxyConnection, str, Snapshot], Any],
     ) -> AsyncIterator[Any]:
         """One proxy's stream: read requests, and answer whenever a request or a
         snapshot change gives something to send."""
         wake = asyncio.Event()
-        requests: asyncio.Queue[Any] = asyncio.Queue()
+        ended = asyncio.Event()
+        conn: ProxyConnection | None = None
+        turn = opening.NO_TURN
 
         async def pump() -> None:
+            """Handle each request as it comes (one at a time: a proxy's opening requests can be
+            large, and when all proxies reconnect at once, reading them all before handling any
+            would hold them all); wake the stream when one may call for an answer. The stream
+            reads nothing before its turn to open (xds/opening.py)."""
+            nonlocal conn, turn
             try:
+                turn = await self._turns.take(lambda: conn is not None and conn.answered())
                 async for request in request_iterator:
-                    requests.put_nowait(request)
-                    wake.set()
+                    if conn is None:
+                        conn = self._connect(request, context, wake, protocol)
+                    turn.asked()
+                    try:
+                        asked = handle(conn, request)
+                    except Exception:  # a bad request must not kill the stream
+                        asked = True
+                        log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
+                    del request  # (held until the next one otherwise)
+                    if asked:
+                        conn.asked = True
+                        wake.set()
             except (asyncio.CancelledError, grpc.RpcError):
                 pass
             finally:
-                requests.put_nowait(None)
+                ended.set()
                 wake.set()
 
         reader = asyncio.create_task(pump())
-        conn: ProxyConnection | None = None
+        answered: Snapshot | None = None  # the snapshot last looked at, with nothing asked since
         try:
             while True:
                 await wake.wait()
                 wake.clear()
-                while not requests.empty():
-                    request = requests.get_nowait()
-                    if request is None:
-                        return
-                    if conn is None:
-                        conn = self._connect(request, context, wake, protocol)
-                    try:
-                        handle(conn, request)
-                    except Exception:  # a bad request must not kill the stream
-                        log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
+                if ended.is_set():
+                    return
                 if conn is None:
                     continue
                 snapshot = self.cache.get(conn.gateway)
-                if snapshot is None:
-                    continue
+                if snapshot is None or (snapshot is answered and not conn.asked):
+                    continue  # the snapshot unchanged, and nothing asked
+                answered, conn.asked = snapshot, False
                 for type_url in types.PUSH_ORDER:
                     response = respond(conn, type_url, snapshot)
                     if response is not None:
-                        yield response
+                        yield _Handed(response)
+                    del response
+                turn.passed()
                 self._progress.set()
         finally:
+            turn.end()
             reader.cancel()
             if conn is not None:
                 self.cache.unwatch(conn.gateway, wake)
@@ -269,15 +299,40 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         return conn
 
     def _replicas_changed(self, gateway: str) -> None:
-        """The Gateway's local cluster lists its proxies connected now (xds/replicas.py)."""
-        self.cache.set_replicas(gateway, [c.peer for c in self._by_gateway.get(gateway, {}).values()])
+        """The Gateway's local cluster lists its proxies connected (xds/replicas.py): at once, or
+        REPLICAS_EVERY after its last update. Each update goes to every proxy of the Gateway, so
+        when many proxies come or go together (a rollout, a control-plane restart) they are counted
+        a few times, not once per proxy to each proxy."""
+        if gateway in self._replicas_due:
+            return  # the update scheduled will see this change
+        loop = asyncio.get_running_loop()
+        wait = self._replicas_at.get(gateway, -REPLICAS_EVERY) + REPLICAS_EVERY - loop.time()
+        if wait <= 0:
+            self._set_replicas(gateway)
+        else:
+            self._replicas_due[gateway] = loop.call_later(wait, self._set_replicas, gateway)
 
-    def _handle_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> None:
+    def _set_replicas(self, gateway: str) -> None:
+        self._replicas_due.pop(gateway, None)
+        peers = [c.peer for c in self._by_gateway.get(gateway, {}).values()]
+        if peers:
+            self._replicas_at[gateway] = asyncio.get_running_loop().time()
+        else:
+            self._replicas_at.pop(gateway, None)
+        left = len(peers) < self._replicas_count.pop(gateway, 0)
+        if peers:
+            self._replicas_count[gateway] = len(peers)
+        self.cache.set_replicas(gateway, peers)
+        if left:
+            memory.give_back()
+
+    def _handle_request(self, conn: ProxyConnection, request: discovery_pb2.DiscoveryRequest) -> bool:
+        """Take a request in; whether it may call for an answer."""
         type_url = request.type_url
         state = conn.types.setdefault(type_url, TypeState())
         if request.response_nonce and request.response_nonce != state.nonce:
             log.debug("proxy %s: stale nonce for %s", conn.node_id, types.SHORT.get(type_url, type_url))
-            return
+            return False
         feedback = False
         if request.response_nonce:
             feedback = self._record_reply(conn, type_url, state, state.version_sent, request)
@@ -288,6 +343,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         state.pending = True
         if feedback:
             self._safe_feedback(conn)
+        return True
 
     def _record_reply(self, conn: ProxyConnection, type_url: str, state: TypeState, version: str, request: Any) -> bool:
         """Record an ACK or NACK of `version`; True when status should look again."""
@@ -337,104 +393,89 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
 
     # --- delta xDS -------------------------------------------------------------
 
-    def _handle_delta(self, conn: ProxyConnection, request: discovery_pb2.DeltaDiscoveryRequest) -> None:
+    def _handle_delta(self, conn: ProxyConnection, request: discovery_pb2.DeltaDiscoveryRequest) -> bool:
+        """Take a request in; whether it may call for an answer (anything but an ACK)."""
         type_url = request.type_url
         state = conn.types.get(type_url)
+        asked = state is None or not request.response_nonce
         if state is None:
-            state = conn.types[type_url] = TypeState(names=frozenset())
             # An empty first subscription to a wildcard type means "everything".
-            state.wildcard = type_url not in types.NAMED and not request.resource_names_subscribe
+            wildcard = type_url not in types.NAMED and not request.resource_names_subscribe
+            state = conn.types[type_url] = TypeState(names=frozenset(), delta=DeltaState(wildcard=wildcard))
+        delta = state.delta
+        assert delta is not None
         feedback = False
         if request.response_nonce:
-            sent = state.inflight.pop(request.response_nonce, None)
+            sent = delta.inflight.pop(request.response_nonce, None)
             if sent is None:
                 log.debug("proxy %s: stale nonce for %s", conn.node_id, types.SHORT.get(type_url, type_url))
             else:
-                version, replaced = sent
+                version, before, after = sent
                 feedback = self._record_reply(conn, type_url, state, version, request)
                 if state.nack is not None:
-                    state.basis = None
-                    # The proxy kept what it had: forget what we assumed it took.
-                    for name, old in replaced.items():
-                        if old is None:
-                            state.known.pop(name, None)
-                        else:
-                            state.known[name] = old
-                    state.rejected = version
-                else:
-                    state.rejected = None
-        names = set(state.names or ())
-        if request.resource_names_subscribe or request.resource_names_unsubscribe or request.initial_resource_versions:
-            state.basis = None
-        for name in request.resource_names_subscribe:
-            if name == "*":
-                state.wildcard = True
-            else:
-                names.add(name)
-                state.known.pop(name, None)  # (re)subscribing asks for the resource again
-        for name in request.resource_names_unsubscribe:
-            if name == "*":
-                state.wildcard = False
-            names.discard(name)
-            state.known.pop(name, None)
-        state.names = frozenset(names)
-        state.known.update(request.initial_resource_versions)
+                    delta.rollback(before, after)  # the proxy kept what it had
+                    delta.rejected = version
+                    asked = True
+                elif delta.rejected is not None:
+                    delta.rejected = None
+                    asked = True
+        if request.resource_names_subscribe or request.resource_names_unsubscribe:
+            asked = True
+            subscribe, unsubscribe = set(request.resource_names_subscribe), set(request.resource_names_unsubscribe)
+            if "*" in subscribe:
+                delta.wildcard = True
+            if "*" in unsubscribe:
+                delta.wildcard = False
+            subscribe.discard("*")
+            if delta.basis is not EMPTY or delta.diff:  # it may hold some of them
+                for name in subscribe | unsubscribe:
+                    delta.forget(name)  # (re)subscribing asks for the resource again
+            delta.names = self._intern(frozenset((delta.names | subscribe) - unsubscribe))
+        if request.initial_resource_versions:
+            asked = True
+            snapshot = self.cache.get(conn.gateway)
+            delta.initial(dict(request.initial_resource_versions),
+                          snapshot.hashes.get(type_url) if snapshot is not None else None)
         if feedback:
             self._safe_feedback(conn)
+        return asked
 
-    def _respond_delta(
-        self, conn: ProxyConnection, type_url: str, snapshot: Snapshot
-    ) -> discovery_pb2.DeltaDiscoveryResponse | None:
+    def _intern(self, names: frozenset[str]) -> frozenset[str]:
+        """One object for equal subscriptions (every proxy of a Gateway asks for the same endpoints)."""
+        return self._names.setdefault(names, names)
+
+    def _respond_delta(self, conn: ProxyConnection, type_url: str, snapshot: Snapshot) -> bytes | None:
         state = conn.types.get(type_url)
-        if state is None:
+        if state is None or state.delta is None:
             return None
+        delta = state.delta
         version = snapshot.version(type_url)
-        if state.rejected == version:
+        if delta.rejected == version:
             return None  # the same content was rejected; wait for a new version
-        hashes = snapshot.hashes.get(type_url, {})
-        step = snapshot.steps.get(type_url)
-        if state.basis is hashes:
-            changed, removed = [], []  # the proxy holds this very snapshot
-        elif state.basis is not None and step is not None and step[0] is state.basis:
-            # It holds the previous snapshot: what changed since was found once for all proxies.
-            names = state.names or frozenset()
-            changed = sorted(n for n in step[1] if state.wildcard or n in names)
-            removed = sorted(n for n in step[2] if n in state.known)
-        else:
-            wanted = set(hashes) if state.wildcard else set(state.names or ()) & set(hashes)
-            changed = sorted(n for n in wanted if state.known.get(n) != hashes[n])
-            removed = sorted(n for n in state.known if n not in wanted)
-        state.basis = hashes
-        if not changed and not removed and state.answered:
+        hashes = snapshot.hashes.get(type_url, EMPTY)
+        if delta.answered and state.nack is None and delta.synced_to(hashes):
+            return None  # (the common case, made quick: every stream of the Gateway asks, each change)
+        changed, removed, body = delta.respond(snapshot, type_url)
+        if not changed and not removed and delta.answered:
+            delta.synced(hashes)
             if state.nack is not None:
                 # The input went back to what the proxy kept when it refused the last
                 # update: nothing to send, and nothing refused any more.
-                state.nack = state.rejected = None
+                state.nack = delta.rejected = None
                 self._safe_feedback(conn)
             return None
         nonce = str(next(self._nonces))
-        replaced: dict[str, str | None] = {n: state.known.get(n) for n in (*changed, *removed)}
-        byname = snapshot.resources.get(type_url, {})
-        resources = [discovery_pb2.Resource(name=n, version=hashes[n], resource=byname[n]) for n in changed]
-        for n in changed:
-            state.known[n] = hashes[n]
-        for n in removed:
-            state.known.pop(n, None)
-        state.inflight[nonce] = (version, replaced)
+        delta.sent(nonce, version, hashes)
         state.version_sent = version
-        state.answered = True
-        follow = _FOLLOW.get(type_url)
-        if follow is not None and follow in conn.types and changed:
-            conn.types[follow].basis = None
+        delta.answered = True
+        follow = conn.types.get(_FOLLOW.get(type_url, ""))
+        if follow is not None and follow.delta is not None:
             for name in changed:
-                conn.types[follow].known.pop(name, None)
+                follow.delta.forget(name)
         metrics.XDS_PUSHES.labels(type_url, conn.gateway).inc()
         log.debug("push %s %s version %s (delta: %d changed, %d removed)", conn.node_id,
                   types.SHORT.get(type_url, type_url), version, len(changed), len(removed))
-        return discovery_pb2.DeltaDiscoveryResponse(
-            system_version_info=version, resources=resources, type_url=type_url,
-            removed_resources=removed, nonce=nonce,
-        )
+        return with_nonce(body, nonce)
 
     def retry(self, conn: ProxyConnection, type_url: str) -> None:
         """Offer a rejected type again (e.g. a listener whose port was busy)."""
@@ -442,10 +483,9 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if state is not None and state.nack is not None:
             state.nack = None
             state.force = True
-            if state.rejected is not None:  # delta: forget what the proxy refused
-                state.rejected = None
-                state.known.clear()
-                state.basis = None
+            if state.delta is not None and state.delta.rejected is not None:
+                state.delta.forget_all()  # and what it kept is sent again
+            conn.asked = True
             conn.wake.set()
 
     def _safe_feedback(self, conn: ProxyConnection) -> None:
@@ -453,6 +493,38 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             self.on_feedback(conn)
         except Exception:
             log.exception("feedback hook failed")
+
+
+class _Handed:
+    """A response handed to gRPC. gRPC keeps the last response of a stream until the stream
+    sends another, which would hold the largest one (a proxy's first configuration) for as
+    long as the proxy stays connected: this one gives its content up once serialized."""
+
+    __slots__ = ("content",)
+
+    def __init__(self, content: bytes | Any) -> None:
+        self.content = content
+
+
+def _serialize(response: _Handed) -> bytes:
+    """Delta responses come encoded already (xds/delta.py); state-of-the-world ones are messages."""
+    content, response.content = response.content, b""
+    return content if isinstance(content, bytes) else content.SerializeToString()
+
+
+def _add_servicer(servicer: AdsServer, server: grpc.aio.Server) -> None:
+    """ads_pb2_grpc's registration, with responses that may be bytes."""
+    handlers = {
+        "StreamAggregatedResources": grpc.stream_stream_rpc_method_handler(
+            servicer.StreamAggregatedResources, request_deserializer=discovery_pb2.DiscoveryRequest.FromString,
+            response_serializer=_serialize),
+        "DeltaAggregatedResources": grpc.stream_stream_rpc_method_handler(
+            servicer.DeltaAggregatedResources, request_deserializer=discovery_pb2.DeltaDiscoveryRequest.FromString,
+            response_serializer=_serialize),
+    }
+    service = "envoy.service.discovery.v3.AggregatedDiscoveryService"
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+    server.add_registered_method_handlers(service, handlers)
 
 
 async def start_server(
@@ -467,9 +539,13 @@ async def start_server(
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.http2.max_pings_without_data", 0),
+            # What a proxy sends waits in gRPC under the default window (64 KiB a stream) until the
+            # stream reads it: probing would grow the window, and with a fleet reconnecting at
+            # once gRPC would hold every proxy's opening requests (hundreds of KiB each) at once.
+            ("grpc.http2.bdp_probe", 0),
         ]
     )
-    ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(servicer, server)
+    _add_servicer(servicer, server)
     port = 0
     for i, addr in enumerate((address, *extra_addresses)):
         bound = server.add_insecure_port(addr) if credentials is None else server.add_secure_port(addr, credentials)

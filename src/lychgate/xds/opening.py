@@ -1,0 +1,76 @@
+"""How many proxies open their streams at once.
+
+A proxy's opening is the heavy part of its stream: it sends what it holds and
+what it wants of every type (with thousands of clusters, hundreds of KiB), and
+gets its configuration (megabytes). When every proxy of a fleet reconnects at
+once (a control-plane restart), all openings at once would hold all of that at
+once, a few times the controller's memory; in turns of OPENING streams they hold
+a bounded share, and finish no later (the work is the same, on one event loop).
+
+A stream's opening ends once every type it asked for is answered and it has sent
+nothing for QUIET seconds, or after at most LONGEST seconds whatever it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+OPENING = 32  # streams in their opening at once
+QUIET = 0.05  # seconds without a request after the last answer: the opening is over
+LONGEST = 2.0  # seconds: a stream holds its turn no longer than this
+
+
+class Turns:
+    """The turns to open a stream (one object per ADS server)."""
+
+    def __init__(self, size: int = OPENING) -> None:
+        self._slots = asyncio.Semaphore(size)
+
+    async def take(self, answered: Callable[[], bool]) -> Turn:
+        """Wait for a turn; `answered` says whether every type the stream asked for is answered."""
+        await self._slots.acquire()
+        return Turn(self._slots, answered)
+
+
+class Turn:
+    def __init__(self, slots: asyncio.Semaphore | None, answered: Callable[[], bool]) -> None:
+        self._slots, self._answered = slots, answered
+        self._last = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._check: asyncio.TimerHandle | None = None
+        if slots is not None:
+            loop = asyncio.get_running_loop()
+            self._last = loop.time()
+            self._timer = loop.call_later(LONGEST, self.end)
+
+    def asked(self) -> None:
+        """A request came in: the opening goes on."""
+        if self._timer is not None:
+            self._last = asyncio.get_running_loop().time()
+
+    def passed(self) -> None:
+        """The stream answered what it could: the opening may be over soon."""
+        if self._timer is not None and self._check is None:
+            self._check = asyncio.get_running_loop().call_later(QUIET, self._over)
+
+    def _over(self) -> None:
+        self._check = None
+        if asyncio.get_running_loop().time() - self._last >= QUIET and self._answered():
+            self.end()
+        else:
+            self.passed()
+
+    def end(self) -> None:
+        """The opening is over (or the stream is): the turn goes to the next (idempotent)."""
+        if self._timer is None:
+            return
+        self._timer.cancel()
+        if self._check is not None:
+            self._check.cancel()
+        self._timer = self._check = None
+        if self._slots is not None:
+            self._slots.release()
+
+
+NO_TURN = Turn(None, lambda: True)  # a stream's before its first request: holds nothing

@@ -1,0 +1,144 @@
+"""What a delta stream holds, kept as a difference from a shared snapshot (xds/delta.py),
+against the plain bookkeeping it replaces: one dict name -> version per stream.
+
+Random walks of what a proxy does (subscribes, unsubscribes, wildcard on and off,
+reconnects with the versions it holds, ACKs, NACKs) and of what the Gateway's
+snapshots do (resources changed, added, removed; snapshots a stream skips): after
+every step the proxy is sent exactly what the plain bookkeeping would send, and
+the bytes it gets decode to those resources.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.service.discovery.v3 import discovery_pb2
+
+from lychgate.xds import types
+from lychgate.xds.cache import Snapshot, make_snapshot
+from lychgate.xds.delta import DeltaState, with_nonce
+from lychgate.xds.translator import Resources
+
+EDS = types.ENDPOINT
+NAMES = [f"c{i}" for i in range(12)]
+
+
+@dataclass
+class Plain:
+    """The bookkeeping of before: what the proxy holds, in full, per stream."""
+
+    wildcard: bool
+    names: set[str] = field(default_factory=set)
+    known: dict[str, str] = field(default_factory=dict)
+    inflight: dict[str, dict[str, str | None]] = field(default_factory=dict)
+
+    def changes(self, hashes: dict[str, str]) -> tuple[list[str], list[str]]:
+        wanted = set(hashes) if self.wildcard else self.names & set(hashes)
+        return (sorted(n for n in wanted if self.known.get(n) != hashes[n]),
+                sorted(n for n in self.known if n not in wanted))
+
+    def sent(self, nonce: str, hashes: dict[str, str], changed: list[str], removed: list[str]) -> None:
+        self.inflight[nonce] = {n: self.known.get(n) for n in (*changed, *removed)}
+        for n in changed:
+            self.known[n] = hashes[n]
+        for n in removed:
+            self.known.pop(n, None)
+
+    def nack(self, nonce: str) -> None:
+        for n, old in self.inflight.pop(nonce).items():
+            if old is None:
+                self.known.pop(n, None)
+            else:
+                self.known[n] = old
+
+
+def _snapshot(rng: random.Random, previous: Snapshot | None) -> Snapshot:
+    """Some of NAMES, each with one of two contents."""
+    out = Resources()
+    for name in NAMES:
+        if rng.random() < 0.7:
+            out.add(EDS, name, endpoint_pb2.ClusterLoadAssignment(cluster_name=name, policy=endpoint_pb2.ClusterLoadAssignment.Policy(
+                overprovisioning_factor={"value": 100 + rng.randrange(2)})))
+    return make_snapshot(out, previous)
+
+
+def _interned(names: set[str], pool: dict[frozenset[str], frozenset[str]]) -> frozenset[str]:
+    key = frozenset(names)
+    return pool.setdefault(key, key)
+
+
+def _walk(seed: int, steps: int = 300) -> None:
+    rng = random.Random(seed)
+    pool: dict[frozenset[str], frozenset[str]] = {}
+    wildcard = rng.random() < 0.5
+    mine, plain = DeltaState(wildcard=wildcard), Plain(wildcard=wildcard)
+    snapshot = _snapshot(rng, None)
+    nonces = 0
+    for _ in range(steps):
+        op = rng.randrange(8)
+        if op == 0:  # the Gateway changes (and sometimes again before the stream looks)
+            snapshot = _snapshot(rng, snapshot)
+        elif op == 1:  # subscribe / unsubscribe names
+            name = rng.choice(NAMES)
+            names = set(mine.names)
+            if rng.random() < 0.5:
+                names.add(name)
+                plain.names.add(name)
+            else:
+                names.discard(name)
+                plain.names.discard(name)
+            mine.forget(name)
+            plain.known.pop(name, None)
+            mine.names = _interned(names, pool)
+        elif op == 2:  # "*" subscribed or unsubscribed
+            mine.wildcard = plain.wildcard = rng.random() < 0.5
+        elif op == 3:  # the endpoints of a changed cluster are sent again
+            name = rng.choice(NAMES)
+            mine.forget(name)
+            plain.known.pop(name, None)
+        elif op == 4 and mine.inflight:  # the proxy refuses a response in flight
+            nonce = rng.choice(sorted(mine.inflight))
+            _, before, after = mine.inflight.pop(nonce)
+            mine.rollback(before, after)
+            plain.nack(nonce)
+        elif op == 5 and mine.inflight:  # or takes it
+            nonce = rng.choice(sorted(mine.inflight))
+            del mine.inflight[nonce], plain.inflight[nonce]
+        elif op == 6:  # a reconnect: a new stream, told what the proxy holds
+            held = dict(plain.known)
+            wildcard = rng.random() < 0.5
+            names = {n for n in NAMES if rng.random() < 0.5}
+            mine = DeltaState(wildcard=wildcard, names=_interned(names, pool))
+            plain = Plain(wildcard=wildcard, names=set(names))
+            mine.initial(held, snapshot.hashes.get(EDS) if rng.random() < 0.8 else None)
+            plain.known.update(held)
+        else:  # the stream answers
+            hashes = snapshot.hashes.get(EDS, {})
+            expected = plain.changes(hashes)
+            changed, removed, body = mine.respond(snapshot, EDS)
+            assert (changed, removed) == expected
+            nonces += 1
+            response = discovery_pb2.DeltaDiscoveryResponse.FromString(with_nonce(body, str(nonces)))
+            assert [(r.name, r.version) for r in response.resources] == [(n, hashes[n]) for n in changed]
+            assert list(response.removed_resources) == removed and response.nonce == str(nonces)
+            assert response.system_version_info == snapshot.version(EDS)
+            mine.sent(str(nonces), snapshot.version(EDS), hashes)
+            plain.sent(str(nonces), hashes, changed, removed)
+        assert mine.holds() == dict(sorted(plain.known.items()))
+
+
+def test_a_stream_is_sent_what_the_plain_bookkeeping_would_send() -> None:
+    for seed in range(40):
+        _walk(seed)
+
+
+def test_proxies_that_hold_the_same_get_the_very_same_bytes() -> None:
+    """Every proxy of a Gateway asking for the same is answered from one encoding."""
+    rng = random.Random(1)
+    snapshot = _snapshot(rng, None)
+    names = frozenset(NAMES)
+    streams = [DeltaState(names=names) for _ in range(3)]
+    bodies = [s.respond(snapshot, EDS)[2] for s in streams]
+    assert bodies[0] and all(b is bodies[0] for b in bodies)
