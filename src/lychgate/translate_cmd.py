@@ -17,20 +17,13 @@ import json
 from typing import Any
 
 import yaml
-from envoy.config.listener.v3 import listener_pb2
-from envoy.extensions.filters.http.compressor.v3 import compressor_pb2
-from envoy.extensions.filters.network.http_connection_manager.v3 import (
-    http_connection_manager_pb2 as hcm_pb,
-)
-from google.protobuf import json_format
 
 from lychgate.admin.redact import redact
 from lychgate.offline import Evaluation, UsageError
-from lychgate.xds import types
+from lychgate.xds import dump, types
 from lychgate.xds.cache import decode
 from lychgate.xds.replicas import LOCAL_CLUSTER
-from lychgate.xds.translator import compression
-from lychgate.xds.validate import HCM_TYPE, asked_for
+from lychgate.xds.validate import asked_for
 
 # --type: the xDS services, and the types of the resources each sends.
 KINDS: dict[str, tuple[str, ...]] = {
@@ -48,29 +41,8 @@ SECTIONS = {types.LISTENER: "listeners", types.SCOPED_ROUTE: "scoped_route_confi
 def as_config_dump(type_url: str, message: Any) -> dict[str, Any]:
     """One resource as `/config_dump` shows it, private keys and passwords redacted as there
     (the output goes into CI logs and pull requests)."""
-    body: dict[str, Any] = json_format.MessageToDict(message, preserving_proto_field_name=True)
-    if type_url == types.LISTENER:
-        _compressor_content_types(message, body)
-    shown: dict[str, Any] = redact({"@type": type_url, **body})
+    shown: dict[str, Any] = redact({"@type": type_url, **dump.as_dict(type_url, message, proto_names=True)})
     return shown
-
-
-def _compressor_content_types(listener: listener_pb2.Listener, body: dict[str, Any]) -> None:
-    """Put back what the JSON printer leaves out: the compressors' content_type_matcher, a field
-    newer than lychgate's protos (xds/translator/compression.py writes it as raw bytes)."""
-    for chain, chain_body in zip(listener.filter_chains, body.get("filter_chains", []), strict=True):
-        for network, network_body in zip(chain.filters, chain_body.get("filters", []), strict=True):
-            if network.typed_config.type_url != HCM_TYPE:
-                continue
-            hcm = hcm_pb.HttpConnectionManager.FromString(network.typed_config.value)
-            for http, http_body in zip(hcm.http_filters, network_body["typed_config"].get("http_filters", []),
-                                       strict=True):
-                if http.typed_config.type_url.endswith(".Compressor"):
-                    matchers = compression.content_type_matchers(
-                        compressor_pb2.Compressor.FromString(http.typed_config.value))
-                    if matchers:
-                        common = http_body["typed_config"].setdefault("response_direction_config", {})
-                        common.setdefault("common_config", {})["content_type_matcher"] = matchers
 
 
 def endpoints_as_dumped(resource: dict[str, Any]) -> dict[str, Any]:

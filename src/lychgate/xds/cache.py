@@ -185,7 +185,7 @@ class SnapshotCache:
 
     def resources_json(self, node: str) -> dict[str, Any]:
         """Used by debug surfaces; decodes lazily because it is slow."""
-        from google.protobuf import json_format
+        from lychgate.xds.dump import as_dict
 
         snap = self._snapshots.get(node)
         if snap is None:
@@ -194,7 +194,7 @@ class SnapshotCache:
         for type_url, byname in snap.resources.items():
             items = []
             for any_msg in byname.values():
-                items.append(json_format.MessageToDict(decode(type_url, any_msg)))
+                items.append(as_dict(type_url, decode(type_url, any_msg)))
             out[types.SHORT.get(type_url, type_url)] = {"version": snap.version(type_url), "resources": items}
         return out
 
