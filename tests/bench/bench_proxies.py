@@ -71,7 +71,7 @@ from tests.bench.common import (
     service_yaml,
     thirds,
 )
-from tests.bench.xds_clients import CHANNEL_OPTIONS, DeltaClient
+from tests.bench.xds_clients import CHANNEL_OPTIONS, DeltaClient, quiet
 
 GATEWAYS = 20
 PER_GATEWAY = 10
@@ -188,23 +188,13 @@ def _churn(directory: Path, per_gateway: int, seconds: float) -> dict[str, int]:
     return done
 
 
-async def _quiet(clients: list[DeltaClient], seconds: float, timeout: float) -> None:
-    """Until no client has received anything for `seconds` (a rollout is over)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        last = max((c.acks[-1][0] for c in clients if c.acks), default=0.0)
-        if time.monotonic() - last >= seconds:
-            return
-        await asyncio.sleep(0.1)
-
-
 async def _settle(clients: list[DeltaClient], timeout: float) -> None:
     """Until every client received something new, then nothing for 2 s (a change to all Gateways is out)."""
     seen = {id(c): len(c.acks) for c in clients}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(len(c.acks) == seen[id(c)] for c in clients):
         await asyncio.sleep(0.1)
-    await _quiet(clients, 2.0, max(1.0, deadline - time.monotonic()))
+    await quiet(clients, 2.0, max(1.0, deadline - time.monotonic()))
 
 
 async def _run_async(opts: argparse.Namespace, directory: Path, per_gateway: int) -> dict[str, Any]:
@@ -235,7 +225,7 @@ async def _run_async(opts: argparse.Namespace, directory: Path, per_gateway: int
                 tasks.append(asyncio.create_task(client.run(channel)))
         await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in clients)), 120)
         facts["connect_s"] = time.monotonic() - t0
-        await _quiet(clients, 1.0, 60)
+        await quiet(clients, 1.0, 60)
         facts["connect_cpu_s"] = cpu_seconds(proc.pid) - cpu0
         facts["rss_connected"] = read_status_kb(proc.pid, "VmRSS") / MiB
         idle0, idle_t = cpu_seconds(proc.pid), time.monotonic()
@@ -288,7 +278,7 @@ async def _churn_phase(opts: argparse.Namespace, directory: Path, per_gateway: i
     done = await asyncio.to_thread(_churn, directory, per_gateway, seconds)
     end = time.monotonic()
     cpu = (cpu_seconds(pid) - cpu0) / (end - start)
-    await _quiet(clients, 2.0, 300)
+    await quiet(clients, 2.0, 300)
     caught_up = time.monotonic() - end - 2.0
     # Evidence that the churn reached the proxies: RouteConfigurations each received meanwhile.
     pushes = (sum(t == types.ROUTE for c in clients for _, t in c.acks) - acks0) / len(clients)

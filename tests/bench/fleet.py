@@ -59,7 +59,7 @@ from tests.bench.common import (
     safe_plots,
     service_yaml,
 )
-from tests.bench.xds_clients import CHANNEL_OPTIONS, DeltaClient
+from tests.bench.xds_clients import CHANNEL_OPTIONS, DeltaClient, quiet
 
 ROUTES = 3000
 OTHER_ROUTES = 30
@@ -124,16 +124,6 @@ async def _synced(clients: list[DeltaClient], timeout: float) -> bool:
         await asyncio.wait_for(asyncio.gather(*(c.synced.wait() for c in clients)), timeout)
         return True
     return False
-
-
-async def _quiet(clients: list[DeltaClient], seconds: float, timeout: float) -> None:
-    """Until no client has received anything for `seconds`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        last = max((c.acks[-1][0] for c in clients if c.acks), default=0.0)
-        if time.monotonic() - last >= seconds:
-            return
-        await asyncio.sleep(0.1)
 
 
 async def _fan_out(directory: Path, fleet: list[DeltaClient], others: list[DeltaClient], count: int,
@@ -230,7 +220,7 @@ async def run_fleet(directory: Path, routes: int, proxies: tuple[int, ...], chan
             if not await _synced(batch, 180):
                 raise RuntimeError(f"{len(big)} proxies: not all synced in 180 s")
             synced_s = time.monotonic() - t0
-            await _quiet(fleet.clients, 1.0, 60)
+            await quiet(fleet.clients, 1.0, 60)
             out["curve"].append((len(big), _rss(proc.pid)))
             log(f"fleet: {len(big)} proxies synced ({synced_s:.1f} s for the last {len(batch)}), controller RSS "
                 f"{out['curve'][-1][1]:.0f} MiB")
@@ -271,7 +261,7 @@ async def _storm(directory: Path, port: int, src: str | None, fleet: Fleet,
     ok = await _synced(fleet.clients, 60)
     served = time.monotonic() - t0
     cpu, own = cpu_seconds(new.pid) - cpu0, time.process_time() - own0
-    await _quiet(fleet.clients, 1.0, 60)
+    await quiet(fleet.clients, 1.0, 60)
     sampler.stop()
     peak = max((s.rss / MiB for s in sampler.samples["controller"]), default=float("nan"))
     after = _rss(new.pid)

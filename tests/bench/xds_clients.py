@@ -124,3 +124,13 @@ class DeltaClient:
 
     def close(self) -> None:
         self.requests.put_nowait(None)
+
+
+async def quiet(clients: list[DeltaClient], seconds: float, timeout: float) -> None:
+    """Until no client has received anything for `seconds` (a rollout is over), at most `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        last = max((c.acks[-1][0] for c in clients if c.acks), default=0.0)
+        if time.monotonic() - last >= seconds:
+            return
+        await asyncio.sleep(0.1)
