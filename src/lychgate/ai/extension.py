@@ -50,6 +50,7 @@ from lychgate.ai.providers.base import ProviderError, StreamTranslator, Usage
 from lychgate.ai.providers.chat import wants_usage
 from lychgate.ai.providers.sse import DONE, EventReader
 from lychgate.ai.rejection import Rejection
+from lychgate.config_watch import follow
 
 log = logging.getLogger("lychgate.ai")
 
@@ -382,16 +383,16 @@ def load(config_file: Path) -> AIConfig:
 
 
 async def _watch(config_file: Path, extension: Extension) -> None:
-    from watchfiles import awatch
-
-    async for _ in awatch(config_file.parent, debounce=50, step=20):
+    async def reload() -> None:
         try:
             extension.config = load(config_file)
         except (ValueError, TypeError):
-            continue
+            return
         await extension.limiter.prune(extension.config)
         log.info("AI extension config reloaded: %d providers, %d routes",
                  len(extension.config.providers), len(extension.config.routes))
+
+    await follow(config_file, reload)
 
 
 __all__ = ["Extension", "metadata_value", "serve"]
