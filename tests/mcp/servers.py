@@ -1,0 +1,147 @@
+"""Real MCP servers for the relay's tests, written with the official SDK (MCPServer), run as
+`python -m tests.mcp.servers NAME TRANSPORT PORT` (TRANSPORT: http, json (answers JSON
+rather than event streams) or sse), so a test can kill one as a crash would.
+
+Every server has the tools `whoami` (its name), `add` (reports progress and logs before
+answering), `slow`, `fail` (a tool error), `remember`/`recall` (a value kept per MCP
+session), a prompt `greet`, a resource `res://NAME/readme` and a template
+`res://NAME/item/{item}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from mcp.server.mcpserver import Context, MCPServer
+
+from lychgate.mcp.config import Target
+from tests.harness import free_port
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def main(name: str, transport: str, port: int) -> None:
+    import uvicorn
+
+    app = MCPServer(name, instructions=f"the {name} server")
+
+    @app.tool()
+    def whoami() -> str:
+        """The server's name."""
+        return name
+
+    @app.tool()
+    async def add(a: int, b: int, ctx: Context) -> int:
+        """a + b, reporting progress on the way."""
+        await ctx.report_progress(1, 2, f"{name} half way")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await ctx.info(f"{name} adds {a} and {b}")
+        return a + b
+
+    @app.tool()
+    async def slow(seconds: float) -> str:
+        """Answers after `seconds`."""
+        await asyncio.sleep(seconds)
+        return "done"
+
+    @app.tool()
+    def fail() -> str:
+        """Always fails."""
+        raise ValueError(f"{name} failed on purpose")
+
+    memory: dict[int, str] = {}
+
+    @app.tool()
+    def remember(value: str, ctx: Context) -> str:
+        """Keep a value for this session."""
+        memory[id(ctx.session)] = value
+        return value
+
+    @app.tool()
+    def recall(ctx: Context) -> str:
+        """The value this session kept."""
+        return memory.get(id(ctx.session), "")
+
+    @app.prompt()
+    def greet(who: str) -> str:
+        return f"{name} greets {who}"
+
+    @app.resource(f"res://{name}/readme")
+    def readme() -> str:
+        return f"readme of {name}"
+
+    @app.resource(f"res://{name}/item/{{item}}")
+    def item(item: str) -> str:
+        return f"{name} item {item}"
+
+    asgi = app.sse_app() if transport == "sse" else app.streamable_http_app(json_response=transport == "json")
+    uvicorn.run(asgi, host="127.0.0.1", port=port, log_level="error")
+
+
+@dataclass
+class Server:
+    name: str
+    transport: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def target(self) -> Target:
+        sse = self.transport == "sse"
+        return Target(self.name, "127.0.0.1", self.port, "/sse" if sse else "/mcp", "SSE" if sse else "StreamableHTTP")
+
+    @property
+    def url(self) -> str:
+        return self.target.url
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+
+def start(name: str, transport: str) -> Server:
+    port = free_port()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    process = subprocess.Popen([sys.executable, "-m", "tests.mcp.servers", name, transport, str(port)],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return Server(name, transport, port, process)
+
+
+def wait_ready(servers: list[Server], timeout: float = 30.0) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    for server in servers:
+        while True:
+            assert server.process.poll() is None, f"MCP server {server.name} exited"
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", server.port), 0.5):
+                break
+            assert time.monotonic() < deadline, f"MCP server {server.name} did not listen in {timeout}s"
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def running(*specs: tuple[str, str]) -> Iterator[list[Server]]:
+    """Servers (name, transport) started together, killed at the end."""
+    servers = [start(name, transport) for name, transport in specs]
+    try:
+        wait_ready(servers)
+        yield servers
+    finally:
+        for server in servers:
+            server.kill()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
