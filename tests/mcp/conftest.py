@@ -63,6 +63,7 @@ async def _listening(port: int, timeout: float = 10.0) -> None:
 @contextlib.asynccontextmanager
 async def relay_serving(tmp_path: Path, backends: dict[str, list[Target]],
                         idle_timeout: float = 1800.0) -> AsyncIterator[Relay]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     relay = Relay(free_port(), free_port(), tmp_path / "mcp.json")
     relay.configure(backends)
     stop = asyncio.Event()

@@ -20,6 +20,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -59,18 +60,22 @@ def main(name: str, transport: str, port: int) -> None:
         """Always fails."""
         raise ValueError(f"{name} failed on purpose")
 
-    memory: dict[int, str] = {}
+    memory: dict[str, str] = {}
+
+    def session_of(ctx: Context) -> str:  # the transport's session: the header, or SSE's query
+        request: Any = ctx.request_context.request
+        return str(request.headers.get("mcp-session-id") or request.query_params.get("session_id"))
 
     @app.tool()
     def remember(value: str, ctx: Context) -> str:
         """Keep a value for this session."""
-        memory[id(ctx.session)] = value
+        memory[session_of(ctx)] = value
         return value
 
     @app.tool()
     def recall(ctx: Context) -> str:
         """The value this session kept."""
-        return memory.get(id(ctx.session), "")
+        return memory.get(session_of(ctx), "")
 
     @app.prompt()
     def greet(who: str) -> str:
