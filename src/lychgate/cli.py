@@ -287,16 +287,38 @@ def ai_extension(
     """Run the AI extension: the ext_proc server beside Envoy that speaks to LLM providers
     (`lychgate run` starts it by itself; in Kubernetes it is a container of the proxy's pod)."""
     from lychgate.ai.extension import serve
+    from lychgate.ai.metrics import REGISTRY
 
+    _helper_process(log_level, metrics_port, metrics_address or listen.rpartition(":")[0], REGISTRY)
+    asyncio.run(serve(listen, config))
+
+
+@app.command("mcp-relay")
+def mcp_relay(
+    config: Annotated[Path, typer.Option(help="The MCP config file the control plane writes (watched).")],
+    listen: Annotated[str, typer.Option(help="Address:port Envoy's MCP routes reach.")] = "127.0.0.1:9978",
+    metrics_port: Annotated[int, typer.Option(help="Port of the Prometheus metrics (tool calls); 0: none.")] = 0,
+    metrics_address: Annotated[str | None, typer.Option(
+        help="Address the metrics bind (in a Pod: 0.0.0.0, for scrapers); default: the host of --listen.")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the MCP relay: the upstream of MCP routes that serves each MCP Backend's targets as
+    one MCP server (`lychgate run` starts it by itself; in Kubernetes it is a container of the
+    proxy's pod)."""
+    from lychgate.mcp.metrics import REGISTRY
+    from lychgate.mcp.relay import serve
+
+    _helper_process(log_level, metrics_port, metrics_address or listen.rpartition(":")[0], REGISTRY)
+    asyncio.run(serve(listen, config))
+
+
+def _helper_process(log_level: str, metrics_port: int, metrics_address: str, registry: Any) -> None:
+    """Logging and (port not 0) Prometheus metrics of a process beside Envoy (AI extension, MCP relay)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if metrics_port:
         from prometheus_client import start_http_server
 
-        from lychgate.ai.metrics import REGISTRY
-
-        start_http_server(metrics_port, addr=metrics_address or listen.rpartition(":")[0] or "127.0.0.1",
-                          registry=REGISTRY)
-    asyncio.run(serve(listen, config))
+        start_http_server(metrics_port, addr=metrics_address or "127.0.0.1", registry=registry)
 
 
 proxy_app = typer.Typer(help="Envoy's admin interface of a Gateway's proxy (spec §4.2).", no_args_is_help=True)

@@ -23,10 +23,11 @@ from lychgate.admin import metrics
 from lychgate.api.base import ObjectKey, ObjectMeta, now
 from lychgate.api.gateway import Gateway, GatewayClass, GatewayClassSpec
 from lychgate.log import component_logger
+from lychgate.mcp.config import DEFAULT_RELAY_PORT
 from lychgate.settings import Settings
 from lychgate.status.store import StatusStore
 from lychgate.store import Change, Store
-from lychgate.translate import ai_config
+from lychgate.translate import ai_config, mcp_config
 from lychgate.translate.aggregate import Aggregate
 from lychgate.translate.gateway import (
     CONTROLLER_NAME,
@@ -312,6 +313,7 @@ class ControlPlane:
                     global_policy_namespace=(self.settings.namespace if self.settings.global_policy_namespace is None
                                              else self.settings.global_policy_namespace),
                     ai_extension_port=getattr(self.deployer, "ai_extension_port", ai_config.DEFAULT_EXTENSION_PORT),
+                    mcp_relay_port=getattr(self.deployer, "mcp_relay_port", DEFAULT_RELAY_PORT),
                 )
                 # Strict preflight validates whole route tables: it sees them unsplit.
                 threshold = 0 if self.preflight is not None else self.settings.route_scope_threshold
@@ -344,6 +346,10 @@ class ControlPlane:
                 await extension.apply(self.translation.ai)
             if (sync_ai := getattr(self.deployer, "sync_ai", None)) is not None:  # Kubernetes: a Secret per Gateway
                 sync_ai(ai_config.per_gateway(self.translation.ai, self.translation.gateways))
+            if (relay := getattr(self.deployer, "mcp", None)) is not None:  # local mode's MCP relay
+                await relay.apply(self.translation.mcp)
+            if (sync_mcp := getattr(self.deployer, "sync_mcp", None)) is not None:  # Kubernetes: per Gateway
+                sync_mcp(mcp_config.per_gateway(self.translation.mcp, self.translation.gateways))
             await self.deployer.sync({ref: p for ref, p in self.translation.proxies.items() if not p.self_managed})
             changed = self.status.update(self.translation.status)
             for key in changed:

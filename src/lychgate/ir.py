@@ -116,6 +116,7 @@ class Forward:
     aws_lambda: AwsLambda | None = None  # the backend is a Lambda Backend
     session: SessionPersistence | None = None  # the rule's sessionPersistence
     ai: AIRoute | None = None  # the backend is an AI Backend (xds/translator/ai_gateway.py)
+    mcp: bool = False  # a backend is an MCP Backend (xds/translator/mcp_gateway.py)
 
     @property
     def pickers(self) -> tuple[EndpointPicker, ...]:
@@ -980,13 +981,15 @@ class Cluster:
     # addresses), resolved by Envoy's DNS (static host names), or the Host of each
     # request (dynamic forward proxy; `forward_proxy_tls`: TLS to that host), or
     # `priority_groups` (a Backend failing over between other Backends' clusters).
-    discovery: Literal["eds", "static", "dns", "forward_proxy", "priority_groups", "ai"] = "eds"
+    discovery: Literal["eds", "static", "dns", "forward_proxy", "priority_groups", "ai", "mcp"] = "eds"
     forward_proxy_tls: bool = False
     aws_lambda: AwsLambda | None = None  # a Lambda Backend: routes to it invoke the function
     tunnel: Tunnel | None = None  # BackendConfigPolicy `tunnel`: through a CONNECT proxy
     # Backend `priorityGroups`, first group first; a group's index is its members' priority.
     priority_groups: tuple[tuple[PriorityMember, ...], ...] = ()
     ai_endpoints: tuple[AIEndpoint, ...] = ()  # an AI Backend's providers (discovery "ai")
+    # An MCP Backend ("<namespace>/<name>", discovery "mcp"): its one endpoint is the MCP relay.
+    mcp_backend: str = ""
 
 
 @dataclass(frozen=True)
@@ -1049,6 +1052,8 @@ class GatewayIR:
     ports: tuple[ir_listener.PortSettings, ...] = ()
     # The loopback port of the AI extension its AI Backends' clusters call (lychgate.ai); 0: none.
     ai_extension_port: int = 0
+    # The loopback port of the MCP relay its MCP Backends' clusters reach (lychgate.mcp); 0: none.
+    mcp_relay_port: int = 0
 
     @property
     def ref(self) -> str:

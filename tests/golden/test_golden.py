@@ -1,8 +1,8 @@
 """Golden translator tests: manifests in, Envoy configuration and status out.
 
 Each `in/NAME.yaml` is a set of manifests; `out/NAME.yaml` is what lychgate
-makes of them: per Gateway the xDS resources (as Envoy's JSON) and per object
-the status conditions. A reviewer reads behaviour as data; regenerate with
+makes of them: per Gateway the xDS resources (as Envoy's JSON), the MCP relay's
+config where routes use MCP Backends, and per object the status conditions. A reviewer reads behaviour as data; regenerate with
 `pytest tests/golden --update-golden` and read the diff.
 """
 
@@ -58,6 +58,8 @@ def render(case: str) -> dict[str, Any]:
                              for n in sorted(byname)]
             for t, byname in resources.by_type.items()
         }
+    if result.mcp.backends:  # what the MCP relay is handed: the targets of the MCP Backends routes use
+        out["mcp_relay"] = json.loads(result.mcp.to_json())
     out["status"] = {
         f"{key.kind} {key.ref}": status
         for key, status in sorted(result.status.items(), key=lambda kv: str(kv[0]))

@@ -59,7 +59,7 @@ def test_priority_groups_load_with_or_without_the_deprecated_type() -> None:
     ({"priorityGroups": [{"backendRefs": []}]}, "spec.priorityGroups[0].backendRefs"),
     ({"priorityGroups": [{"backendRefs": [{"name": "a", "namespace": "other"}]}]}, "namespace"),
     ({"priorityGroups": [{"backendRefs": [{"name": "a"}]}], "static": {"hosts": [{"host": "h", "port": 80}]}},
-     "exactly one of ai, aws, static, dynamicForwardProxy, or priorityGroups"),
+     "exactly one of ai, aws, static, dynamicForwardProxy, mcp, or priorityGroups"),
     ({"type": "Static", "priorityGroups": [{"backendRefs": [{"name": "a"}]}]}, "must match the specified type"),
 ])
 def test_priority_groups_the_crd_refuses(spec: dict[str, Any], message: str) -> None:

@@ -3,7 +3,8 @@
 Field for field kgateway's `Backend` (api/v1alpha1/kgateway/backend_types.go):
 `static` hosts and ports outside the cluster, a `dynamicForwardProxy` that goes
 wherever the request's Host names, an `aws.lambda` function, `priorityGroups`
-(failover between groups of other Backends) and `ai` (LLM providers, api/ai.py).
+(failover between groups of other Backends), `ai` (LLM providers, api/ai.py) and
+`mcp` (MCP servers served as one, api/mcp.py).
 Routes name it as a backendRef (`group: gateway.lychgate.dev, kind: Backend`); so
 do GatewayExtensions. `type` is deprecated in kgateway and inferred from the one
 configuration given.
@@ -19,6 +20,7 @@ from lychgate.api.ai import AIBackend
 from lychgate.api.backend_common import AwsAuth, Host
 from lychgate.api.base import Model, Resource
 from lychgate.api.lychgate import GROUP, LocalObjectReference
+from lychgate.api.mcp import MCPBackend
 
 # Groups a reference to a Backend may name: ours, and kgateway's so its manifests load unchanged.
 GROUPS = frozenset({GROUP, "gateway.kgateway.dev"})
@@ -77,7 +79,7 @@ class PriorityGroup(Model):
     backend_refs: list[LocalObjectReference] = Field(min_length=1)
 
 
-BackendType = Literal["AI", "AWS", "Static", "DynamicForwardProxy", "PriorityGroups"]
+BackendType = Literal["AI", "AWS", "Static", "DynamicForwardProxy", "PriorityGroups", "MCP"]
 
 
 class BackendSpec(Model):
@@ -86,6 +88,7 @@ class BackendSpec(Model):
     aws: AwsBackend | None = None
     static: StaticBackend | None = None
     dynamic_forward_proxy: DynamicForwardProxyBackend | None = None
+    mcp: MCPBackend | None = Field(None, description="MCP servers behind one MCP endpoint.")
     priority_groups: list[PriorityGroup] | None = Field(
         None, min_length=1, description="Ordered failover levels: traffic goes to the first group whose Backends "
                                         "are healthy (health from the BackendConfigPolicy healthCheck or "
@@ -95,9 +98,10 @@ class BackendSpec(Model):
     def _one(self) -> BackendSpec:
         given = [t for t, v in (("AI", self.ai), ("AWS", self.aws), ("Static", self.static),
                                 ("DynamicForwardProxy", self.dynamic_forward_proxy),
-                                ("PriorityGroups", self.priority_groups)) if v is not None]
+                                ("PriorityGroups", self.priority_groups), ("MCP", self.mcp)) if v is not None]
         if len(given) != 1:
-            raise ValueError("exactly one of ai, aws, static, dynamicForwardProxy, or priorityGroups must be specified")
+            raise ValueError("exactly one of ai, aws, static, dynamicForwardProxy, mcp, or priorityGroups must be "
+                             "specified")
         if self.type is not None and self.type != given[0]:
             raise ValueError("backend configuration must match the specified type")
         return self
@@ -110,6 +114,8 @@ class BackendSpec(Model):
             return "AWS"
         if self.static is not None:
             return "Static"
+        if self.mcp is not None:
+            return "MCP"
         return "DynamicForwardProxy" if self.dynamic_forward_proxy is not None else "PriorityGroups"
 
 

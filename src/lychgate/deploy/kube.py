@@ -38,7 +38,7 @@ from lychgate.ai.config import AIConfig
 from lychgate.api.core import Service
 from lychgate.api.gateway import Gateway, GatewayClass
 from lychgate.api.lychgate import GatewayParameters
-from lychgate.deploy import ai_container, manifests
+from lychgate.deploy import ai_container, manifests, mcp_container
 from lychgate.deploy.manifests import ProxyContext
 from lychgate.kubeapi import (
     CONFIG_MAP,
@@ -57,6 +57,7 @@ from lychgate.kubeapi import (
     plain,
 )
 from lychgate.log import component_logger
+from lychgate.mcp.config import MCPConfig
 from lychgate.sources.kube import Informer
 from lychgate.store import Store
 from lychgate.translate import parameters
@@ -126,6 +127,7 @@ class KubeDeployer:
         self.keep: Callable[[str], bool] = self._gateway_is_ours
         self.intents: dict[str, ProxyIntent] = {}
         self.ai_configs: dict[str, AIConfig] = {}  # ref -> its AI extension's config (routes to AI Backends)
+        self.mcp_configs: dict[str, MCPConfig] = {}  # ref -> its MCP relay's config (routes to MCP Backends)
         self.applied: dict[str, str] = {}  # ref -> digest of the objects last applied
         self.errors: dict[str, str] = {}  # ref -> why its objects could not be written
         self.deployments: dict[str, dict[str, Any]] = {}  # ref -> managed Deployment (raw)
@@ -181,6 +183,12 @@ class KubeDeployer:
         """The AI config of each Gateway whose routes use an AI Backend (before `sync`)."""
         if configs != self.ai_configs:
             self.ai_configs = configs
+            self._wake.set()
+
+    def sync_mcp(self, configs: dict[str, MCPConfig]) -> None:
+        """The MCP relay config of each Gateway whose routes use an MCP Backend (before `sync`)."""
+        if configs != self.mcp_configs:
+            self.mcp_configs = configs
             self._wake.set()
 
     def proxy_state(self, ref: str) -> str | None:
@@ -293,12 +301,14 @@ class KubeDeployer:
                                 if params else problem)
                 continue
             ai = self.ai_configs.get(ref)
-            conflict = ai_container.port_conflict(params, ai, intent.ports)
+            mcp = self.mcp_configs.get(ref)
+            conflict = (ai_container.port_conflict(params, ai, intent.ports)
+                        or (mcp_container.port_conflict(intent.ports) if mcp is not None else None))
             if conflict is not None:
                 self._set_error(ref, conflict)
                 continue
             deployed.add(ref)
-            objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx, intent.udp_ports, ai)
+            objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx, intent.udp_ports, ai, mcp)
             digest = _digest(objs)
             if self.applied.get(ref) == digest:
                 continue

@@ -34,6 +34,7 @@ from lychgate.deploy.bootstrap import (
     io_uring_available,
     with_parameters,
 )
+from lychgate.deploy.mcp_relay import LocalMCPRelay
 from lychgate.log import component_logger
 from lychgate.translate.gateway import ProxyIntent
 
@@ -114,10 +115,15 @@ class LocalDeployer:
         self._fd_limit = raise_fd_limit()
         self._lock = asyncio.Lock()
         self.ai = LocalAIExtension(state_dir)  # started with the first AI Backend
+        self.mcp = LocalMCPRelay(state_dir)  # started with the first route to an MCP Backend
 
     @property
     def ai_extension_port(self) -> int:
         return self.ai.port
+
+    @property
+    def mcp_relay_port(self) -> int:
+        return self.mcp.port
 
     # --- translation-time facts -----------------------------------------
 
@@ -154,7 +160,7 @@ class LocalDeployer:
 
     async def close(self) -> None:
         async with self._lock:
-            await asyncio.gather(*(self._stop(p) for p in self.proxies.values()), self.ai.close())
+            await asyncio.gather(*(self._stop(p) for p in self.proxies.values()), self.ai.close(), self.mcp.close())
             self.proxies.clear()
 
     def _dir(self, ref: str) -> Path:

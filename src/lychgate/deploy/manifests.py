@@ -28,9 +28,10 @@ from lychgate import __version__
 from lychgate.ai.config import AIConfig
 from lychgate.api.gateway import Gateway
 from lychgate.api.lychgate import GatewayParameters, KubernetesProxyConfig, PodTemplate
-from lychgate.deploy import ai_container, istio, overlays, overload, stats
+from lychgate.deploy import ai_container, istio, mcp_container, overlays, overload, stats
 from lychgate.deploy.bootstrap import ENVOY_FLAGS, XdsTarget, bootstrap, with_parameters
 from lychgate.deploy.images import image_ref
+from lychgate.mcp.config import MCPConfig
 
 MANAGED_BY = "lychgate"
 NAME_LABEL = "app.kubernetes.io/name"
@@ -263,7 +264,7 @@ def service(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int
 
 def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
                ctx: ProxyContext, bootstrap_hash: str, udp_ports: tuple[int, ...] = (),
-               ai_extension: bool = False) -> dict[str, Any]:
+               ai_extension: bool = False, mcp_relay: bool = False) -> dict[str, Any]:
     kube = params.spec.kube if params else KubernetesProxyConfig()
     envoy = kube.envoy_container
     pod = kube.pod_template
@@ -313,6 +314,11 @@ def deployment(gateway: Gateway, params: GatewayParameters | None, ports: tuple[
         pod_spec["containers"].append(extension)
         pod_spec["volumes"].append(ai_container.volume(gateway.name))
         given.append((extension, own))
+    if mcp_relay:  # the MCP relay beside Envoy, its config in the proxy's ConfigMap
+        image, pull = image_ref(ctx.ai_extension_image, None)
+        relay = mcp_container.container(image, pull, dict(CONTAINER_SECURITY), "bootstrap")
+        pod_spec["containers"].append(relay)
+        given.append((relay, None))
     if kube.omit_default_security_context:  # the platform sets them: only what the parameters say
         for obj, context in given:
             if context:
@@ -381,15 +387,18 @@ def _pod_extras(pod: PodTemplate, container: dict[str, Any], pod_spec: dict[str,
 
 def proxy_objects(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...],
                   ctx: ProxyContext, udp_ports: tuple[int, ...] = (),
-                  ai: AIConfig | None = None) -> list[dict[str, Any]]:
+                  ai: AIConfig | None = None, mcp: MCPConfig | None = None) -> list[dict[str, Any]]:
     """Everything one Gateway's proxy consists of, in the order to create it. `ai`: the
-    AI extension's config when the Gateway's routes use an AI Backend."""
+    AI extension's config when the Gateway's routes use an AI Backend; `mcp`: the MCP
+    relay's when they use an MCP Backend."""
     metrics = params.spec.kube.stats if params else None
     cm = config_map(gateway, ctx, params)
     stats.add_to_config_map(cm, BOOTSTRAP_FILE, metrics, "lychgate_admin")
     digest = hashlib.sha256(json.dumps(cm["data"], sort_keys=True).encode()).hexdigest()[:16]
     with_ai = ai_container.wanted(params, ai)
-    proxy = deployment(gateway, params, ports, ctx, digest, udp_ports, ai_extension=with_ai)
+    proxy = deployment(gateway, params, ports, ctx, digest, udp_ports, ai_extension=with_ai, mcp_relay=mcp is not None)
+    if mcp is not None:  # after the digest: a new target reaches the relay without rolling the Pods
+        mcp_container.add_config(cm, mcp)
     stats.expose(proxy, metrics)
     return [
         service_account(gateway, params),

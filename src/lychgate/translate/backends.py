@@ -1,5 +1,6 @@
 """Backend objects as backendRefs: static hosts, dynamic forward proxy, AWS Lambda
-(translate/aws_lambda.py), priority groups (translate/priority_groups.py).
+(translate/aws_lambda.py), priority groups (translate/priority_groups.py), MCP servers
+(translate/mcp_config.py).
 
 A route (or GatewayExtension) naming `group: gateway.lychgate.dev, kind: Backend`
 gets a cluster named `backend_<namespace>_<name>_0`, kgateway's name (`.../dfp` for a forward proxy); the backendRef's port is not
@@ -55,6 +56,11 @@ def ai_route_of(clusters: Iterable[ir.Cluster | None]) -> ir.AIRoute | None:
     return ir.AIRoute(groups=len({e.priority for e in cluster.ai_endpoints}))
 
 
+def mcp_of(clusters: Iterable[ir.Cluster | None]) -> bool:
+    """A rule to an MCP Backend: Envoy's MCP filter reads its requests."""
+    return any(c is not None and c.discovery == "mcp" for c in clusters)
+
+
 def problem(store: Store, backend: Backend) -> str:
     """Why the Backend cannot be served, or ""."""
     if backend.spec.ai is not None:
@@ -90,6 +96,9 @@ def cluster(store: Store, backend: Backend) -> ir.Cluster:
         tls = ir.UpstreamTLS(sni=host, ca=None, sans=(("Hostname", host),)) if scheme == "https" else None
         return ir.Cluster(name=name, endpoints=(ir.Endpoint(host, port),), discovery="static" if _is_ip(host) else "dns",
                           tls=tls, config=config, aws_lambda=aws_lambda.function(store, backend))
+    if backend.spec.mcp is not None:  # the relay beside Envoy (its port: mcp_config.finish) serves its targets
+        return ir.Cluster(name=name, endpoints=(), discovery="mcp", config=config,
+                          mcp_backend=f"{backend.namespace}/{backend.name}")
     if backend.spec.dynamic_forward_proxy is not None:
         return ir.Cluster(name=f"{name}/dfp", endpoints=(), discovery="forward_proxy", config=config,
                           forward_proxy_tls=bool(backend.spec.dynamic_forward_proxy.enable_tls))

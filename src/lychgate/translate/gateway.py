@@ -18,6 +18,7 @@ from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import Gateway, GatewayClass, GRPCRoute, HTTPRoute, ParentReference
 from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.lychgate import GatewayParameters
+from lychgate.mcp.config import DEFAULT_RELAY_PORT, MCPConfig
 from lychgate.store import Read, Store
 from lychgate.translate import (
     ai_config,
@@ -27,6 +28,7 @@ from lychgate.translate import (
     hostnames,
     inference,
     listener_policy,
+    mcp_config,
     mesh,
     parameters,
 )
@@ -158,6 +160,7 @@ class Translation:
     proxies: dict[str, ProxyIntent] = field(default_factory=dict)
     status: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
     ai: AIConfig = field(default_factory=AIConfig)  # for the AI extension (credentials: never in `gateways`)
+    mcp: MCPConfig = field(default_factory=MCPConfig)  # for the MCP relay: the MCP Backends' targets
 
 
 AddressFor = Callable[[Gateway], str | None]
@@ -176,6 +179,7 @@ def translate(
     quarantine: Quarantine | None = None,
     global_policy_namespace: str = "",
     ai_extension_port: int = ai_config.DEFAULT_EXTENSION_PORT,
+    mcp_relay_port: int = DEFAULT_RELAY_PORT,
 ) -> Translation:
     """Translate the store. With a `state` kept across calls, a call after changes
     to routes, Services, EndpointSlices or ReferenceGrants only redoes the routes
@@ -187,6 +191,8 @@ def translate(
     if store.count("Backend"):  # AI Backends are Backends: nothing to do without any
         ai_config.finish(out.gateways, ai_extension_port)
         out.ai = ai_config.build(store, out.gateways)
+        mcp_config.finish(out.gateways, mcp_relay_port)
+        out.mcp = mcp_config.build(store, out.gateways)
     return out
 
 

@@ -37,6 +37,7 @@ from lychgate.xds.translator import (  # noqa: F401
     jwt_authn,
     listener_settings,
     local_ratelimit,
+    mcp_gateway,
     oauth2,
     priority_groups,
     rate_limit_quota,

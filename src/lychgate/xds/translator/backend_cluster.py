@@ -21,7 +21,7 @@ from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
 
 from lychgate import ir
-from lychgate.xds.translator import ai_gateway, tunnel
+from lychgate.xds.translator import ai_gateway, mcp_gateway, tunnel
 from lychgate.xds.translator.cluster_policy import DNS_CLUSTER, HTTP_OPTIONS, SYSTEM_CA_BUNDLE
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import pack
@@ -60,9 +60,11 @@ def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb
         out.type = cluster_pb2.Cluster.STATIC
         out.load_assignment.CopyFrom(tunnel.load_assignment(cluster, cluster.tunnel))
         return
-    if cluster.discovery == "static":
+    if cluster.discovery in ("static", "mcp"):
         out.type = cluster_pb2.Cluster.STATIC
         out.load_assignment.CopyFrom(assignment)
+        if cluster.discovery == "mcp":  # the relay beside Envoy, told which Backend
+            mcp_gateway.patch_cluster(cluster, out)
         return
     if cluster.discovery == "dns":
         as_dns_cluster(out)

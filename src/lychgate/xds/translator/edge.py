@@ -24,7 +24,7 @@ from lychgate.xds.translator.features import Feature, register
 
 # Listener: what Envoy buffers per connection (read and write) before it stops reading.
 BUFFER_LIMIT_BYTES = 32 * 1024
-# A route whose filters read the whole request body (AI, Lambda, transformations, external
+# A route whose filters read the whole request body (AI, Lambda, MCP, transformations, external
 # processing and auth) may buffer this much of it, Envoy's default before the limit above:
 # a larger body is answered 413 (a buffer policy's maxRequestSize sets its own).
 BODY_BUFFER_BYTES = 1024 * 1024
@@ -72,7 +72,7 @@ def _limits(s: ir_listener.HTTPSettings, hcm: HCM) -> None:
 
 def _reads_whole_body(route: ir.Route) -> bool:
     action, policy = route.action, route.policy
-    if isinstance(action, ir.Forward) and (action.ai is not None or action.aws_lambda is not None):
+    if isinstance(action, ir.Forward) and (action.ai is not None or action.aws_lambda is not None or action.mcp):
         return True
     return policy is not None and (policy.transformation is not None or bool(policy.ext_proc)
                                    or policy.ext_auth is not None)

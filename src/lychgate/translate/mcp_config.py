@@ -1,0 +1,110 @@
+"""MCP Backends, for Envoy and for the MCP relay (lychgate.mcp).
+
+Envoy gets, per Gateway whose routes use an MCP Backend, the relay's loopback port: the
+Backend's cluster has that one endpoint (xds/translator/mcp_gateway.py names the
+Backend in a header the relay reads). The relay gets the MCPConfig built here: each MCP
+Backend's targets resolved to addresses. Static targets are taken as written; a
+`selector` target is every port, of the Services it selects, whose appProtocol says MCP
+(kgateway's `kgateway.dev/mcp`, or `agentgateway.dev/mcp`), named `<service>-<port>`,
+at the path of the Service's annotation `kgateway.dev/mcp-path` (else /mcp), reached at
+its first ready endpoint. Built whole each pass (a few Backends): a Service that gains
+the label or an endpoint shows up without touching routes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lychgate import ir
+from lychgate.api.backend import Backend
+from lychgate.api.core import Namespace, Service
+from lychgate.api.gateway import LabelSelector
+from lychgate.api.mcp import McpSelector, McpTargetSelector
+from lychgate.api.selectors import matches
+from lychgate.mcp import config as relay
+from lychgate.store import Store
+from lychgate.translate.references import service_endpoints
+
+APP_PROTOCOLS = frozenset({"kgateway.dev/mcp", "agentgateway.dev/mcp"})
+PATH_ANNOTATIONS = ("kgateway.dev/mcp-path", "agentgateway.dev/mcp-path")
+
+
+def backend_id(backend: Backend) -> str:
+    return f"{backend.namespace}/{backend.name}"
+
+
+def finish(gateways: dict[str, ir.GatewayIR], port: int) -> None:
+    """Gateways with MCP clusters learn where the relay is; the clusters get it as their endpoint."""
+    for ref, gw in gateways.items():
+        if any(c.discovery == "mcp" for c in gw.clusters):
+            relay_endpoint = (ir.Endpoint("127.0.0.1", port),)
+            clusters = tuple(dataclasses.replace(c, endpoints=relay_endpoint) if c.discovery == "mcp" else c
+                             for c in gw.clusters)
+            gateways[ref] = dataclasses.replace(gw, clusters=clusters, mcp_relay_port=port)
+
+
+def build(store: Store, gateways: dict[str, ir.GatewayIR]) -> relay.MCPConfig:
+    """Every MCP Backend some Gateway routes to, its targets resolved; nothing while none does."""
+    used = {c.mcp_backend for gw in gateways.values() for c in gw.clusters if c.discovery == "mcp"}
+    out = relay.MCPConfig()
+    for backend in store.list(Backend):
+        if backend.spec.mcp is not None and backend_id(backend) in used:
+            out.backends[backend_id(backend)] = relay.Backend(backend_id(backend), targets_of(store, backend))
+    return out
+
+
+def for_gateway(config: relay.MCPConfig, gateway: ir.GatewayIR) -> relay.MCPConfig:
+    """The Backends one Gateway's proxy routes to: another Gateway's targets never reach its Pod."""
+    ids = {c.mcp_backend for c in gateway.clusters if c.discovery == "mcp"}
+    return relay.MCPConfig({i: b for i, b in config.backends.items() if i in ids})
+
+
+def per_gateway(config: relay.MCPConfig, gateways: dict[str, ir.GatewayIR]) -> dict[str, relay.MCPConfig]:
+    return {ref: for_gateway(config, gw) for ref, gw in gateways.items() if gw.mcp_relay_port}
+
+
+def targets_of(store: Store, backend: Backend) -> tuple[relay.Target, ...]:
+    assert backend.spec.mcp is not None
+    out: list[relay.Target] = []
+    for entry in backend.spec.mcp.targets:
+        if entry.static is not None:
+            out.append(_static(entry))
+        else:
+            selector = entry.services_selected
+            assert selector is not None
+            out.extend(_selected(store, backend.namespace, selector))
+    return tuple(out)
+
+
+def _static(entry: McpTargetSelector) -> relay.Target:
+    static = entry.static
+    assert static is not None
+    protocol: relay.Protocol = "SSE" if static.protocol == "SSE" else "StreamableHTTP"
+    return relay.Target(entry.target_name, static.host, static.port, static.path or relay.DEFAULT_PATHS[protocol],
+                        protocol)
+
+
+def _selected(store: Store, namespace: str, selector: McpSelector) -> list[relay.Target]:
+    out: list[relay.Target] = []
+    for service in sorted(_services(store, namespace, selector), key=lambda s: (s.namespace, s.name)):
+        annotations = service.metadata.annotations or {}
+        path = next((annotations[a] for a in PATH_ANNOTATIONS if a in annotations), relay.DEFAULT_PATHS["StreamableHTTP"])
+        for port in service.spec.ports:
+            if port.app_protocol not in APP_PROTOCOLS:
+                continue
+            endpoints = service_endpoints(store, service, port)
+            if endpoints:
+                out.append(relay.Target(f"{service.name}-{port.port}", endpoints[0].address, endpoints[0].port, path))
+    return out
+
+
+def _services(store: Store, namespace: str, selector: McpSelector) -> list[Service]:
+    by_namespace, by_service = selector.namespaces, selector.services
+    namespaces = ({namespace} if by_namespace is None else
+                  {ns.name for ns in store.list(Namespace) if _matches(by_namespace, ns.metadata.labels)})
+    return [s for s in store.list(Service) if s.namespace in namespaces
+            and (by_service is None or _matches(by_service, s.metadata.labels))]
+
+
+def _matches(selector: LabelSelector, labels: dict[str, str] | None) -> bool:
+    return matches(selector.model_dump(by_alias=True), labels or {})
