@@ -13,7 +13,7 @@ RESULTS = OUT_DIR / "results.json"
 MARKDOWN = DOCS / "benchmarks.md"
 HISTORY = DOCS / "benchmarks" / "history.md"
 ORDER = ["translation", "propagation", "status", "churn", "dataplane", "inference", "ai", "shapes", "shapes_10k", "proxies",
-         "check", "edge"]
+         "check", "edge", "mcp"]
 
 
 def load(path: Path = RESULTS) -> dict[str, Any]:
