@@ -18,7 +18,7 @@ from lychgate import ir
 from lychgate.api.backend import GROUPS, Backend
 from lychgate.api.base import ObjectKey
 from lychgate.store import Store
-from lychgate.translate import ai_backends, aws_lambda, backend_config, priority_groups
+from lychgate.translate import ai_backends, aws_lambda, backend_config, mcp_config, priority_groups
 from lychgate.translate.conditions import condition
 from lychgate.translate.grants import grant_allows
 from lychgate.translate.policies.common import Invalid, Unresolved
@@ -132,7 +132,8 @@ def resolve(store: Store, from_group: str, from_kind: str, from_namespace: str, 
 def write_status(store: Store, out: dict[ObjectKey, dict[str, Any]]) -> None:
     for backend in store.list(Backend):
         why = problem(store, backend)
+        ready = mcp_config.summary(store, backend) if backend.spec.mcp is not None else "ready for routes"
         accepted = (condition("Accepted", False, "Invalid", why, backend.generation) if why
-                    else condition("Accepted", True, "Accepted", f"{backend.spec.kind} backend is ready for routes",
+                    else condition("Accepted", True, "Accepted", f"{backend.spec.kind} backend is {ready}",
                                    backend.generation))
         out[backend.key] = {"conditions": [accepted]}

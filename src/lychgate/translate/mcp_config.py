@@ -23,7 +23,7 @@ from lychgate.api.mcp import McpSelector, McpTargetSelector
 from lychgate.api.selectors import matches
 from lychgate.mcp import config as relay
 from lychgate.store import Store
-from lychgate.translate.references import service_endpoints
+from lychgate.translate.service_endpoints import service_endpoints
 
 APP_PROTOCOLS = frozenset({"kgateway.dev/mcp", "agentgateway.dev/mcp"})
 PATH_ANNOTATIONS = ("kgateway.dev/mcp-path", "agentgateway.dev/mcp-path")
@@ -70,10 +70,21 @@ def targets_of(store: Store, backend: Backend) -> tuple[relay.Target, ...]:
         if entry.static is not None:
             out.append(_static(entry))
         else:
-            selector = entry.services_selected
-            assert selector is not None
-            out.extend(_selected(store, backend.namespace, selector))
+            out.extend(_selected(store, backend.namespace, entry.services_selected))
     return tuple(out)
+
+
+def summary(store: Store, backend: Backend) -> str:
+    """The Backend's targets as its status says them; a selector that finds nothing is named."""
+    assert backend.spec.mcp is not None
+    names = [t.name for t in targets_of(store, backend)]
+    empty = [f"targets[{i}]" for i, entry in enumerate(backend.spec.mcp.targets)
+             if entry.static is None and not _selected(store, backend.namespace, entry.services_selected)]
+    out = f"ready for routes: {len(names)} targets ({', '.join(names)})" if names else "ready for routes: no target yet"
+    if empty:
+        out += (f"; {', '.join(empty)} selects no Service port with appProtocol "
+                f"{' or '.join(sorted(APP_PROTOCOLS))} and a ready endpoint")
+    return out
 
 
 def _static(entry: McpTargetSelector) -> relay.Target:
@@ -84,8 +95,10 @@ def _static(entry: McpTargetSelector) -> relay.Target:
                         protocol)
 
 
-def _selected(store: Store, namespace: str, selector: McpSelector) -> list[relay.Target]:
+def _selected(store: Store, namespace: str, selector: McpSelector | None) -> list[relay.Target]:
     out: list[relay.Target] = []
+    if selector is None:
+        return out
     for service in sorted(_services(store, namespace, selector), key=lambda s: (s.namespace, s.name)):
         annotations = service.metadata.annotations or {}
         path = next((annotations[a] for a in PATH_ANNOTATIONS if a in annotations), relay.DEFAULT_PATHS["StreamableHTTP"])

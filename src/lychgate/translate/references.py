@@ -12,12 +12,13 @@ from typing import Literal
 
 from lychgate import ir
 from lychgate.api.backend import Backend
-from lychgate.api.core import Service, ServicePort
+from lychgate.api.core import Service
 from lychgate.api.lychgate import GROUP
 from lychgate.store import Store
 from lychgate.translate import backend_config, backends, inference, priority_groups
 from lychgate.translate.backendtls import policy_for
 from lychgate.translate.grants import grant_allows
+from lychgate.translate.service_endpoints import service_endpoints
 
 H2C_APP_PROTOCOLS = frozenset({"kubernetes.io/h2c", "h2c", "http2", "grpc"})
 WEBSOCKET_APP_PROTOCOLS = frozenset({"kubernetes.io/ws"})
@@ -151,30 +152,3 @@ def _resolve_pool(
     except inference.PoolProblem as err:
         return Resolution(None, err.reason, str(err))
     return Resolution(pool.cluster, picker=pool.picker, extra_clusters=(pool.picker_cluster,))
-
-
-def service_endpoints(store: Store, service: Service, port: ServicePort) -> list[ir.Endpoint]:
-    """Ready endpoints of a Service port, from its EndpointSlices.
-
-    The Service port is matched to the slice port by name (as kube-proxy does);
-    an unnamed single port matches the slice's unnamed port.
-    """
-    out: list[ir.Endpoint] = []
-    seen: set[tuple[str, int]] = set()
-    for eps in sorted(store.endpoint_slices(service.namespace, service.name), key=lambda s: s.name):
-        number = next(
-            (p.port for p in eps.ports if (p.name or "") == (port.name or "") and p.port),
-            None,
-        )
-        if number is None and isinstance(port.target_port, int):
-            number = port.target_port
-        if number is None:
-            continue
-        for endpoint in eps.endpoints:
-            if endpoint.conditions.ready is False:
-                continue
-            for address in endpoint.addresses:
-                if (address, number) not in seen:
-                    seen.add((address, number))
-                    out.append(ir.Endpoint(address, number))
-    return out
