@@ -4,7 +4,7 @@ rather than event streams) or sse), so a test can kill one as a crash would.
 
 Every server has the tools `whoami` (its name), `add` (reports progress and logs before
 answering), `slow` and `cancellations` (how many slow calls were cancelled), `later` (a
-notification outside any request), `fail` (a tool error), `remember`/`recall` (a value
+notification outside any request), `roots` (asks the client), `fail` (a tool error), `remember`/`recall` (a value
 kept per MCP session), a prompt `greet`, a resource `res://NAME/readme` and a template
 `res://NAME/item/{item}`.
 """
@@ -30,7 +30,7 @@ from tests.harness import free_port
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
-TOOLS = {"whoami", "add", "slow", "cancellations", "later", "fail", "remember", "recall"}
+TOOLS = {"whoami", "add", "slow", "cancellations", "later", "roots", "fail", "remember", "recall"}
 
 
 def main(name: str, transport: str, port: int) -> None:
@@ -105,6 +105,12 @@ def main(name: str, transport: str, port: int) -> None:
     def recall(ctx: Context) -> str:
         """The value this session kept."""
         return memory.get(session_of(ctx), "")
+
+    @app.tool()
+    async def roots(ctx: Context) -> str:
+        """The client's roots, asked of the client."""
+        listed = await ctx.request_context.session.list_roots()
+        return ",".join(str(root.uri) for root in listed.roots)
 
     @app.prompt()
     def greet(who: str) -> str:

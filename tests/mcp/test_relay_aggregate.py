@@ -125,3 +125,15 @@ async def test_a_cancelled_call_is_cancelled_on_its_target(tmp_path: Path, pair:
             await asyncio.sleep(0.05)
         else:
             raise AssertionError(f"the slow call on {server} was not cancelled")
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_a_targets_request_to_the_client_is_answered(tmp_path: Path, pair: list[Server], transport: str) -> None:
+    async def list_roots(context: object) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+
+    async with relay_serving(tmp_path, {BACKEND: [s.target for s in pair]}) as relay, \
+            client(relay.url("/mcp" if transport == "http" else "/sse"), transport=transport,
+                   list_roots_callback=list_roots) as session:
+        for server in ("one", "two"):
+            assert text(await session.call_tool(f"{server}_roots", {})) == "file:///work"
