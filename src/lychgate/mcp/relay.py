@@ -149,7 +149,7 @@ class Relay:
                 return await self._legacy_post(request, backend)
             return await self._post(request, backend)
         if request.method == "GET":
-            if request.path.endswith("/sse"):
+            if request.path.endswith("/sse") and SESSION_HEADER not in request.headers:
                 return await self._legacy_stream(request, backend)
             return await self._stream(request, backend)
         if request.method == "DELETE":
