@@ -3,8 +3,9 @@
 rather than event streams) or sse), so a test can kill one as a crash would.
 
 Every server has the tools `whoami` (its name), `add` (reports progress and logs before
-answering), `slow`, `fail` (a tool error), `remember`/`recall` (a value kept per MCP
-session), a prompt `greet`, a resource `res://NAME/readme` and a template
+answering), `slow` and `cancellations` (how many slow calls were cancelled), `later` (a
+notification outside any request), `roots` (asks the client), `fail` (a tool error), `remember`/`recall` (a value
+kept per MCP session), a prompt `greet`, a resource `res://NAME/readme` and a template
 `res://NAME/item/{item}`.
 """
 
@@ -29,6 +30,8 @@ from tests.harness import free_port
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
+TOOLS = {"whoami", "add", "slow", "cancellations", "later", "roots", "fail", "remember", "recall"}
+
 
 def main(name: str, transport: str, port: int) -> None:
     import uvicorn
@@ -49,11 +52,37 @@ def main(name: str, transport: str, port: int) -> None:
             await ctx.info(f"{name} adds {a} and {b}")
         return a + b
 
+    cancelled: list[float] = []
+    background: set[asyncio.Task[None]] = set()
+
     @app.tool()
     async def slow(seconds: float) -> str:
-        """Answers after `seconds`."""
-        await asyncio.sleep(seconds)
+        """Answers after `seconds` (unless cancelled: counted)."""
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            cancelled.append(seconds)
+            raise
         return "done"
+
+    @app.tool()
+    def cancellations() -> int:
+        """How many `slow` calls were cancelled."""
+        return len(cancelled)
+
+    @app.tool()
+    async def later(ctx: Context) -> str:
+        """Says its tool list changed, shortly after answering (outside any request)."""
+        session = ctx.request_context.session
+
+        async def announce() -> None:
+            await asyncio.sleep(0.2)
+            await session.send_tool_list_changed()
+
+        task = asyncio.create_task(announce())
+        background.add(task)
+        task.add_done_callback(background.discard)
+        return "soon"
 
     @app.tool()
     def fail() -> str:
@@ -76,6 +105,12 @@ def main(name: str, transport: str, port: int) -> None:
     def recall(ctx: Context) -> str:
         """The value this session kept."""
         return memory.get(session_of(ctx), "")
+
+    @app.tool()
+    async def roots(ctx: Context) -> str:
+        """The client's roots, asked of the client."""
+        listed = await ctx.request_context.session.list_roots()
+        return ",".join(str(root.uri) for root in listed.roots)
 
     @app.prompt()
     def greet(who: str) -> str:

@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import anyio
 import pytest
 
 import mcp
 from mcp import types
-from tests.mcp.conftest import BACKEND, client, relay_serving
-from tests.mcp.servers import Server
-
-TOOLS = {"whoami", "add", "slow", "fail", "remember", "recall"}
+from tests.mcp.conftest import BACKEND, TIMEOUT, client, relay_serving
+from tests.mcp.servers import TOOLS, Server
 
 
 def text(result: types.CallToolResult) -> str:
@@ -93,3 +93,47 @@ async def test_unknown_tool_and_failing_tool(tmp_path: Path, pair: list[Server])
         failed = await session.call_tool("one_fail", {})
         assert failed.is_error and text(failed) == "Error executing tool fail"
         assert (await session.send_ping()) is not None
+
+
+@pytest.mark.parametrize(("transport", "server"), [("http", "one"), ("http", "two"), ("sse", "one"), ("sse", "two")])
+async def test_notifications_outside_requests_reach_the_client(
+        tmp_path: Path, pair: list[Server], transport: str, server: str) -> None:
+    """On the session's GET stream (Streamable HTTP) or the SSE stream (HTTP+SSE)."""
+    changed = asyncio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with relay_serving(tmp_path, {BACKEND: [s.target for s in pair]}) as relay, \
+            client(relay.url("/mcp" if transport == "http" else "/sse"), transport=transport,
+                   message_handler=on_message) as session:
+        assert text(await session.call_tool(f"{server}_later", {})) == "soon"
+        await asyncio.wait_for(changed.wait(), TIMEOUT)
+
+
+@pytest.mark.parametrize("server", ["one", "two"])
+async def test_a_cancelled_call_is_cancelled_on_its_target(tmp_path: Path, pair: list[Server], server: str) -> None:
+    async with relay_serving(tmp_path, {BACKEND: [s.target for s in pair]}) as relay, \
+            client(relay.url()) as session:
+        before = int(text(await session.call_tool(f"{server}_cancellations", {})))
+        with anyio.move_on_after(0.5):
+            await session.call_tool(f"{server}_slow", {"seconds": 30})
+        for _ in range(100):
+            if int(text(await session.call_tool(f"{server}_cancellations", {}))) > before:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"the slow call on {server} was not cancelled")
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_a_targets_request_to_the_client_is_answered(tmp_path: Path, pair: list[Server], transport: str) -> None:
+    async def list_roots(context: object) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+
+    async with relay_serving(tmp_path, {BACKEND: [s.target for s in pair]}) as relay, \
+            client(relay.url("/mcp" if transport == "http" else "/sse"), transport=transport,
+                   list_roots_callback=list_roots) as session:
+        for server in ("one", "two"):
+            assert text(await session.call_tool(f"{server}_roots", {})) == "file:///work"

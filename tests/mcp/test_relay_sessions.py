@@ -14,7 +14,7 @@ from lychgate.mcp.config import BACKEND_HEADER
 from lychgate.mcp.sessions import SessionState
 from mcp import types
 from tests.mcp.conftest import BACKEND, TIMEOUT, client, relay_serving
-from tests.mcp.servers import Server
+from tests.mcp.servers import TOOLS, Server
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -51,7 +51,7 @@ async def test_delete_ends_the_session_on_every_target(tmp_path: Path, pair: lis
         own = state.targets["one"].session_id
         session = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
         listed = await http.post(relay.url(), json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session)
-        assert listed.status_code == 200 and len(listed.json()["result"]["tools"]) == 12
+        assert listed.status_code == 200 and len(listed.json()["result"]["tools"]) == 2 * len(TOOLS)
 
         assert (await http.delete(relay.url(), headers=session)).status_code == 200
         # Target one (Streamable HTTP) no longer knows its session; two's stream is closed.

@@ -104,6 +104,8 @@ class Gateway:
         self.held = held
         self._owners: dict[tuple[str, str], str] = {}  # (backend, resource URI) -> target
         self._inflight: dict[tuple[str, str], set[str]] = {}  # (session nonce, request id) -> targets
+        self._calls: dict[tuple[str, str], asyncio.Task[Any]] = {}  # the tasks answering those requests
+        self._cancelled: set[tuple[str, str]] = set()  # requests the client cancelled
 
     # --- sessions -------------------------------------------------------------------------
 
@@ -185,7 +187,8 @@ class Gateway:
     # --- messages -------------------------------------------------------------------------
 
     async def handle(self, session: Session, message: Message, body: bytes, sink: Sink) -> Message | None:
-        """The answer to a client's message (None for notifications and answers)."""
+        """The answer to a client's message (None for notifications and answers, and for a
+        request the client cancelled: it expects no answer)."""
         method = message.get("method")
         if not isinstance(method, str):
             await self._answer_target(session, message)
@@ -194,6 +197,23 @@ class Gateway:
         if "id" not in message:
             await self._notify(session, message, body)
             return None
+        call = (session.state.nonce, key(message["id"]))
+        task = asyncio.current_task()
+        if task is not None:
+            self._calls[call] = task
+        try:
+            return await self._request(session, message, body, sink)
+        except asyncio.CancelledError:
+            if task is None or call not in self._cancelled:
+                raise
+            task.uncancel()
+            return None
+        finally:
+            self._calls.pop(call, None)
+            self._cancelled.discard(call)
+
+    async def _request(self, session: Session, message: Message, body: bytes, sink: Sink) -> Message:
+        method = message["method"]
         request_id = message["id"]
         params = message.get("params") or {}
         if method == "ping":
@@ -358,9 +378,10 @@ class Gateway:
 
     async def _notify(self, session: Session, message: Message, body: bytes) -> None:
         targets = list(session.links)
+        call: tuple[str, str] | None = None
         if message.get("method") == "notifications/cancelled":
-            request = (message.get("params") or {}).get("requestId")
-            targets = sorted(self._inflight.get((session.state.nonce, key(request)), targets))
+            call = (session.state.nonce, key((message.get("params") or {}).get("requestId")))
+            targets = sorted(self._inflight.get(call, targets))
 
         async def one(target: str) -> None:
             try:
@@ -370,6 +391,9 @@ class Gateway:
                          session.backend.id, message.get("method"), target, err)
 
         await asyncio.gather(*(one(t) for t in targets if t in session.links))
+        if call is not None and (task := self._calls.get(call)) is not None:
+            self._cancelled.add(call)  # no answer: the client stopped waiting for it
+            task.cancel()
 
     async def _answer_target(self, session: Session, message: Message) -> None:
         """A client's answer to a target's request: back to that target, with its own id."""

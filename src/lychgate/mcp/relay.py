@@ -73,6 +73,14 @@ class Answer:
             await self.stream.prepare(self.request)
         await self.stream.write(_event(message))
 
+    async def end(self) -> web.StreamResponse:
+        """An answer without a message."""
+        if self.stream is None:
+            self.stream = web.StreamResponse(headers={"content-type": "text/event-stream"})
+            await self.stream.prepare(self.request)
+        await self.stream.write_eof()
+        return self.stream
+
     async def finish(self, message: Message, status: int = 200) -> web.StreamResponse:
         if self.stream is None:
             return _json(message, status)
@@ -141,7 +149,7 @@ class Relay:
                 return await self._legacy_post(request, backend)
             return await self._post(request, backend)
         if request.method == "GET":
-            if request.path.endswith("/sse"):
+            if request.path.endswith("/sse") and SESSION_HEADER not in request.headers:
                 return await self._legacy_stream(request, backend)
             return await self._stream(request, backend)
         if request.method == "DELETE":
@@ -174,7 +182,11 @@ class Relay:
             reply = await self.gateway.handle(session, message, body, answer.send)
         except SessionGone:
             return await answer.finish(error(message.get("id"), SESSION_NOT_FOUND, "Session not found"), 404)
-        return web.Response(status=202) if reply is None else await answer.finish(reply)
+        if reply is not None:
+            return await answer.finish(reply)
+        if "method" in message and "id" in message:  # a request the client cancelled: no answer
+            return await answer.end()
+        return web.Response(status=202)
 
     async def _initialize(self, request: web.Request, backend: Backend, message: Message,
                           body: bytes) -> web.StreamResponse:

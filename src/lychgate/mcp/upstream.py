@@ -223,7 +223,7 @@ class SSELink:
         except (aiohttp.ClientError, TimeoutError) as err:
             await self.close()
             raise TargetDown(_reason(err)) from err
-        except TargetDown:
+        except BaseException:  # TargetDown, or the client went away (cancelled): nothing left open
             await self.close()
             raise
         self.session_id = self._endpoint
@@ -319,7 +319,7 @@ async def connect(http: aiohttp.ClientSession, target: Target, body: bytes, requ
         await sse.open()
         try:
             answer = await sse.request(body, request_id, sink, INITIALIZE_TIMEOUT)
-        except (TargetDown, SessionGone):
+        except BaseException:
             await sse.close()
             raise
         link = sse
