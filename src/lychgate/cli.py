@@ -287,9 +287,14 @@ def ai_extension(
     """Run the AI extension: the ext_proc server beside Envoy that speaks to LLM providers
     (`lychgate run` starts it by itself; in Kubernetes it is a container of the proxy's pod)."""
     from lychgate.ai.extension import serve
-    from lychgate.ai.metrics import REGISTRY
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if metrics_port:
+        from prometheus_client import start_http_server
 
-    _helper_process(log_level, metrics_port, metrics_address or listen.rpartition(":")[0], REGISTRY)
+        from lychgate.ai.metrics import REGISTRY
+
+        start_http_server(metrics_port, addr=metrics_address or listen.rpartition(":")[0] or "127.0.0.1",
+                          registry=REGISTRY)
     asyncio.run(serve(listen, config))
 
 
@@ -305,20 +310,10 @@ def mcp_relay(
     """Run the MCP relay: the upstream of MCP routes that serves each MCP Backend's targets as
     one MCP server (`lychgate run` starts it by itself; in Kubernetes it is a container of the
     proxy's pod)."""
-    from lychgate.mcp.metrics import REGISTRY
     from lychgate.mcp.relay import serve
 
-    _helper_process(log_level, metrics_port, metrics_address or listen.rpartition(":")[0], REGISTRY)
-    asyncio.run(serve(listen, config))
-
-
-def _helper_process(log_level: str, metrics_port: int, metrics_address: str, registry: Any) -> None:
-    """Logging and (port not 0) Prometheus metrics of a process beside Envoy (AI extension, MCP relay)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(metrics_port, addr=metrics_address or "127.0.0.1", registry=registry)
+    asyncio.run(serve(listen, config, metrics_port or None, metrics_host=metrics_address))
 
 
 proxy_app = typer.Typer(help="Envoy's admin interface of a Gateway's proxy (spec §4.2).", no_args_is_help=True)

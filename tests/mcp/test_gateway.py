@@ -259,3 +259,23 @@ async def test_a_server_down_leaves_the_others_serving(stack: Stack) -> None:
         assert "one_whoami" in tools and "two_whoami" not in tools
         assert "two" in json.dumps(listed.model_dump(mode="json", by_alias=True).get("_meta") or {})
         assert text(await client.call_tool("one_whoami", {})) == "one"
+
+
+@pytest.mark.parametrize("content_type, body, status", [
+    # Envoy's MCP filter does not parse what is not JSON: the relay does not act on it either.
+    ("text/plain", '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "one_fail"}}', {415}),
+    # A key twice: a parser keeping the first and one keeping the last would disagree on the tool.
+    # Envoy's keeps the last (so its policy denies, 403); the relay would refuse it (400).
+    ("application/json",
+     '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "one_whoami", "name": "one_fail"}}',
+     {400, 403}),
+    # A batch: no metadata for the policy to read.
+    ("application/json", '[{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "one_fail"}}]', {400}),
+])
+async def test_a_body_the_policy_did_not_read_is_refused(stack: Stack, content_type: str, body: str,
+                                                         status: set[int]) -> None:
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        r = await http.post(stack.url(), content=body, headers={
+            "accept": "application/json, text/event-stream", "content-type": content_type})
+    assert r.status_code in status, r.text
+    assert r.json()["error"]["code"] in (-32600, -32700, -32001)  # a JSON-RPC refusal: the relay's or the policy's

@@ -168,10 +168,10 @@ class Relay:
         return session
 
     async def _post(self, request: web.Request, backend: Backend) -> web.StreamResponse:
-        body = await request.read()
-        message = _message(body)
+        message = await _message(request)
         if isinstance(message, web.Response):
             return message
+        body = await request.read()
         if message.get("method") == "initialize":
             return await self._initialize(request, backend, message, body)
         session = self._session(request, backend)
@@ -258,10 +258,10 @@ class Relay:
         legacy = self._legacy.get(request.query[LEGACY_QUERY])
         if legacy is None or legacy.backend != backend.id:
             return _json(error(None, SESSION_NOT_FOUND, "Session not found"), 404)
-        body = await request.read()
-        message = _message(body)
+        message = await _message(request)
         if isinstance(message, web.Response):
             return message
+        body = await request.read()
         task = asyncio.create_task(self._legacy_handle(legacy, backend, message, body))
         legacy.tasks.add(task)
         task.add_done_callback(legacy.tasks.discard)
@@ -289,14 +289,27 @@ class Relay:
             await send(answer)
 
 
-def _message(body: bytes) -> Message | web.Response:
+async def _message(request: web.Request) -> Message | web.Response:
+    """The POST's one JSON-RPC message, read exactly as Envoy's MCP filter read it before the
+    route's policies looked at it (a JSON body, one object, no key twice): a body it may
+    have read otherwise is refused here, so no policy over its metadata can be stepped around."""
+    if request.content_type != "application/json":
+        return _json(error(None, INVALID_REQUEST, "a JSON-RPC message is sent as Content-Type: application/json"), 415)
     try:
-        message: Any = json.loads(body)
+        message: Any = json.loads(await request.read(), object_pairs_hook=_no_key_twice)
     except ValueError as err:
         return _json(error(None, PARSE_ERROR, f"Parse error: {err}"), 400)
     if not isinstance(message, dict):
         return _json(error(None, INVALID_REQUEST, "one JSON-RPC message per POST (batches are not supported)"), 400)
     return message
+
+
+def _no_key_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        twice = sorted({k for k, _ in pairs if sum(1 for j, _ in pairs if j == k) > 1})
+        raise ValueError(f"key {', '.join(map(repr, twice))} given twice in one object")
+    return out
 
 
 async def _keepalive(stream: web.StreamResponse, work: Any) -> None:
@@ -335,9 +348,11 @@ def load(config_file: Path) -> MCPConfig:
 
 
 async def serve(listen: str, config_file: Path, metrics_port: int | None = None,
-                stop: asyncio.Event | None = None, idle_timeout: float = IDLE_TIMEOUT) -> None:
+                stop: asyncio.Event | None = None, idle_timeout: float = IDLE_TIMEOUT,
+                metrics_host: str | None = None) -> None:
     """Serve the relay on `listen` ("host:port") with the config in `config_file` (followed as
-    it changes), its metrics on `metrics_port` (same host) when given, until `stop` is set."""
+    it changes), its metrics on `metrics_port` when given (at `metrics_host`, else the same
+host: in a Pod, 0.0.0.0 for scrapers), until `stop` is set."""
     host, _, port = listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     relay = Relay(load(config_file), idle_timeout)
@@ -346,9 +361,9 @@ async def serve(listen: str, config_file: Path, metrics_port: int | None = None,
         runners.append(web.AppRunner(_metrics_app(), access_log=None))
     tasks: list[asyncio.Task[None]] = []
     try:
-        for runner, at in zip(runners, (int(port), metrics_port), strict=False):
+        for runner, (on, at) in zip(runners, ((host, int(port)), (metrics_host or host, metrics_port)), strict=False):
             await runner.setup()
-            await web.TCPSite(runner, host, at).start()
+            await web.TCPSite(runner, on, at).start()
         log.info("MCP relay listening on %s (%d Backends)", listen, len(relay.config.backends))
 
         async def reload() -> None:
