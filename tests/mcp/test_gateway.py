@@ -99,6 +99,20 @@ spec:
           && metadata.filter_metadata['{MCP}']['params']['name'] == 'one_fail'
           && !('x-team' in request.headers && request.headers['x-team'] == 'ops')
 ---
+apiVersion: v1
+kind: Secret
+metadata: {{name: mcp-keys, namespace: default, labels: {{api-keys: mcp}}}}
+stringData: {{agent: key-agent-1234}}
+---
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: other-keys, namespace: default}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: mcp, sectionName: other}}]
+  apiKeyAuth:
+    secretSelector: {{matchLabels: {{api-keys: mcp}}}}
+    keySources: [{{header: x-api-key}}]
+---
 apiVersion: gateway.lychgate.dev/v1alpha1
 kind: ListenerPolicy
 metadata: {{name: logs, namespace: default}}
@@ -246,8 +260,18 @@ async def test_a_client_cannot_choose_another_backend(stack: Stack) -> None:
     async with session(stack.url(), headers={BACKEND_HEADER: "default/other"}) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
     assert "one_whoami" in tools and "whoami" not in tools  # still Backend tools, never other's
-    async with session(stack.url("/other")) as client:
+    async with session(stack.url("/other"), headers={"x-api-key": "key-agent-1234"}) as client:
         assert text(await client.call_tool("whoami", {})) == "other"  # one target: names unchanged
+
+
+async def test_an_api_key_policy_guards_the_mcp_route(stack: Stack) -> None:
+    # No key: Envoy's 401, as the JSON-RPC error of initialize (the SDK's task group wraps it).
+    with pytest.RaisesGroup(pytest.RaisesExc(MCPError, check=lambda e: e.error.data == {"status": 401}),
+                            flatten_subgroups=True):
+        async with session(stack.url("/other")):
+            pass
+    async with session(stack.url("/other"), headers={"x-api-key": "key-agent-1234"}) as client:
+        assert text(await client.call_tool("whoami", {})) == "other"
 
 
 async def test_a_server_down_leaves_the_others_serving(stack: Stack) -> None:
