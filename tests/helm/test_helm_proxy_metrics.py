@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from _helm_support import NAMESPACE, Rendered
 
-from lychgate.deploy import ai_container, manifests, stats
+from lychgate.deploy import ai_container, manifests, mcp_container, stats
 
 
 def test_no_pod_monitor_by_default(defaults: Rendered) -> None:
@@ -27,4 +27,5 @@ def test_pod_monitor_selects_the_proxies_metrics_port(render: Callable[..., Rend
     assert spec["podMetricsEndpoints"] == [
         {"port": stats.PORT_NAME, "path": "/metrics", "interval": "15s"},
         {"port": ai_container.METRICS_PORT_NAME, "path": "/metrics", "interval": "15s"},  # the AI extension's
+        {"port": mcp_container.METRICS_PORT_NAME, "path": "/metrics", "interval": "15s"},  # the MCP relay's
     ]
