@@ -286,6 +286,18 @@ class ControlPlane:
                   self.passes, report.revision, report.gateways, report.status_changed, report.seconds * 1000)
         return report
 
+    async def _hand_helpers(self) -> None:
+        """The AI extension's and the MCP relay's configs: local mode's processes, or (Kubernetes)
+        each Gateway's part for its Pod."""
+        if (extension := getattr(self.deployer, "ai", None)) is not None:
+            await extension.apply(self.translation.ai)
+        if (sync_ai := getattr(self.deployer, "sync_ai", None)) is not None:  # a Secret per Gateway
+            sync_ai(ai_config.per_gateway(self.translation.ai, self.translation.gateways))
+        if (relay := getattr(self.deployer, "mcp", None)) is not None:
+            await relay.apply(self.translation.mcp)
+        if (sync_mcp := getattr(self.deployer, "sync_mcp", None)) is not None:  # the proxy's ConfigMap
+            sync_mcp(mcp_config.per_gateway(self.translation.mcp, self.translation.gateways))
+
     async def settle(self, max_passes: int = 5) -> None:
         """Passes until none asks for another: strict validation's verdicts are served
         (rules Envoy refused answer 500) and reported in status on the pass after.
@@ -324,6 +336,9 @@ class ControlPlane:
                     else:
                         built[ref] = build(gw, self.wire, threshold, self.native_scope_key)
                 self.wire.sweep()
+            # The processes beside Envoy learn their part before Envoy routes to it (a new MCP
+            # Backend is known to the relay by the time its route reaches the proxy).
+            await self._hand_helpers()
             for ref, resources in built.items():
                 if self.preflight is not None:
                     resources = await self._preflight(ref, resources)
@@ -342,14 +357,6 @@ class ControlPlane:
                 self.intended.pop(ref, None)
                 self._retired.pop(ref, None)
                 self._served_from.pop(ref, None)
-            if (extension := getattr(self.deployer, "ai", None)) is not None:  # local mode's AI extension
-                await extension.apply(self.translation.ai)
-            if (sync_ai := getattr(self.deployer, "sync_ai", None)) is not None:  # Kubernetes: a Secret per Gateway
-                sync_ai(ai_config.per_gateway(self.translation.ai, self.translation.gateways))
-            if (relay := getattr(self.deployer, "mcp", None)) is not None:  # local mode's MCP relay
-                await relay.apply(self.translation.mcp)
-            if (sync_mcp := getattr(self.deployer, "sync_mcp", None)) is not None:  # Kubernetes: per Gateway
-                sync_mcp(mcp_config.per_gateway(self.translation.mcp, self.translation.gateways))
             await self.deployer.sync({ref: p for ref, p in self.translation.proxies.items() if not p.self_managed})
             changed = self.status.update(self.translation.status)
             for key in changed:
