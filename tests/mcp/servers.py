@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from mcp.server.mcpserver import Context, MCPServer
 
 from lychgate.mcp.config import Target
@@ -181,6 +182,18 @@ def running(*specs: tuple[str, str]) -> Iterator[list[Server]]:
     finally:
         for server in servers:
             server.kill()
+
+
+
+def initializes(url: str) -> bool:
+    """Whether an MCP endpoint (a Gateway's) answers a raw initialize: routes and relay are up."""
+    try:
+        r = httpx.post(url, timeout=5, headers={"accept": "application/json, text/event-stream"}, json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    except httpx.HTTPError:
+        return False
+    return r.status_code == 200
 
 
 if __name__ == "__main__":

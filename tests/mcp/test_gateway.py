@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import mcp
 from lychgate.mcp.config import BACKEND_HEADER
 from tests.harness import Lychgate, gateway_yaml, wait_for
-from tests.mcp.servers import Server, running
+from tests.mcp.servers import Server, initializes, running
 
 pytestmark = pytest.mark.e2e
 
@@ -150,20 +150,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             lg.write("mcp.yaml", manifests(*servers, log))
             lg.start()
             stack = Stack(lg, servers, log)
-            wait_for(lambda: _initializes(stack.url()), 30, "the MCP route to answer initialize")
+            wait_for(lambda: initializes(stack.url()), 30, "the MCP route to answer initialize")
             yield stack
         finally:
             lg.close()
 
 
-def _initializes(url: str) -> bool:
-    try:
-        r = httpx.post(url, timeout=5, headers={"accept": "application/json, text/event-stream"}, json={
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    except httpx.HTTPError:
-        return False
-    return r.status_code == 200
 
 
 @contextlib.asynccontextmanager
