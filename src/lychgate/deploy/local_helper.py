@@ -24,6 +24,7 @@ from lychgate.deploy.ports import free_port
 log = logging.getLogger("lychgate.deploy")
 
 RESTART_DELAY = 1.0  # seconds before a dead helper is started again (no busy loop on a crash at start)
+START_WAIT = 10.0  # seconds a first start may take before the routes reaching it are served anyway
 
 
 class LocalHelper:
@@ -52,6 +53,21 @@ class LocalHelper:
             self._written = text
         if needed and self._supervisor is None:
             self._supervisor = asyncio.create_task(self._supervise())
+            # The first time only: Envoy gets the routes that reach the helper right after
+            # this, and a client that comes at once should find it serving, not a 503.
+            await self._listening(START_WAIT)
+
+    async def _listening(self, timeout: float) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            return
+        log.warning("%s does not listen on %s after %.0f s; see %s", self.title, self.listen, timeout, self.log_file)
 
     async def _supervise(self) -> None:
         """Keep the helper running until close()."""
