@@ -10,11 +10,11 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from lychgate.mcp.config import BACKEND_HEADER
+from lychgate.mcp.config import BACKEND_HEADER, Target
 from lychgate.mcp.sessions import SessionState
 from mcp import types
 from tests.mcp.conftest import BACKEND, TIMEOUT, client, relay_serving
-from tests.mcp.servers import TOOLS, Server
+from tests.mcp.servers import TOOLS, Server, running
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -101,3 +101,32 @@ async def test_unknown_sessions_and_backends_are_refused(tmp_path: Path, pair: l
         crossed = await http.post(relay.url(), json=ping,
                                   headers={**HEADERS, BACKEND_HEADER: "default/other", "mcp-session-id": sid})
         assert crossed.status_code == 404
+
+
+async def test_a_service_target_spreads_sessions_over_its_replicas_and_keeps_each_on_one(tmp_path: Path) -> None:
+    """A selector target with three ready endpoints (three server processes): new sessions
+    open on each in turn; a session's calls stay on its replica, through another relay too."""
+    with running(("r1", "http"), ("r2", "http"), ("r3", "http")) as replicas:
+        target = Target("search", "127.0.0.1", replicas[0].port, "/mcp",
+                        replicas=tuple(("127.0.0.1", r.port) for r in replicas))
+        async with relay_serving(tmp_path / "a", {BACKEND: [target]}) as first, \
+                relay_serving(tmp_path / "b", {BACKEND: [target]}) as second:
+            owners = []
+            for n in range(3):
+                async with client(first.url()) as session:
+                    owner = text(await session.call_tool("whoami", {}))
+                    await session.call_tool("remember", {"value": f"client {n}"})
+                    for _ in range(3):
+                        assert text(await session.call_tool("whoami", {})) == owner
+                    owners.append(owner)
+            assert sorted(owners) == ["r1", "r2", "r3"]
+
+            async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+                init = await http.post(first.url(), json=INIT, headers=HEADERS)
+                sid = init.headers["mcp-session-id"]
+                session = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+                call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "whoami", "arguments": {}}}
+                on_first = await http.post(first.url(), json={**call, "id": 2}, headers=session)
+                on_second = await http.post(second.url(), json={**call, "id": 3}, headers=session)
+                answers = [r.json()["result"]["content"][0]["text"] for r in (on_first, on_second)]
+                assert answers[0] == answers[1]  # the session's replica, whichever relay serves it

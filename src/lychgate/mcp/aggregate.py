@@ -36,7 +36,7 @@ import aiohttp
 
 import lychgate
 from lychgate.mcp import metrics
-from lychgate.mcp.config import Backend
+from lychgate.mcp.config import Backend, Target
 from lychgate.mcp.sessions import Held, SessionState, TargetSession
 from lychgate.mcp.upstream import (
     Link,
@@ -106,6 +106,7 @@ class Gateway:
         self._inflight: dict[tuple[str, str], set[str]] = {}  # (session nonce, request id) -> targets
         self._calls: dict[tuple[str, str], asyncio.Task[Any]] = {}  # the tasks answering those requests
         self._cancelled: set[tuple[str, str]] = set()  # requests the client cancelled
+        self._turns: dict[tuple[str, str], int] = {}  # (backend, target) -> sessions opened (replica turns)
 
     # --- sessions -------------------------------------------------------------------------
 
@@ -115,7 +116,7 @@ class Gateway:
         request_id = message.get("id")
 
         async def one(name: str) -> tuple[Link, Message] | str:
-            target = next(t for t in backend.targets if t.name == name)
+            target = self._replica(backend, next(t for t in backend.targets if t.name == name))
             try:
                 link, answer = await connect(self.http, target, body, request_id, _to_client(name, sink))
             except (TargetDown, SessionGone) as err:
@@ -138,7 +139,8 @@ class Gateway:
         results = [result for _, result in answered.values()]
         version = min(str(r.get("protocolVersion", "")) for r in results)
         state = SessionState(backend.id, version, {
-            n: TargetSession("" if isinstance(link, SSELink) else link.session_id, link.version)
+            n: TargetSession("" if isinstance(link, SSELink) else link.session_id, link.version,
+                             (link.target.host, link.target.port) if _replicated(backend, n) else None)
             for n, (link, _) in answered.items()}, tuple(down))
         for name, (link, _) in answered.items():
             if isinstance(link, SSELink):
@@ -156,6 +158,14 @@ class Gateway:
             result["instructions"] = "\n\n".join(instructions)
         return state, {"jsonrpc": "2.0", "id": request_id, "result": _flag(result, list(down))}
 
+    def _replica(self, backend: Backend, target: Target) -> Target:
+        """A Service target at the replica a new session opens on: the next one, in turn."""
+        if len(target.replicas) < 2:
+            return target
+        turn = self._turns.get((backend.id, target.name), 0)
+        self._turns[(backend.id, target.name)] = turn + 1
+        return target.on(target.replicas[turn % len(target.replicas)])
+
     def session(self, backend: Backend, state: SessionState) -> Session | None:
         """The session an id stands for, with the Backend as configured now; None: unknown here."""
         if state.backend != backend.id:
@@ -170,7 +180,8 @@ class Gateway:
                 if held is not None and not held.closed.is_set():
                     links[target.name] = held
             else:
-                links[target.name] = StreamableLink(self.http, target, own.session_id, own.version)
+                at = target.on(own.replica) if own.replica is not None else target
+                links[target.name] = StreamableLink(self.http, at, own.session_id, own.version)
         if not links:
             return None
         return Session(backend, state, links, [t.name for t in backend.targets if t.name not in links])
@@ -464,3 +475,7 @@ def _to_client(target: str, sink: Sink) -> Sink:
         await sink(message)
     return send
 
+
+def _replicated(backend: Backend, name: str) -> bool:
+    """Whether the target has replicas to choose between (its sessions name theirs)."""
+    return any(len(t.replicas) > 1 for t in backend.targets if t.name == name)

@@ -12,7 +12,7 @@ relay's container).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 Protocol = Literal["StreamableHTTP", "SSE"]
@@ -32,11 +32,18 @@ class Target:
     port: int
     path: str  # the MCP endpoint (StreamableHTTP) or the SSE stream (SSE)
     protocol: Protocol = "StreamableHTTP"
+    # Every replica of a Service target ((address, port), `host`/`port` the first): each new
+    # session is opened on the next one, and stays on it (the server holds its session).
+    replicas: tuple[tuple[str, int], ...] = ()
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}{self.path}"
+
+    def on(self, replica: tuple[str, int]) -> Target:
+        """This target at one of its replicas."""
+        return replace(self, host=replica[0], port=replica[1], replicas=())
 
 
 @dataclass(frozen=True)
@@ -56,5 +63,6 @@ class MCPConfig:
     @classmethod
     def from_json(cls, text: str) -> MCPConfig:
         data: dict[str, Any] = json.loads(text) if text.strip() else {}
-        backends = (Backend(b["id"], tuple(Target(**t) for t in b["targets"])) for b in data.get("backends", ()))
+        backends = (Backend(b["id"], tuple(Target(**{**t, "replicas": tuple(map(tuple, t.get("replicas", ())))})
+                                           for t in b["targets"])) for b in data.get("backends", ()))
         return cls({b.id: b for b in backends})

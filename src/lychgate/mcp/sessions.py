@@ -36,6 +36,7 @@ IDLE_TIMEOUT = 1800.0  # seconds an SSE target's connection is kept for a sessio
 class TargetSession:
     session_id: str  # the target's Mcp-Session-Id ("": none, a stateless server or an SSE target)
     version: str  # the protocol version the target agreed to
+    replica: tuple[str, int] | None = None  # the replica of a Service target the session lives on
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ class SessionState:
 
     def encode(self) -> str:
         data = {"b": self.backend, "v": self.version, "n": self.nonce, "d": list(self.down),
-                "t": {name: [t.session_id, t.version] for name, t in self.targets.items()}}
+                "t": {name: [t.session_id, t.version, *([list(t.replica)] if t.replica else [])]
+                      for name, t in self.targets.items()}}
         raw = json.dumps(data, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
@@ -57,8 +59,8 @@ class SessionState:
         """The state an id stands for; None for anything the relay did not hand out."""
         try:
             data: Any = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-            targets = {str(name): TargetSession(str(sid), str(version))
-                       for name, (sid, version) in data["t"].items()}
+            targets = {str(name): TargetSession(str(t[0]), str(t[1]), (str(t[2][0]), int(t[2][1])) if t[2:] else None)
+                       for name, t in data["t"].items()}
             return cls(str(data["b"]), str(data["v"]), targets, tuple(str(d) for d in data["d"]), str(data["n"]))
         except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
             return None

@@ -6,8 +6,9 @@ Backend in a header the relay reads). The relay gets the MCPConfig built here: e
 Backend's targets resolved to addresses. Static targets are taken as written; a
 `selector` target is every port, of the Services it selects, whose appProtocol says MCP
 (kgateway's `kgateway.dev/mcp`, or `agentgateway.dev/mcp`), named `<service>-<port>`,
-at the path of the Service's annotation `kgateway.dev/mcp-path` (else /mcp), reached at
-its first ready endpoint. Built whole each pass (a few Backends): a Service that gains
+at the path of the Service's annotation `kgateway.dev/mcp-path` (else /mcp), with its
+ready endpoints as replicas (the relay opens each session on the next one and keeps it
+there: the server holds the session). Built whole each pass (a few Backends): a Service that gains
 the label or an endpoint shows up without touching routes.
 """
 
@@ -107,7 +108,8 @@ def _selected(store: Store, namespace: str, selector: McpSelector | None) -> lis
                 continue
             endpoints = service_endpoints(store, service, port)
             if endpoints:
-                out.append(relay.Target(f"{service.name}-{port.port}", endpoints[0].address, endpoints[0].port, path))
+                out.append(relay.Target(f"{service.name}-{port.port}", endpoints[0].address, endpoints[0].port, path,
+                                        replicas=tuple((e.address, e.port) for e in endpoints)))
     return out
 
 
