@@ -50,8 +50,12 @@ def _forwards_to_mcp(route: ir.Route) -> bool:
     return isinstance(route.action, ir.Forward) and route.action.mcp
 
 
+def _forwards_here(vh: ir.VirtualHost) -> bool:
+    return any(_forwards_to_mcp(r) for r in vh.routes)
+
+
 def _serves_mcp(listener: ir.HTTPListener) -> bool:
-    return any(vh.summary(lambda v: any(_forwards_to_mcp(r) for r in v.routes)) for vh in listener.virtual_hosts)
+    return any(vh.summary(_forwards_here) for vh in listener.virtual_hosts)  # once per host (a named function)
 
 
 def patch_cluster(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
