@@ -132,6 +132,7 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
             out.add(types.ROUTE, chain_routes.routes_name(http), route_configuration(http, cache, key))
         stand_in = chain_routes.other_routes_name(http)
         out.add(types.ROUTE, stand_in, chain_routes.stand_in(stand_in))
+        cache.forget((gateway.namespace, gateway.name, stand_in))
     for listener in envoy_listeners(gateway, scoped_tables, native_key):
         out.add(types.LISTENER, listener.name, listener)
     for cluster in gateway.clusters:
