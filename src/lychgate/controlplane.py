@@ -340,6 +340,7 @@ class ControlPlane:
                 self.intended.pop(ref, None)
                 self._retired.pop(ref, None)
                 self._served_from.pop(ref, None)
+                self.wire.clusters.pop(ref, None)
             if (extension := getattr(self.deployer, "ai", None)) is not None:  # local mode's AI extension
                 await extension.apply(self.translation.ai)
             if (sync_ai := getattr(self.deployer, "sync_ai", None)) is not None:  # Kubernetes: a Secret per Gateway

@@ -73,6 +73,9 @@ class WireCache:
         self._sequences: dict[Hashable, tuple[Sequence[Any], list[bytes], list[bytes]]] = {}
         # Route tables split into scopes, by (namespace, gateway, table) (scoped.py).
         self.tables: dict[Hashable, Any] = {}
+        # A Gateway's clusters (by "namespace/name"), and the Cluster and ClusterLoadAssignment
+        # resources built from them: the same objects pass after pass, reused as a whole.
+        self.clusters: dict[str, tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]] = {}
         # The routes of big virtual hosts, serialized, by (table, host name) (route.py _route_bytes).
         self.route_bytes: dict[tuple[Hashable, str], dict[int, tuple[Any, bytes]]] = {}
 
@@ -150,6 +153,7 @@ class WireCache:
             self._sequences = {}
             self.tables = {}
             self.route_bytes = {}
+            self.clusters = {}
             self._new_hosts = 0
         elif self._new_hosts > 1000:
             held = {id(item) for items, _, _ in self._sequences.values() for item in items}
