@@ -5,7 +5,7 @@ the fields its manifest set (`__pydantic_fields_set__`, 216 bytes for a handful 
 names): a third of an HTTPRoute's memory, for sets that are the same few sets
 across every object of a kind. Its strings, read from YAML, are copies of the
 same namespaces, kinds, match types and backend names. Here every model of an
-object gets the one set of its content and every string the interpreter's
+object gets the one set of its content and every short string the interpreter's
 interned copy (freed like any string once nothing holds it).
 
 Both are safe because the models are frozen: pydantic never changes a fields set
@@ -22,6 +22,12 @@ from pydantic import BaseModel
 # One set per distinct content: as many as there are shapes of manifests (a few hundred).
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 _MAX_FIELD_SETS = 4096  # beyond, sets are left as they are (a source of endless shapes)
+# Longer strings (certificates, scripts, bodies) are seldom repeated: not hashed to intern them.
+_MAX_INTERNED = 256
+
+
+def _interned(value: str) -> str:
+    return sys.intern(value) if len(value) <= _MAX_INTERNED else value
 
 
 def compact(obj: BaseModel) -> None:
@@ -41,7 +47,7 @@ def _model(model: BaseModel) -> None:
     values = model.__dict__
     for name, value in values.items():
         if type(value) is str:
-            values[name] = sys.intern(value)
+            values[name] = _interned(value)
         elif value is not None:
             _value(value)
     if model.__pydantic_extra__:
@@ -54,7 +60,7 @@ def _value(value: Any) -> None:
     elif type(value) is list:
         for i, item in enumerate(value):
             if type(item) is str:
-                value[i] = sys.intern(item)
+                value[i] = _interned(item)
             elif item is not None:
                 _value(item)
     elif type(value) is dict:
@@ -64,6 +70,6 @@ def _value(value: Any) -> None:
 def _dict(values: dict[Any, Any]) -> None:
     for name, value in values.items():
         if type(value) is str:
-            values[name] = sys.intern(value)
+            values[name] = _interned(value)
         elif value is not None:
             _value(value)
