@@ -128,23 +128,6 @@ def gateway_yaml(name: str = "gw", port: int = 8080, namespace: str = "default",
         """).rstrip() + extra_listeners + infra + "\n"
 
 
-class NoProxies:
-    """A deployer that starts no proxy, for a ControlPlane driven in process:
-    addresses come from spec.addresses, everything else is a no-op."""
-
-    def address_for(self, gateway: Any) -> str | None:
-        return next((a.value for a in gateway.spec.addresses if a.value), "127.0.50.1")
-
-    async def sync(self, intents: Any) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    def proxy_state(self, ref: str) -> str | None:
-        return None
-
-
 class Lychgate:
     """One `lychgate run` process over a manifest directory of its own."""
 

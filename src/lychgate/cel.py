@@ -13,10 +13,13 @@ from __future__ import annotations
 import ast
 import functools
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
-import lark
 from cel.expr import syntax_pb2
-from celpy.celparser import CELParseError, CELParser
+
+if TYPE_CHECKING:
+    import lark
+    from celpy.celparser import CELParser
 
 _BINARY = {
     "relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_", "relation_ge": "_>=_",
@@ -34,8 +37,11 @@ class CelError(ValueError):
 @functools.lru_cache(maxsize=4096)
 def parse(text: str) -> bytes:
     """The serialized cel.expr.ParsedExpr of `text`; raises CelError."""
+    parser = _PARSER()
+    from celpy.celparser import CELParseError  # loaded by _PARSER()
+
     try:
-        tree = _PARSER().parse(text)
+        tree = parser.parse(text)
     except CELParseError as err:
         lines = str(err).strip().splitlines()
         raise CelError(lines[0] if lines else "syntax error") from None
@@ -46,6 +52,10 @@ def parse(text: str) -> bytes:
 
 @functools.lru_cache(maxsize=1)
 def _PARSER() -> CELParser:
+    # cel-python and Lark (6 MiB of the controller's memory) load with the first CEL
+    # expression: most configurations have none.
+    from celpy.celparser import CELParser
+
     return CELParser()
 
 
@@ -83,10 +93,11 @@ class _Builder:
                 return self.expr(kids[0])
             op, operand = kids
             return self.call("!_" if op.data == "unary_not" else "-_", self.expr(operand))
-        if rule in ("member", "primary", "literal") and len(kids) == 1 and isinstance(kids[0], lark.Tree):
+        # A child is a lark.Tree or a lark.Token, and a Token is a str (lark is not imported here).
+        if rule in ("member", "primary", "literal") and len(kids) == 1 and not isinstance(kids[0], str):
             return self.expr(kids[0])
-        if rule == "literal" and isinstance(kids[0], lark.Token):
-            return self.node(const_expr=_constant(kids[0]))
+        if rule == "literal" and isinstance(kids[0], str):
+            return self.node(const_expr=_constant(cast("lark.Token", kids[0])))
         if rule == "ident":
             return self.node(ident_expr=syntax_pb2.Expr.Ident(name=str(kids[0])))
         if rule == "dot_ident":

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 from pydantic import ValidationError
 
@@ -167,6 +166,8 @@ def controller(
 
 
 def _fetch(admin: str, path: str, **params: str) -> dict[str, Any]:
+    import httpx  # not at the top: with its CLI's rich and click, 7 MiB `lychgate run` would hold
+
     url = f"http://{admin}{path}"
     try:
         resp = httpx.get(url, params=params, timeout=10)
@@ -229,6 +230,8 @@ def logs(
 
 
 def _access_logs(admin: str, gateway: str, namespace: str, follow: bool) -> None:
+    import httpx  # see _fetch
+
     from lychgate import access_log_files
 
     proxy = {p["gateway"]: p for p in _fetch(admin, "/api/v1/proxies")["items"]}.get(f"{namespace}/{gateway}")
@@ -351,6 +354,8 @@ def _proxy_admin(gateway: str, namespace: str, admin: str, kube: bool) -> Iterat
 
 
 def _envoy_admin(base: str, method: str, path: str, **params: str) -> str:
+    import httpx  # see _fetch
+
     try:
         resp = httpx.request(method, base + path, params=params, timeout=10)
     except httpx.HTTPError as err:

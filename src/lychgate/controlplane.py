@@ -357,6 +357,7 @@ class ControlPlane:
                 self.intended.pop(ref, None)
                 self._retired.pop(ref, None)
                 self._served_from.pop(ref, None)
+                self.wire.clusters.pop(ref, None)
             await self.deployer.sync({ref: p for ref, p in self.translation.proxies.items() if not p.self_managed})
             changed = self.status.update(self.translation.status)
             for key in changed:

@@ -47,6 +47,10 @@ class HeaderOps:
         return bool(self.set or self.add or self.remove)
 
 
+# No header changes: one object for the thousands of rules and backends without any.
+NO_HEADERS = HeaderOps()
+
+
 @dataclass(frozen=True)
 class WeightedCluster:
     """One backend of a rule. cluster=None means the backend is invalid: its

@@ -56,7 +56,7 @@ from tests.bench.common import (
     service_yaml,
     summary,
 )
-from tests.harness import NoProxies
+from tests.no_proxies import NoProxies
 
 FULL_CASES = ["routes:100", "routes:1000", "routes:5000", "routes:10000", "gateways:100x100", "policies:10000"]
 POLICY_CHANGES = ("new path route", "new policy", "policy edit")

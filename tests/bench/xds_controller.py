@@ -22,7 +22,7 @@ from lychgate.settings import Settings
 from lychgate.sources.files import FileSource
 from lychgate.xds.cache import SnapshotCache
 from lychgate.xds.server import AdsServer, start_server
-from tests.harness import NoProxies
+from tests.no_proxies import NoProxies
 
 
 async def main(directory: Path, port: int) -> None:

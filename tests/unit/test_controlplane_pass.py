@@ -22,7 +22,7 @@ from lychgate.controlplane import ControlPlane, builtin_class
 from lychgate.settings import Settings
 from lychgate.xds import types
 from lychgate.xds.translator import build
-from tests.harness import NoProxies
+from tests.no_proxies import NoProxies
 
 
 def gateway(name: str) -> Any:

@@ -226,3 +226,16 @@ def test_random_policy_walks_keep_incremental_equal_to_fresh(walk: list[str]) ->
     for i, name in enumerate(walk):
         STEPS[name](world)
         world.check(f"step {i}: {name}")
+
+
+def test_a_renamed_route_table_leaves_nothing_behind_in_the_wire_cache() -> None:
+    """The first policy renames the listener's table (its chain gains the policy filters):
+    what was serialized for the old table is dropped at once, not kept until a sweep."""
+    world = World()
+    world.check("the start")
+    bare = {key for key in world.wire._sequences if isinstance(key, tuple)}
+    entries = len(world.wire._entries)
+    STEPS["a Gateway-wide policy"](world)
+    world.check("a Gateway-wide policy")
+    assert bare and not bare & world.wire._sequences.keys()
+    assert len(world.wire._entries) <= entries

@@ -15,7 +15,7 @@ from lychgate.store import Store
 from lychgate.translate.aggregate import Aggregate
 from lychgate.translate.gateway import translate
 from lychgate.translate.quarantine import Quarantine, rule_of
-from tests.harness import NoProxies
+from tests.no_proxies import NoProxies
 
 GATEWAY = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
            "metadata": {"name": "gw", "namespace": "default"},

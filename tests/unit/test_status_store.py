@@ -86,3 +86,26 @@ def test_changes_are_found_whatever_the_order(passes: list[list[tuple[int, int, 
         assert store.update(computed) == expected
         assert {k: store.get(k)["v"] for k in computed} == {k: s["v"] for k, s in computed.items()}  # type: ignore[index]
         before = computed
+
+
+def _route_status(accepted: bool) -> dict[str, object]:
+    reason, message = ("Accepted", "attached to http") if accepted else ("NotAllowedByListeners", "no listener")
+    return {"parents": [{"parentRef": {"name": "edge"}, "controllerName": "gateway.lychgate.dev/lychgate",
+                         "conditions": [condition("Accepted", accepted, reason, message, 1)]}]}
+
+
+def test_equal_conditions_are_stored_once_and_the_computed_status_is_left_alone() -> None:
+    store = StatusStore()
+    routes = [ObjectKey("HTTPRoute", "default", f"r{i}") for i in range(3)]
+    computed = {key: _route_status(True) for key in routes}
+    store.update(computed)
+    stored = [store.get(key) for key in routes]
+    conditions = [s["parents"][0]["conditions"][0] for s in stored if s is not None]
+    assert len(conditions) == 3 and all(c is conditions[0] for c in conditions)
+    assert "lastTransitionTime" in conditions[0]
+    assert all("lastTransitionTime" not in c for s in computed.values()
+               for p in s["parents"] for c in p["conditions"])  # type: ignore[attr-defined]
+    # A condition that changes on one route changes there alone.
+    store.update(computed | {routes[0]: _route_status(False)})
+    now = [store.get(key) for key in routes]
+    assert [s["parents"][0]["conditions"][0]["status"] for s in now if s is not None] == ["False", "True", "True"]

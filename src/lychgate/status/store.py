@@ -32,14 +32,32 @@ def _condition_lists(status: dict[str, Any]) -> Iterable[tuple[str, list[dict[st
                 yield f"{group}/{item.get(ident)}", item["conditions"]
 
 
-def _copy(value: Any) -> Any:
-    """A copy of a status (JSON-shaped: dicts, lists, scalars), several times as fast as
-    copy.deepcopy, which a first pass at 10,000 routes spent 0.6 s in."""
-    if type(value) is dict:
-        return {k: _copy(v) for k, v in value.items()}
-    if type(value) is list:
-        return [_copy(v) for v in value]
-    return value
+def _stamped(status: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a computed status whose conditions can be given their lastTransitionTime:
+    the dicts and lists on the way to each condition are new, every other part (a
+    parentRef, supportedKinds, addresses...) is the computed status's own, which is never
+    mutated. A whole copy held 9 MiB at 5,000 routes."""
+    out = dict(status)
+    if isinstance(out.get("conditions"), list):
+        out["conditions"] = list(out["conditions"])
+    for group in ("listeners", "parents", "ancestors"):
+        if out.get(group):
+            out[group] = [{**item, "conditions": list(item["conditions"])}
+                          if isinstance(item.get("conditions"), list) else item for item in out[group]]
+    return out
+
+
+def _condition(computed: dict[str, Any], since: str, prev: dict[str, Any] | None,
+               shared: dict[tuple[Any, ...], dict[str, Any]]) -> dict[str, Any]:
+    """The stored condition: the previous one when nothing in it changed, else one
+    shared with every equal condition of this update. Conditions are never mutated."""
+    condition = {**computed, "lastTransitionTime": since}
+    if prev == condition:
+        return prev
+    try:
+        return shared.setdefault(tuple(condition.items()), condition)
+    except TypeError:  # a value that is not a scalar: not shared
+        return condition
 
 
 class StatusStore:
@@ -63,6 +81,9 @@ class StatusStore:
         which is then skipped without comparing its contents."""
         changed: set[ObjectKey] = set()
         stamp = _now()
+        # Conditions stamped in this update, by content: thousands of routes share the same
+        # few (attached, references resolved), and hold one dict each instead of theirs.
+        shared: dict[tuple[Any, ...], dict[str, Any]] = {}
         plain_of = self._plain.get
         # The keys whose status is not the very object of the last pass. Translation keeps
         # its statuses in much the same order pass after pass: where the keys are the last
@@ -96,12 +117,12 @@ class StatusStore:
                 continue
             old = self._status.get(key, {})
             old_conds = {(path, c["type"]): c for path, conds in _condition_lists(old) for c in conds}
-            new = _copy(status)
+            new = _stamped(status)
             for path, conds in _condition_lists(new):
-                for c in conds:
+                for i, c in enumerate(conds):
                     prev = old_conds.get((path, c["type"]))
                     same = prev is not None and prev["status"] == c["status"]
-                    c["lastTransitionTime"] = prev["lastTransitionTime"] if same and prev else stamp
+                    conds[i] = _condition(c, prev["lastTransitionTime"] if same and prev else stamp, prev, shared)
             self._plain[key] = status
             self._status[key] = new
             changed.add(key)

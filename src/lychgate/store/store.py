@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from lychgate.api.base import ObjectKey, Resource
 from lychgate.api.core import EndpointSlice
+from lychgate.store.compact import compact
 
 R = TypeVar("R", bound=Resource)
 # ("key", ObjectKey) | ("slices", (namespace, service)) | ("list", (kind, namespace or None))
@@ -74,6 +75,7 @@ class Store:
             return False
         if isinstance(old, EndpointSlice):
             self._unindex_slice(old)
+        compact(obj)
         self._by_kind[key.kind][key] = obj
         self._by_namespace[(key.kind, key.namespace)][key] = obj
         if isinstance(obj, EndpointSlice) and obj.service_name:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -357,9 +358,10 @@ def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], Gat
 def route_table(listener: ListenerState) -> str:
     """The RouteConfiguration a listener's routes go into: one per plain HTTP port
     (hostnames keep listeners apart), one per HTTPS listener (its own TLS chain)."""
+    # Interned: every route's attachments hold the name.
     if listener.spec.protocol == "HTTPS":
-        return f"https-{listener.spec.port}-{listener.id}"
-    return f"http-{listener.spec.port}"
+        return sys.intern(f"https-{listener.spec.port}-{listener.id}")
+    return sys.intern(f"http-{listener.spec.port}")
 
 
 def _attachment(

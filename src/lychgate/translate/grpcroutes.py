@@ -80,7 +80,7 @@ def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRul
 def _filters(store: Store, route: GRPCRoute, filters: list[GRPCRouteFilter], where: str, backends: int = 0
              ) -> tuple[ir.HeaderOps, ir.HeaderOps]:
     """A rule's filters (`backends` 0) or a backendRef's (`backends`: how many the rule has)."""
-    request = response = ir.HeaderOps()
+    request = response = ir.NO_HEADERS
     for i, f in enumerate(filters):
         ref = f.extension_ref
         if f.type == "ExtensionRef" and ref is not None and is_policy_ref(ref.group, ref.kind):

@@ -198,8 +198,8 @@ def _source(route: HTTPRoute, rule: int, match: int, spec: HTTPRouteRule) -> ir.
 def _compile_rule(
     store: Store, route: HTTPRoute, rule_index: int, rule: HTTPRouteRule, out: CompiledRoute
 ) -> None:
-    request_headers = ir.HeaderOps()
-    response_headers = ir.HeaderOps()
+    request_headers = ir.NO_HEADERS
+    response_headers = ir.NO_HEADERS
     redirect: ir.Redirect | None = None
     direct: ir.DirectResponse | None = None
     rewrite_host = rewrite_full = rewrite_prefix = None
@@ -305,10 +305,10 @@ def _forward(
         websocket |= res.cluster is not None and res.cluster.protocol == "ws"
         req = next((header_ops(f.request_header_modifier, f"backendRefs[{b}].filters[{i}].requestHeaderModifier")
                     for i, f in enumerate(ref.filters)
-                    if f.type == "RequestHeaderModifier" and f.request_header_modifier), ir.HeaderOps())
+                    if f.type == "RequestHeaderModifier" and f.request_header_modifier), ir.NO_HEADERS)
         resp = next((header_ops(f.response_header_modifier, f"backendRefs[{b}].filters[{i}].responseHeaderModifier")
                      for i, f in enumerate(ref.filters)
-                     if f.type == "ResponseHeaderModifier" and f.response_header_modifier), ir.HeaderOps())
+                     if f.type == "ResponseHeaderModifier" and f.response_header_modifier), ir.NO_HEADERS)
         # res.picker: an InferencePool's endpoint picker (translate/inference.py)
         backends.append(ir.WeightedCluster(res.cluster.name if res.cluster else None, ref.weight, req, resp,
                                            res.picker))
@@ -372,7 +372,7 @@ def _check_filter(f: HTTPRouteFilter) -> None:
 def header_ops(mod: HeaderModifier | None, where: str) -> ir.HeaderOps:
     """A header modifier's operations, refused as Envoy would refuse them."""
     if mod is None:
-        return ir.HeaderOps()
+        return ir.NO_HEADERS
     for op, headers in (("set", mod.set), ("add", mod.add)):
         for i, h in enumerate(headers):
             _limit(envoy_limits.modifiable_header, h.name, f"{where}.{op}[{i}].name")

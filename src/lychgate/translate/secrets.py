@@ -17,9 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-
 from lychgate import ir
 from lychgate.api.core import ConfigMap, Secret
 from lychgate.api.gateway import GROUP, SecretObjectReference
@@ -94,6 +91,10 @@ def _certificate(secret: Secret) -> tuple[ir.Certificate | None, str]:
 @functools.lru_cache(maxsize=1024)
 def _pem_problem(chain: bytes, key: bytes | None = None) -> str:
     """What is wrong with a PEM certificate chain (and key), or ""."""
+    # cryptography (8 MiB of the controller's memory) loads with the first certificate.
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
     try:
         x509.load_pem_x509_certificates(chain)
     except ValueError:

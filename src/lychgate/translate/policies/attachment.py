@@ -74,7 +74,6 @@ from lychgate.translate.rule_filters import REPLACED_ROUTE_BODY
 
 # kgateway's words first (its suites look for them), then where to look.
 INVALID_POLICY_BODY = (f"{REPLACED_ROUTE_BODY}A policy of this route is invalid; see the TrafficPolicy status.\n")
-_NO_HEADERS = ir.HeaderOps()
 ROUTE_KINDS: dict[str, type[HTTPRoute] | type[GRPCRoute]] = {"HTTPRoute": HTTPRoute, "GRPCRoute": GRPCRoute}
 # What targetRefs may name, by group: the experimental XListenerSet is a ListenerSet here.
 TARGET_KINDS = {(GATEWAY_GROUP, "Gateway"): "Gateway", (GATEWAY_GROUP, "HTTPRoute"): "HTTPRoute",
@@ -608,7 +607,7 @@ class PolicyIndex:
                 # Values valid alone that cannot be served together (a merge): fail closed.
                 keys = ", ".join(a.state.key for a in contributors)
                 return Resolved(None, f"{f.name} of TrafficPolicies {keys} cannot be combined: {err}", {})
-        if all(v is None or v == () or v == _NO_HEADERS for v in settings.values()):
+        if all(v is None or v == () or v == ir.NO_HEADERS for v in settings.values()):
             return Resolved(None, None, ctx.clusters)
         return Resolved(ir.RoutePolicy(**settings), None, ctx.clusters)
 

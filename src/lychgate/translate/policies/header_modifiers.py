@@ -54,7 +54,7 @@ def _from_secret(store: Store, header: dict[str, Any], path: str) -> list[tuple[
 
 def _ops(store: Store, value: dict[str, Any] | None, path: str) -> ir.HeaderOps:
     if not value:
-        return ir.HeaderOps()
+        return ir.NO_HEADERS
     lists: dict[str, list[tuple[str, str]]] = {"set": [], "add": []}
     for op in ("set", "add"):
         for i, h in enumerate(value.get(op) or []):

@@ -16,9 +16,6 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-
 from lychgate import ir
 from lychgate.api.auth import RemoteJWKS
 from lychgate.api.core import ConfigMap
@@ -202,6 +199,10 @@ _CURVES = {"secp256r1": ("P-256", 32), "secp384r1": ("P-384", 48), "secp521r1": 
 
 def _pem_jwk(text: str, path: str) -> dict[str, str]:
     """A PEM public key (RSA or EC, as kgateway takes them) as a JWK."""
+    # cryptography (8 MiB of the controller's memory) loads with the first such key.
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     try:
         key = serialization.load_pem_public_key(text.strip().encode())
     except ValueError:

@@ -24,15 +24,16 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.log import component_logger
 from lychgate.store import Store
 from lychgate.translate.policies.common import Unresolved
+
+if TYPE_CHECKING:
+    import httpx
 
 log = component_logger("translate")
 
@@ -129,6 +130,8 @@ def _check_names(tls: ir.UpstreamTLS, resp: httpx.Response) -> None:
 
 
 async def _get(issuer: str, tls: ir.UpstreamTLS | None) -> httpx.Response:
+    import httpx  # with its CLI's rich and click, 7 MiB a controller without OIDC does without
+
     url = discovery_url(issuer)
     if tls is None or not url.startswith("https:"):
         async with httpx.AsyncClient(timeout=FETCH_TIMEOUT_S, follow_redirects=True) as client:
@@ -142,6 +145,8 @@ async def _get(issuer: str, tls: ir.UpstreamTLS | None) -> httpx.Response:
 
 
 async def _fetch(entry: _Entry, store: Store, issuer: str, tls: ir.UpstreamTLS | None) -> None:
+    import httpx  # see _get
+
     try:
         resp = await _get(issuer, tls)
         resp.raise_for_status()

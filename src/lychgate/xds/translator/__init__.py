@@ -9,6 +9,7 @@ from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 
 from lychgate import ir
+from lychgate.identity import unchanged_ends
 from lychgate.xds import types
 
 # Policy features register themselves on import (their `order` is the HTTP filter order).
@@ -113,6 +114,35 @@ def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tu
     return table.bits
 
 
+def _cluster_resources(gateway: ir.GatewayIR, cache: WireCache) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Gateway's Clusters and ClusterLoadAssignments by name. The clusters at both
+    ends that are the very objects of its last build keep the resources built then
+    (found at C speed), only those between are looked up: at 3,000 clusters, looking
+    each one up again took 12 ms of every change to one route."""
+    ref = f"{gateway.namespace}/{gateway.name}"
+    kept = cache.clusters.get(ref)
+    if kept is None:
+        old: tuple[ir.Cluster, ...] = ()
+        clusters: dict[str, Any] = {}
+        endpoints: dict[str, Any] = {}
+        head = tail = 0
+    else:
+        old, clusters, endpoints = kept
+        head, tail = unchanged_ends(gateway.clusters, old)
+        for cluster in old[head:len(old) - tail]:
+            clusters.pop(cluster.name, None)
+            endpoints.pop(cluster.name, None)
+    cache.keep(2 * (head + tail))
+    for cluster in gateway.clusters[head:len(gateway.clusters) - tail]:
+        clusters[cluster.name] = _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster)
+        if cluster.discovery == "eds":
+            endpoints[cluster.name] = _cached(cache, cluster, "endpoints", endpoint_pb2.ClusterLoadAssignment,
+                                              load_assignment)
+    # Its own dicts, changed in place next time: the snapshot gets copies.
+    cache.clusters[ref] = (tuple(gateway.clusters), clusters, endpoints)
+    return clusters, endpoints
+
+
 def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
           scope_threshold: int = 0, native_key: bool = False) -> Resources:
     """Envoy resources for a Gateway. A `cache` kept across calls serializes each
@@ -133,14 +163,12 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
             out.add(types.ROUTE, chain_routes.routes_name(http), route_configuration(http, cache, key))
         stand_in = chain_routes.other_routes_name(http)
         out.add(types.ROUTE, stand_in, chain_routes.stand_in(stand_in))
+        cache.forget((gateway.namespace, gateway.name, stand_in))
     for listener in envoy_listeners(gateway, scoped_tables, native_key):
         out.add(types.LISTENER, listener.name, listener)
-    for cluster in gateway.clusters:
-        out.add(types.CLUSTER, cluster.name,
-                _cached(cache, cluster, "cluster", cluster_pb2.Cluster, envoy_cluster))
-        if cluster.discovery == "eds":
-            out.add(types.ENDPOINT, cluster.name,
-                    _cached(cache, cluster, "endpoints", endpoint_pb2.ClusterLoadAssignment, load_assignment))
+    clusters, endpoints = _cluster_resources(gateway, cache)
+    out.by_type[types.CLUSTER].update(clusters)
+    out.by_type[types.ENDPOINT].update(endpoints)
     if gateway.ai_extension_port:  # AI Backends call the AI extension beside the proxy
         out.add(types.CLUSTER, ai_gateway.EXTENSION_CLUSTER, ai_gateway.extension_cluster(gateway.ai_extension_port))
     for feature in FEATURES:

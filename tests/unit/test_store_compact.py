@@ -1,0 +1,52 @@
+"""The store holds what objects repeat once (store/compact.py), and no object sees another change."""
+
+from __future__ import annotations
+
+import yaml
+
+from lychgate.api.gateway import HTTPRoute
+from lychgate.api.registry import parse
+from lychgate.store import Store
+
+
+def _route(name: str, backend: str) -> HTTPRoute:
+    obj = parse(yaml.safe_load(f"""\
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}, namespace: team-a, labels: {{app: shop}}}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [{name}.example.com]
+  rules:
+    - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
+      backendRefs: [{{name: {backend}, port: 80}}]
+"""))
+    assert isinstance(obj, HTTPRoute)
+    return obj
+
+
+def test_stored_objects_share_fields_sets_and_strings() -> None:
+    store = Store()
+    a, b = _route("a", "svc"), _route("b", "svc")
+    store.upsert(a)
+    store.upsert(b)
+    ref_a, ref_b = a.spec.parent_refs[0], b.spec.parent_refs[0]
+    assert ref_a.__pydantic_fields_set__ is ref_b.__pydantic_fields_set__
+    assert ref_a.model_fields_set == {"name"}
+    assert ref_a.name is ref_b.name
+    assert a.spec.rules[0].backend_refs[0].name is b.spec.rules[0].backend_refs[0].name
+    assert a.metadata.namespace is b.metadata.namespace
+    assert a.metadata.labels["app"] is b.metadata.labels["app"]
+    # Equal to a fresh parse: nothing but where the parts live changed.
+    assert store.get_key(a.key) == _route("a", "svc")
+
+
+def test_a_copy_with_changes_leaves_the_shared_set_alone() -> None:
+    store = Store()
+    a, b = _route("a", "svc"), _route("b", "svc")
+    store.upsert(a)
+    store.upsert(b)
+    changed = a.spec.parent_refs[0].model_copy(update={"section_name": "http"})
+    assert changed.model_fields_set == {"name", "section_name"}
+    assert b.spec.parent_refs[0].model_fields_set == {"name"}
+    assert a.spec.parent_refs[0].model_dump(exclude_unset=True) == {"name": "edge"}
