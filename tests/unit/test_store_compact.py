@@ -1,4 +1,5 @@
-"""The store holds what objects repeat once (store/compact.py), and no object sees another change."""
+"""The store holds what objects repeat once (store/compact.py), and no object sees another change;
+its change log holds what its reader has not seen, no more."""
 
 from __future__ import annotations
 
@@ -50,3 +51,18 @@ def test_a_copy_with_changes_leaves_the_shared_set_alone() -> None:
     assert changed.model_fields_set == {"name", "section_name"}
     assert b.spec.parent_refs[0].model_fields_set == {"name"}
     assert a.spec.parent_refs[0].model_dump(exclude_unset=True) == {"name": "edge"}
+
+
+def test_the_change_log_keeps_only_what_came_after_the_reader() -> None:
+    store = Store()
+    store.upsert(_route("a", "svc"))
+    store.upsert(_route("b", "svc"))
+    seen = store.revision
+    store.forget_changes_until(seen)
+    assert store.changes_since(seen) == set()
+    store.upsert(_route("c", "svc"))
+    changes = store.changes_since(seen)
+    assert changes is not None and ("key", _route("c", "svc").key) in changes
+    assert ("key", _route("a", "svc").key) not in changes
+    assert store.changes_since(seen - 1) is None  # forgotten: "unknown", and the reader starts over
+    assert len(store._log) <= 3

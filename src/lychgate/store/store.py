@@ -124,6 +124,15 @@ class Store:
             self._log_floor = self._log[0][0]
         self._log.append((self._revision, token))
 
+    def forget_changes_until(self, revision: int) -> None:
+        """The reader is up to date with `revision` (translation, after a pass): what
+        changed until then is dropped from the log, which otherwise holds the last
+        LOG_SIZE changes (15 MiB once full, after half an hour of churn). Asking about
+        an older revision then answers "unknown", as past the log's end."""
+        while self._log and self._log[0][0] <= revision:
+            self._log.popleft()
+        self._log_floor = max(self._log_floor, revision)
+
     def changes_since(self, revision: int) -> set[Read] | None:
         """Read tokens touched after `revision` (each changed key, and the Services
         whose EndpointSlices changed); None when that is older than the log keeps."""

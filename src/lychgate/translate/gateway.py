@@ -189,6 +189,8 @@ def translate(
     with inference.serving(inference_enabled):
         out = _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled,
                          quarantine or Quarantine(), global_policy_namespace)
+    if state is not None and state.revision is not None:
+        store.forget_changes_until(state.revision)  # the state kept asks only what changed after it
     if store.count("Backend"):  # AI Backends are Backends: nothing to do without any
         ai_config.finish(out.gateways, ai_extension_port)
         out.ai = ai_config.build(store, out.gateways)
