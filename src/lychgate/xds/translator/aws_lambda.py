@@ -13,6 +13,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.host_flags import any_host
 from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route
 
 FILTER = "envoy.filters.http.aws_lambda"
@@ -36,7 +37,7 @@ def _invokes_here(vh: ir.VirtualHost) -> bool:
 
 
 def _invokes(listener: ir.HTTPListener) -> bool:
-    return any(vh.summary(_invokes_here) for vh in listener.virtual_hosts)
+    return any_host(listener, _invokes_here)
 
 
 class AwsLambda(Feature):

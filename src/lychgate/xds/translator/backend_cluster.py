@@ -24,6 +24,7 @@ from lychgate import ir
 from lychgate.xds.translator import ai_gateway, mcp_gateway, tunnel
 from lychgate.xds.translator.cluster_policy import DNS_CLUSTER, HTTP_OPTIONS, SYSTEM_CA_BUNDLE
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.host_flags import any_host
 from lychgate.xds.translator.policy_filters import pack
 
 FILTER = "envoy.filters.http.dynamic_forward_proxy"
@@ -97,7 +98,7 @@ def _forwards_by_proxy(vh: ir.VirtualHost) -> bool:
 
 
 def _uses_forward_proxy(listener: ir.HTTPListener) -> bool:
-    return any(vh.summary(_forwards_by_proxy) for vh in listener.virtual_hosts)
+    return any_host(listener, _forwards_by_proxy)
 
 
 class ForwardProxy(Feature):

@@ -13,6 +13,7 @@ from google.protobuf import wrappers_pb2
 from lychgate import ir
 from lychgate.envoy_limits import wildcard_origin_regex
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.host_flags import any_host
 from lychgate.xds.translator.policy_filters import pack
 
 FILTER = "envoy.filters.http.cors"
@@ -54,7 +55,7 @@ class Cors(Feature):
         # Origin, and a listener without CORS should not pay for it. The first
         # CORS route changes the listener (Envoy drains the old chain; connections
         # on it answer without CORS headers, which browsers treat as a refusal).
-        if any(vh.summary(_has_cors) for vh in listener.virtual_hosts):
+        if any_host(listener, _has_cors):
             hcm.http_filters.append(hcm_pb.HttpFilter(name=FILTER, typed_config=pack(cors_pb2.Cors())))
 
     def patch_route(self, route: ir.Route, out: route_pb.Route) -> None:

@@ -38,6 +38,7 @@ from lychgate.mcp.config import BACKEND_HEADER
 from lychgate.xds.translator.cluster_policy import HTTP_OPTIONS
 from lychgate.xds.translator.edge import BODY_BUFFER_BYTES
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.host_flags import any_host
 from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route, pack
 
 FILTER = "envoy.filters.http.mcp"
@@ -55,7 +56,7 @@ def _forwards_here(vh: ir.VirtualHost) -> bool:
 
 
 def _serves_mcp(listener: ir.HTTPListener) -> bool:
-    return any(vh.summary(_forwards_here) for vh in listener.virtual_hosts)  # once per host (a named function)
+    return any_host(listener, _forwards_here)
 
 
 def patch_cluster(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:

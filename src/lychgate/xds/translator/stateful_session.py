@@ -20,6 +20,7 @@ from google.protobuf import duration_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import Feature, register
+from lychgate.xds.translator.host_flags import any_host
 from lychgate.xds.translator.policy_filters import pack
 
 FILTER = "envoy.filters.http.stateful_session"
@@ -55,7 +56,7 @@ class StatefulSession(Feature):
     order = 90  # late: it only steers the router's choice of upstream host
 
     def patch_hcm(self, listener: ir.HTTPListener, hcm: hcm_pb.HttpConnectionManager) -> None:
-        if any(vh.summary(_keeps_sessions_here) for vh in listener.virtual_hosts):
+        if any_host(listener, _keeps_sessions_here):
             # No session state: routes without sessionPersistence are untouched.
             hcm.http_filters.append(hcm_pb.HttpFilter(name=FILTER, typed_config=pack(ss_pb.StatefulSession())))
 
