@@ -278,14 +278,19 @@ def echo(
     run_echo(host, port, pod=pod)
 
 
+# Options of the processes beside Envoy (`ai-extension`, `mcp-relay`).
+MetricsAddressOpt = Annotated[str | None, typer.Option(
+    help="Address the metrics bind (in a Pod: 0.0.0.0, for scrapers); default: the host of --listen.")]
+HelperLogLevelOpt = Annotated[str, typer.Option(help="debug, info, warning or error.")]
+
+
 @app.command("ai-extension")
 def ai_extension(
     config: Annotated[Path, typer.Option(help="The AI config file the control plane writes (watched).")],
     listen: Annotated[str, typer.Option(help="Address:port of the ext_proc server Envoy calls.")] = "127.0.0.1:9097",
     metrics_port: Annotated[int, typer.Option(help="Port of the Prometheus metrics (token counts); 0: none.")] = 0,
-    metrics_address: Annotated[str | None, typer.Option(
-        help="Address the metrics bind (in a Pod: 0.0.0.0, for scrapers); default: the host of --listen.")] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    metrics_address: MetricsAddressOpt = None,
+    log_level: HelperLogLevelOpt = "info",
 ) -> None:
     """Run the AI extension: the ext_proc server beside Envoy that speaks to LLM providers
     (`lychgate run` starts it by itself; in Kubernetes it is a container of the proxy's pod)."""
@@ -306,9 +311,8 @@ def mcp_relay(
     config: Annotated[Path, typer.Option(help="The MCP config file the control plane writes (watched).")],
     listen: Annotated[str, typer.Option(help="Address:port Envoy's MCP routes reach.")] = "127.0.0.1:9978",
     metrics_port: Annotated[int, typer.Option(help="Port of the Prometheus metrics (tool calls); 0: none.")] = 0,
-    metrics_address: Annotated[str | None, typer.Option(
-        help="Address the metrics bind (in a Pod: 0.0.0.0, for scrapers); default: the host of --listen.")] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    metrics_address: MetricsAddressOpt = None,
+    log_level: HelperLogLevelOpt = "info",
 ) -> None:
     """Run the MCP relay: the upstream of MCP routes that serves each MCP Backend's targets as
     one MCP server (`lychgate run` starts it by itself; in Kubernetes it is a container of the

@@ -24,6 +24,7 @@ from typing import Any
 
 from lychgate.ai.config import AIConfig
 from lychgate.api.lychgate import AiExtension, GatewayParameters
+from lychgate.deploy import helper_container
 from lychgate.translate.ai_config import DEFAULT_EXTENSION_PORT
 
 CONTAINER = "ai-extension"
@@ -72,22 +73,9 @@ def container(ext: AiExtension | None, image: str, pull_policy: str | None,
     ports = [dict(p) for p in ext.ports]
     if not any(p.get("name") == METRICS_PORT_NAME for p in ports):
         ports.append({"name": METRICS_PORT_NAME, "containerPort": metrics, "protocol": "TCP"})
-    out: dict[str, Any] = {
-        "name": CONTAINER,
-        "image": image,
-        "command": ["lychgate", "ai-extension"],
-        "args": ["--config", str(CONFIG_DIR / CONFIG_FILE), "--listen", f"127.0.0.1:{DEFAULT_EXTENSION_PORT}",
-                 "--metrics-port", str(metrics), "--metrics-address", "0.0.0.0"],
-        "ports": ports,
-        # Serving once its metrics port answers (the ext_proc server starts right after):
-        # a new Pod takes no AI requests it would fail.
-        "readinessProbe": {"tcpSocket": {"port": metrics}, "periodSeconds": 5, "failureThreshold": 2},
-        "volumeMounts": [{"name": VOLUME, "mountPath": str(CONFIG_DIR), "readOnly": True}],
-    }
-    if pull_policy:
-        out["imagePullPolicy"] = pull_policy
-    if security_context:
-        out["securityContext"] = security_context
+    out = helper_container.container(CONTAINER, "ai-extension", image, pull_policy, security_context,
+                                     config=CONFIG_DIR / CONFIG_FILE, listen_port=DEFAULT_EXTENSION_PORT,
+                                     metrics_port=metrics, ports=ports, volume=VOLUME)
     if ext.resources and (ext.resources.limits or ext.resources.requests or ext.resources.claims):
         out["resources"] = ext.resources.model_dump(by_alias=True, exclude_defaults=True)
     if ext.env:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
+from lychgate.deploy import helper_container
 from lychgate.mcp.config import DEFAULT_RELAY_PORT, MCPConfig
 
 CONTAINER = "mcp-relay"
@@ -38,20 +39,7 @@ def port_conflict(listener_ports: tuple[int, ...]) -> str | None:
 
 def container(image: str, pull_policy: str | None, security_context: dict[str, Any] | None,
               config_volume: str) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "name": CONTAINER,
-        "image": image,
-        "command": ["lychgate", "mcp-relay"],
-        "args": ["--config", str(CONFIG_DIR / CONFIG_KEY), "--listen", f"127.0.0.1:{DEFAULT_RELAY_PORT}",
-                 "--metrics-port", str(METRICS_PORT), "--metrics-address", "0.0.0.0"],
-        "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
-        # Serving once its metrics port answers (the relay starts right after): a new Pod
-        # takes no MCP request it would fail.
-        "readinessProbe": {"tcpSocket": {"port": METRICS_PORT}, "periodSeconds": 5, "failureThreshold": 2},
-        "volumeMounts": [{"name": config_volume, "mountPath": str(CONFIG_DIR), "readOnly": True}],
-    }
-    if pull_policy:
-        out["imagePullPolicy"] = pull_policy
-    if security_context:
-        out["securityContext"] = security_context
-    return out
+    return helper_container.container(
+        CONTAINER, "mcp-relay", image, pull_policy, security_context, config=CONFIG_DIR / CONFIG_KEY,
+        listen_port=DEFAULT_RELAY_PORT, metrics_port=METRICS_PORT,
+        ports=[{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}], volume=config_volume)

@@ -29,8 +29,9 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -51,6 +52,7 @@ from lychgate.mcp.upstream import (
 )
 
 log = logging.getLogger("lychgate.mcp")
+T = TypeVar("T")
 
 SEPARATOR = "_"
 UNAVAILABLE = "lychgate.dev/unavailable"
@@ -273,16 +275,7 @@ class Gateway:
     async def _everywhere(self, session: Session, message: Message, body: bytes,
                           sink: Sink) -> dict[str, Message]:
         """The request to every target of the session; the answers of those that answered."""
-        async def one(target: str) -> Message | BaseException:
-            try:
-                return await self._forward(session, target, body, message["id"], sink)
-            except (TargetDown, SessionGone) as err:
-                return err
-
-        names = list(session.links)
-        outcomes = dict(zip(names, await asyncio.gather(*(one(n) for n in names)), strict=True))
-        if outcomes and all(isinstance(o, SessionGone) for o in outcomes.values()):
-            raise SessionGone(session.backend.id)
+        outcomes = await _each(session, lambda target: self._forward(session, target, body, message["id"], sink))
         return {n: o for n, o in outcomes.items() if not isinstance(o, BaseException)}
 
     async def _list(self, session: Session, message: Message, sink: Sink) -> Message:
@@ -304,16 +297,7 @@ class Gateway:
                 params = {**params, "cursor": result["nextCursor"]}
             return items
 
-        async def one(target: str) -> list[Any] | BaseException:
-            try:
-                return await pages(target)
-            except (TargetDown, SessionGone) as err:
-                return err
-
-        names = list(session.links)
-        outcomes = dict(zip(names, await asyncio.gather(*(one(n) for n in names)), strict=True))
-        if outcomes and all(isinstance(o, SessionGone) for o in outcomes.values()):
-            raise SessionGone(session.backend.id)
+        outcomes = await _each(session, pages)
         merged: list[Any] = []
         for target, items in outcomes.items():
             if isinstance(items, BaseException):
@@ -479,3 +463,19 @@ def _to_client(target: str, sink: Sink) -> Sink:
 def _replicated(backend: Backend, name: str) -> bool:
     """Whether the target has replicas to choose between (its sessions name theirs)."""
     return any(len(t.replicas) > 1 for t in backend.targets if t.name == name)
+
+
+async def _each(session: Session, work: Callable[[str], Awaitable[T]]) -> dict[str, T | BaseException]:
+    """`work` for every target of the session at once, by target: its result, or why the
+    target could not answer; when every target forgot the session, the session is gone."""
+    async def one(target: str) -> T | BaseException:
+        try:
+            return await work(target)
+        except (TargetDown, SessionGone) as err:
+            return err
+
+    names = list(session.links)
+    outcomes = dict(zip(names, await asyncio.gather(*(one(n) for n in names)), strict=True))
+    if outcomes and all(isinstance(o, SessionGone) for o in outcomes.values()):
+        raise SessionGone(session.backend.id)
+    return outcomes

@@ -65,27 +65,27 @@ def per_gateway(config: relay.MCPConfig, gateways: dict[str, ir.GatewayIR]) -> d
 
 
 def targets_of(store: Store, backend: Backend) -> tuple[relay.Target, ...]:
-    assert backend.spec.mcp is not None
-    out: list[relay.Target] = []
-    for entry in backend.spec.mcp.targets:
-        if entry.static is not None:
-            out.append(_static(entry))
-        else:
-            out.extend(_selected(store, backend.namespace, entry.services_selected))
-    return tuple(out)
+    return tuple(t for found in _by_entry(store, backend) for t in found)
 
 
 def summary(store: Store, backend: Backend) -> str:
     """The Backend's targets as its status says them; a selector that finds nothing is named."""
-    assert backend.spec.mcp is not None
-    names = [t.name for t in targets_of(store, backend)]
-    empty = [f"targets[{i}]" for i, entry in enumerate(backend.spec.mcp.targets)
-             if entry.static is None and not _selected(store, backend.namespace, entry.services_selected)]
+    by_entry = _by_entry(store, backend)
+    names = [t.name for found in by_entry for t in found]
+    empty = [f"targets[{i}]" for i, found in enumerate(by_entry) if not found]
     out = f"ready for routes: {len(names)} targets ({', '.join(names)})" if names else "ready for routes: no target yet"
     if empty:
         out += (f"; {', '.join(empty)} selects no Service port with appProtocol "
                 f"{' or '.join(sorted(APP_PROTOCOLS))} and a ready endpoint")
     return out
+
+
+def _by_entry(store: Store, backend: Backend) -> list[list[relay.Target]]:
+    """The targets of each entry of `mcp.targets` (a static one: itself; a selector: what it finds)."""
+    assert backend.spec.mcp is not None
+    return [[_static(entry)] if entry.static is not None else _selected(store, backend.namespace,
+                                                                         entry.services_selected)
+            for entry in backend.spec.mcp.targets]
 
 
 def _static(entry: McpTargetSelector) -> relay.Target:
