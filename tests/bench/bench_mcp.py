@@ -14,15 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
-
-import httpx2
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 
 import mcp
 from tests.bench.common import (
@@ -34,7 +28,7 @@ from tests.bench.common import (
     lychgate_process,
     percentile,
 )
-from tests.mcp.servers import Server, running
+from tests.mcp.servers import Server, running, sdk_client
 
 ADDR = "127.0.55.10"
 
@@ -63,17 +57,6 @@ spec:
 """
 
 
-@contextlib.asynccontextmanager
-async def _session(url: str, sse: bool = False) -> AsyncIterator[mcp.ClientSession]:
-    async with contextlib.AsyncExitStack() as stack:
-        if sse:
-            read, write = await stack.enter_async_context(sse_client(url, timeout=30))
-        else:
-            http = await stack.enter_async_context(httpx2.AsyncClient(timeout=30))
-            read, write = await stack.enter_async_context(streamable_http_client(url, http_client=http))
-        client = await stack.enter_async_context(mcp.ClientSession(read, write))
-        await client.initialize()
-        yield client
 
 
 async def _calls(client: mcp.ClientSession, tool: str, n: int) -> list[float]:
@@ -88,7 +71,8 @@ async def _calls(client: mcp.ClientSession, tool: str, n: int) -> list[float]:
 
 async def _measure(server: Server, gateway_url: str, relay_pid: int, rounds: int, per_round: int,
                    warmup: int) -> dict[str, Any]:
-    async with _session(server.url, sse=server.transport == "sse") as direct, _session(gateway_url) as via:
+    direct_transport = "sse" if server.transport == "sse" else "http"
+    async with sdk_client(server.url, direct_transport) as direct, sdk_client(gateway_url) as via:
         tool = f"{server.name}_whoami"
         await _calls(direct, "whoami", warmup)
         await _calls(via, tool, warmup)
@@ -115,7 +99,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    async with _session(url) as client:
+                    async with sdk_client(url) as client:
                         await client.call_tool("stream_whoami", {})
                         return
                 except Exception:

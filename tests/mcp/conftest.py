@@ -10,20 +10,17 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import httpx2
 import pytest
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 
 import mcp
 from lychgate.mcp.config import BACKEND_HEADER, Backend, MCPConfig, Target
 from lychgate.mcp.relay import serve
 from tests.harness import free_port
-from tests.mcp.servers import Server, running
+from tests.mcp.servers import TIMEOUT, Server, running, sdk_client
 
 BACKEND = "default/tools"
-TIMEOUT = 15.0
 
 
 @pytest.fixture(scope="module")
@@ -77,18 +74,7 @@ async def relay_serving(tmp_path: Path, backends: dict[str, list[Target]],
         await asyncio.wait_for(task, TIMEOUT)
 
 
-@contextlib.asynccontextmanager
-async def client(url: str, backend: str = BACKEND, transport: str = "http",
-                 **callbacks: object) -> AsyncIterator[mcp.ClientSession]:
+def client(url: str, backend: str = BACKEND, transport: str = "http",
+           **callbacks: Any) -> contextlib.AbstractAsyncContextManager[mcp.ClientSession]:
     """An initialized SDK client session through the relay (transport: http or sse)."""
-    headers = {BACKEND_HEADER: backend}
-    async with contextlib.AsyncExitStack() as stack:
-        if transport == "sse":
-            read, write = await stack.enter_async_context(sse_client(url, headers=headers, timeout=TIMEOUT))
-        else:
-            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=TIMEOUT))
-            read, write = await stack.enter_async_context(streamable_http_client(url, http_client=http))
-        session = await stack.enter_async_context(mcp.ClientSession(
-            read, write, read_timeout_seconds=TIMEOUT, **callbacks))  # type: ignore[arg-type]
-        await session.initialize()
-        yield session
+    return sdk_client(url, transport, {BACKEND_HEADER: backend}, **callbacks)

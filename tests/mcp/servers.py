@@ -19,14 +19,19 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import httpx2
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
 
+import mcp
 from lychgate.mcp.config import Target
+from mcp import types
 from tests.harness import free_port
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -194,6 +199,32 @@ def initializes(url: str) -> bool:
     except httpx.HTTPError:
         return False
     return r.status_code == 200
+
+
+TIMEOUT = 15.0
+
+
+@contextlib.asynccontextmanager
+async def sdk_client(url: str, transport: str = "http", headers: dict[str, str] | None = None,
+                     **callbacks: Any) -> AsyncIterator[mcp.ClientSession]:
+    """An initialized session of the SDK's own client (transport: http or sse), as an MCP
+    user's program opens one, against a server, the relay or a Gateway."""
+    async with contextlib.AsyncExitStack() as stack:
+        if transport == "sse":
+            read, write = await stack.enter_async_context(sse_client(url, headers=headers, timeout=TIMEOUT))
+        else:
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers or {}, timeout=TIMEOUT))
+            read, write = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+        session = await stack.enter_async_context(mcp.ClientSession(read, write, read_timeout_seconds=TIMEOUT,
+                                                                    **callbacks))
+        await session.initialize()
+        yield session
+
+
+def text(result: types.CallToolResult) -> str:
+    """A tool's answer: its text blocks."""
+    assert all(isinstance(block, types.TextContent) for block in result.content), result.content
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
 if __name__ == "__main__":

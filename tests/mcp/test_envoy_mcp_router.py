@@ -12,21 +12,17 @@ has caught up: docs/mcp.md "Why a relay" and the design are to be revisited.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import textwrap
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import httpx
-import httpx2
 import pytest
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-import mcp
 from lychgate.deploy.local import envoy_binary
 from tests.harness import free_port, wait_for
-from tests.mcp.servers import Server, running
+from tests.mcp.servers import Server, running, sdk_client
 
 pytestmark = pytest.mark.e2e
 
@@ -84,24 +80,16 @@ def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             envoy.wait(10)
 
 
-@contextlib.asynccontextmanager
-async def session(url: str) -> AsyncIterator[mcp.ClientSession]:
-    async with contextlib.AsyncExitStack() as stack:
-        http = await stack.enter_async_context(httpx2.AsyncClient(timeout=15))
-        read, write = await stack.enter_async_context(streamable_http_client(url, http_client=http))
-        client = await stack.enter_async_context(mcp.ClientSession(read, write))
-        await client.initialize()
-        yield client
 
 
 async def test_tools_are_named_with_two_underscores_not_kgateways_one(router: str) -> None:
-    async with session(router) as client:
+    async with sdk_client(router) as client:
         names = {t.name for t in (await client.list_tools()).tools}
     assert "one__whoami" in names and "one_whoami" not in names
 
 
 async def test_prompts_get_breaks_on_a_server_answering_an_event_stream(router: str) -> None:
-    async with session(router) as client:
+    async with sdk_client(router) as client:
         assert {p.name for p in (await client.list_prompts()).prompts} >= {"one__greet", "two__greet"}
         # The server's text/event-stream answer is passed on labelled application/json.
         with pytest.raises(MCPError):

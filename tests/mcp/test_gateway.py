@@ -12,25 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import httpx2
 import pytest
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
 import mcp
 from lychgate.mcp.config import BACKEND_HEADER
 from tests.harness import Lychgate, gateway_yaml, wait_for
-from tests.mcp.servers import Server, initializes, running
+from tests.mcp.servers import TIMEOUT, Server, initializes, running, sdk_client, text
 
 pytestmark = pytest.mark.e2e
 
-TIMEOUT = 15.0
 MCP = "envoy.filters.http.mcp"
 
 
@@ -158,22 +154,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 
-@contextlib.asynccontextmanager
-async def session(url: str, transport: str = "http",
-                  headers: dict[str, str] | None = None) -> AsyncIterator[mcp.ClientSession]:
-    async with contextlib.AsyncExitStack() as stack:
-        if transport == "sse":
-            read, write = await stack.enter_async_context(sse_client(url, headers=headers, timeout=TIMEOUT))
-        else:
-            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers or {}, timeout=TIMEOUT))
-            read, write = await stack.enter_async_context(streamable_http_client(url, http_client=http))
-        client = await stack.enter_async_context(mcp.ClientSession(read, write, read_timeout_seconds=TIMEOUT))
-        await client.initialize()
-        yield client
-
-
-def text(result: mcp.types.CallToolResult) -> str:
-    return "".join(getattr(c, "text", "") for c in result.content)
+def session(url: str, transport: str = "http",
+            headers: dict[str, str] | None = None) -> contextlib.AbstractAsyncContextManager[mcp.ClientSession]:
+    return sdk_client(url, transport, headers)
 
 
 @pytest.mark.parametrize("transport, path", [("http", "/mcp"), ("sse", "/mcp/sse")])

@@ -12,13 +12,7 @@ import pytest
 import mcp
 from mcp import types
 from tests.mcp.conftest import BACKEND, TIMEOUT, client, relay_serving
-from tests.mcp.servers import TOOLS, Server
-
-
-def text(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
+from tests.mcp.servers import TOOLS, Server, text
 
 
 @pytest.mark.parametrize("transport", ["http", "sse"])

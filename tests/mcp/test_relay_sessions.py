@@ -12,19 +12,14 @@ import pytest
 
 from lychgate.mcp.config import BACKEND_HEADER, Target
 from lychgate.mcp.sessions import SessionState
-from mcp import types
 from tests.mcp.conftest import BACKEND, TIMEOUT, client, relay_serving
-from tests.mcp.servers import TOOLS, Server, running
+from tests.mcp.servers import TOOLS, Server, running, text
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 HEADERS = {BACKEND_HEADER: BACKEND, "accept": "application/json, text/event-stream"}
 
 
-def text(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 @pytest.mark.parametrize("transport", ["http", "sse"])
@@ -124,9 +119,9 @@ async def test_a_service_target_spreads_sessions_over_its_replicas_and_keeps_eac
             async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
                 init = await http.post(first.url(), json=INIT, headers=HEADERS)
                 sid = init.headers["mcp-session-id"]
-                session = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+                of_session = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
                 call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "whoami", "arguments": {}}}
-                on_first = await http.post(first.url(), json={**call, "id": 2}, headers=session)
-                on_second = await http.post(second.url(), json={**call, "id": 3}, headers=session)
+                on_first = await http.post(first.url(), json={**call, "id": 2}, headers=of_session)
+                on_second = await http.post(second.url(), json={**call, "id": 3}, headers=of_session)
                 answers = [r.json()["result"]["content"][0]["text"] for r in (on_first, on_second)]
                 assert answers[0] == answers[1]  # the session's replica, whichever relay serves it
