@@ -173,6 +173,25 @@ async def test_one_endpoint_serves_every_server_on_both_transports(stack: Stack,
         assert "readme of three" in json.dumps(readme.model_dump(mode="json"))
 
 
+@pytest.mark.parametrize("transport, path", [("http", "/mcp"), ("sse", "/mcp/sse")])
+async def test_progress_and_logs_stream_through_envoy_before_the_answer(stack: Stack, transport: str,
+                                                                        path: str) -> None:
+    """A target's notifications during a call (an event stream through Envoy) reach the client."""
+    progress: list[tuple[float, str | None]] = []
+    logs: list[str] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, message))
+
+    async def on_log(params: mcp.types.LoggingMessageNotificationParams) -> None:
+        logs.append(str(params.data))
+
+    async with sdk_client(stack.url(path), transport, logging_callback=on_log) as client:
+        result = await client.call_tool("two_add", {"a": 20, "b": 22}, progress_callback=on_progress)
+    assert text(result) == "42"
+    assert progress == [(1.0, "two half way")] and logs == ["two adds 20 and 22"]
+
+
 async def test_sessions_are_kept_per_client_and_per_target(stack: Stack) -> None:
     async with session(stack.url()) as first, session(stack.url()) as second:
         await first.call_tool("one_remember", {"value": "first"})
