@@ -23,14 +23,18 @@ from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2, processing_mode_pb2
-from envoy.extensions.filters.http.upstream_codec.v3 import upstream_codec_pb2
 from envoy.extensions.retry.priority.previous_priorities.v3 import previous_priorities_config_pb2
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
 from google.protobuf import duration_pb2, struct_pb2
 
 from lychgate import ir
-from lychgate.xds.translator.cluster_policy import HTTP_OPTIONS, SYSTEM_CA_BUNDLE
+from lychgate.xds.translator.cluster_policy import (
+    HTTP_OPTIONS,
+    SYSTEM_CA_BUNDLE,
+    add_upstream_filter,
+    http_options,
+)
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import pack
 
@@ -73,18 +77,11 @@ def patch_cluster(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
         out.transport_socket_matches.append(cluster_pb2.Cluster.TransportSocketMatch(
             name="provider-tls", match=struct_pb2.Struct(fields={_TLS_MATCH: struct_pb2.Value(bool_value=True)}),
             transport_socket=base_pb2.TransportSocket(name="envoy.transport_sockets.tls", typed_config=pack(context))))
-    options = hpo.HttpProtocolOptions()
-    if HTTP_OPTIONS in out.typed_extension_protocol_options:
-        out.typed_extension_protocol_options[HTTP_OPTIONS].Unpack(options)
-    if not options.HasField("explicit_http_config") and not options.HasField("auto_config"):
-        options.explicit_http_config.http_protocol_options.SetInParent()
-    # SNI and the certificate's name follow the Host the route rewrote to the provider's.
-    options.upstream_http_protocol_options.auto_sni = True
-    options.upstream_http_protocol_options.auto_san_validation = True
-    options.http_filters.add(name="envoy.filters.http.ext_proc", typed_config=pack(_ext_proc()))
-    options.http_filters.add(name="envoy.filters.http.upstream_codec",
-                             typed_config=pack(upstream_codec_pb2.UpstreamCodec()))
-    out.typed_extension_protocol_options[HTTP_OPTIONS].CopyFrom(pack(options))
+    with http_options(out) as options:
+        # SNI and the certificate's name follow the Host the route rewrote to the provider's.
+        options.upstream_http_protocol_options.auto_sni = True
+        options.upstream_http_protocol_options.auto_san_validation = True
+        add_upstream_filter(options, "envoy.filters.http.ext_proc", _ext_proc())
 
 
 def _ext_proc() -> ext_proc_pb2.ExternalProcessor:

@@ -18,11 +18,14 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
-from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
 
 from lychgate import ir
 from lychgate.xds.translator import ai_gateway, mcp_gateway, tunnel
-from lychgate.xds.translator.cluster_policy import DNS_CLUSTER, HTTP_OPTIONS, SYSTEM_CA_BUNDLE
+from lychgate.xds.translator.cluster_policy import (
+    DNS_CLUSTER,
+    SYSTEM_CA_BUNDLE,
+    http_options,
+)
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.host_flags import any_host
 from lychgate.xds.translator.policy_filters import pack
@@ -81,14 +84,9 @@ def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb
         context.common_tls_context.validation_context.trusted_ca.filename = SYSTEM_CA_BUNDLE
         out.transport_socket.CopyFrom(base_pb2.TransportSocket(name="envoy.transport_sockets.tls",
                                                                typed_config=pack(context)))
-        options = hpo.HttpProtocolOptions()
-        if HTTP_OPTIONS in out.typed_extension_protocol_options:
-            out.typed_extension_protocol_options[HTTP_OPTIONS].Unpack(options)
-        options.upstream_http_protocol_options.auto_sni = True
-        options.upstream_http_protocol_options.auto_san_validation = True
-        if not options.HasField("explicit_http_config"):
-            options.explicit_http_config.http_protocol_options.SetInParent()
-        out.typed_extension_protocol_options[HTTP_OPTIONS].CopyFrom(pack(options))
+        with http_options(out) as options:
+            options.upstream_http_protocol_options.auto_sni = True
+            options.upstream_http_protocol_options.auto_san_validation = True
 
 
 def _forwards_by_proxy(vh: ir.VirtualHost) -> bool:

@@ -5,7 +5,9 @@ settings: `hash_policy` below is what route.py adds for them."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+from collections.abc import Iterator
 
 from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2, outlier_detection_pb2
 from envoy.config.core.v3 import (
@@ -17,6 +19,7 @@ from envoy.config.core.v3 import (
 )
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.clusters.dns.v3 import dns_cluster_pb2
+from envoy.extensions.filters.http.upstream_codec.v3 import upstream_codec_pb2
 from envoy.extensions.http.header_formatters.preserve_case.v3 import preserve_case_pb2
 from envoy.extensions.transport_sockets.proxy_protocol.v3 import upstream_proxy_protocol_pb2
 from envoy.extensions.transport_sockets.raw_buffer.v3 import raw_buffer_pb2
@@ -32,6 +35,25 @@ from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.policy_filters import ms, pack
 
 HTTP_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+
+@contextlib.contextmanager
+def http_options(out: cluster_pb2.Cluster) -> Iterator[hpo.HttpProtocolOptions]:
+    """The cluster's HTTP protocol options, to change in the `with` block; written back
+    with a protocol chosen (HTTP/1.1 when the cluster had none)."""
+    options = hpo.HttpProtocolOptions()
+    if HTTP_OPTIONS in out.typed_extension_protocol_options:
+        out.typed_extension_protocol_options[HTTP_OPTIONS].Unpack(options)
+    yield options
+    if not options.HasField("explicit_http_config") and not options.HasField("auto_config"):
+        options.explicit_http_config.http_protocol_options.SetInParent()
+    out.typed_extension_protocol_options[HTTP_OPTIONS].CopyFrom(pack(options))
+
+
+def add_upstream_filter(options: hpo.HttpProtocolOptions, name: str, config: object) -> None:
+    """An HTTP filter in the cluster's upstream chain, before the codec Envoy requires last."""
+    options.http_filters.add(name=name, typed_config=pack(config))
+    options.http_filters.add(name="envoy.filters.http.upstream_codec", typed_config=pack(upstream_codec_pb2.UpstreamCodec()))
 DNS_CLUSTER = "envoy.clusters.dns"  # the DNS cluster extension (backend_cluster.py makes them)
 # The proxy's trust store for `wellKnownCACertificates: System` (Debian/Ubuntu and the proxy image).
 SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"

@@ -25,21 +25,19 @@ from envoy.config.core.v3 import base_pb2, substitution_format_string_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.filters.http.header_mutation.v3 import header_mutation_pb2
 from envoy.extensions.filters.http.mcp.v3 import mcp_pb2
-from envoy.extensions.filters.http.upstream_codec.v3 import upstream_codec_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
-from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2 as hpo
 from envoy.type.matcher.v3 import metadata_pb2, value_pb2
 from google.protobuf import duration_pb2, struct_pb2
 
 from lychgate import ir
 from lychgate.mcp.config import BACKEND_HEADER
-from lychgate.xds.translator.cluster_policy import HTTP_OPTIONS
+from lychgate.xds.translator.cluster_policy import add_upstream_filter, http_options
 from lychgate.xds.translator.edge import BODY_BUFFER_BYTES
 from lychgate.xds.translator.features import Feature, register
 from lychgate.xds.translator.host_flags import any_host
-from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route, pack
+from lychgate.xds.translator.policy_filters import add_disabled_filter, enable_on_route
 
 FILTER = "envoy.filters.http.mcp"
 METADATA = FILTER  # the namespace the filter writes
@@ -61,20 +59,13 @@ def _serves_mcp(listener: ir.HTTPListener) -> bool:
 
 def patch_cluster(cluster: ir.Cluster, out: cluster_pb2.Cluster) -> None:
     """The Backend's cluster (static: the relay): the Backend named in BACKEND_HEADER."""
-    options = hpo.HttpProtocolOptions()
-    if HTTP_OPTIONS in out.typed_extension_protocol_options:
-        out.typed_extension_protocol_options[HTTP_OPTIONS].Unpack(options)
-    if not options.HasField("explicit_http_config") and not options.HasField("auto_config"):
-        options.explicit_http_config.http_protocol_options.SetInParent()
     header = base_pb2.HeaderValueOption(
         header=base_pb2.HeaderValue(key=BACKEND_HEADER, value=cluster.mcp_backend),
         append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD)
     mutation = header_mutation_pb2.HeaderMutation(mutations=header_mutation_pb2.Mutations(
         request_mutations=[mutation_rules_pb2.HeaderMutation(append=header)]))
-    options.http_filters.add(name="envoy.filters.http.header_mutation", typed_config=pack(mutation))
-    options.http_filters.add(name="envoy.filters.http.upstream_codec",
-                             typed_config=pack(upstream_codec_pb2.UpstreamCodec()))
-    out.typed_extension_protocol_options[HTTP_OPTIONS].CopyFrom(pack(options))
+    with http_options(out) as options:
+        add_upstream_filter(options, "envoy.filters.http.header_mutation", mutation)
 
 
 def _filter_config() -> mcp_pb2.Mcp:
