@@ -19,7 +19,6 @@ import dataclasses
 from lychgate import ir
 from lychgate.api.backend import Backend
 from lychgate.api.core import Namespace, Service
-from lychgate.api.gateway import LabelSelector
 from lychgate.api.mcp import McpSelector, McpTargetSelector
 from lychgate.api.selectors import matches
 from lychgate.mcp import config as relay
@@ -114,12 +113,12 @@ def _selected(store: Store, namespace: str, selector: McpSelector | None) -> lis
 
 
 def _services(store: Store, namespace: str, selector: McpSelector) -> list[Service]:
+    """The Services the selector finds: its label selectors turned to plain dicts once, not
+    once a Service (this runs every pass), and only the namespaces it searches listed."""
     by_namespace, by_service = selector.namespaces, selector.services
-    namespaces = ({namespace} if by_namespace is None else
-                  {ns.name for ns in store.list(Namespace) if _matches(by_namespace, ns.metadata.labels)})
-    return [s for s in store.list(Service) if s.namespace in namespaces
-            and (by_service is None or _matches(by_service, s.metadata.labels))]
-
-
-def _matches(selector: LabelSelector, labels: dict[str, str] | None) -> bool:
-    return matches(selector.model_dump(by_alias=True), labels or {})
+    in_namespaces = None if by_namespace is None else by_namespace.model_dump(by_alias=True)
+    of_services = None if by_service is None else by_service.model_dump(by_alias=True)
+    namespaces = ({namespace} if in_namespaces is None else
+                  {ns.name for ns in store.list(Namespace) if matches(in_namespaces, ns.metadata.labels or {})})
+    return [s for ns in namespaces for s in store.list(Service, ns)
+            if of_services is None or matches(of_services, s.metadata.labels or {})]
