@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from lychgate import native
+
 
 class NoProxies:
     """A deployer that starts no proxy, for a ControlPlane driven in process:
-    addresses come from spec.addresses, everything else is a no-op."""
+    addresses come from spec.addresses, everything else is a no-op. Split route
+    tables are keyed as `lychgate run` keys them: by lychgate's Envoy module when
+    `make install` built it (scoped.native_key)."""
+
+    def __init__(self) -> None:
+        self.scope_module = native.scope_module()
 
     def address_for(self, gateway: Any) -> str | None:
         return next((a.value for a in gateway.spec.addresses if a.value), "127.0.50.1")

@@ -44,6 +44,7 @@ from lychgate.xds.doctor import Doctor
 from lychgate.xds.server import AdsServer, ProxyConnection
 from lychgate.xds.translator import Resources, WireCache, build, scoped
 from lychgate.xds.translator.chain_routes import POLICY_CHAIN
+from lychgate.xds.translator.local_ratelimit import counts_replicas
 from lychgate.xds.translator.route_matcher import routes_of
 from lychgate.xds.validate import Blocked, Preflight, asked_for
 
@@ -343,8 +344,9 @@ class ControlPlane:
                 if self.preflight is not None:
                     resources = await self._preflight(ref, resources)
                 self._keep_retired_clusters(ref, resources)
-                self._record_snapshot(ref, self.cache.set(ref, resources))
-                self._served_from[ref] = self.translation.gateways[ref]
+                gw = self.translation.gateways[ref]
+                self._record_snapshot(ref, self.cache.set(ref, resources, counts_replicas(gw)))
+                self._served_from[ref] = gw
             if built:
                 # Status below is for people, and waits (a millisecond or two at thousands of
                 # routes) while the streams send and answer Envoy's endpoint requests.

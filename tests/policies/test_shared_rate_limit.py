@@ -1,6 +1,7 @@
 """rateLimit.local.shareAcrossGateway end to end: the token bucket is the Gateway's,
 and real Envoy holds 1/N of it, N the proxies of the Gateway connected to the
-control plane (its local cluster, xds/replicas.py).
+control plane (its local cluster, xds/replicas.py; sent only while some route shares
+its bucket).
 
 One proxy holds the whole bucket. A second proxy of the same Gateway is a
 simulated one (an xDS stream with the Gateway's node id, as tests/unit's ADS
@@ -88,10 +89,12 @@ def _allowed(stack: Stack, name: str, share: bool = True) -> tuple[int, dict[str
 
 
 def test_one_proxy_holds_the_whole_bucket(stack: Stack) -> None:
-    _wait_hosts(stack, 1)
+    # No route shares a bucket yet: the proxy is not told how many replicas it has.
+    assert _local_hosts(_envoy_admin(stack)) == 0
     allowed, headers = _allowed(stack, "alone")
     assert allowed == 4
     assert headers["x-ratelimit-remaining"] == "0"
+    _wait_hosts(stack, 1)  # now it counts itself
 
 
 @pytest.fixture

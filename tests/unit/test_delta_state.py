@@ -10,6 +10,7 @@ the bytes it gets decode to those resources.
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from envoy.service.discovery.v3 import discovery_pb2
 
 from lychgate.xds import types
 from lychgate.xds.cache import Snapshot, make_snapshot
-from lychgate.xds.delta import DeltaState, with_nonce
+from lychgate.xds.delta import DeltaState
 from lychgate.xds.translator import Resources
 
 EDS = types.ENDPOINT
@@ -75,7 +76,7 @@ def _walk(seed: int, steps: int = 300) -> None:
     wildcard = rng.random() < 0.5
     mine, plain = DeltaState(wildcard=wildcard), Plain(wildcard=wildcard)
     snapshot = _snapshot(rng, None)
-    nonces = 0
+    nonces = itertools.count(1)
     for _ in range(steps):
         op = rng.randrange(8)
         if op == 0:  # the Gateway changes (and sometimes again before the stream looks)
@@ -117,15 +118,15 @@ def _walk(seed: int, steps: int = 300) -> None:
         else:  # the stream answers
             hashes = snapshot.hashes.get(EDS, {})
             expected = plain.changes(hashes)
-            changed, removed, body = mine.respond(snapshot, EDS)
+            changed, removed, nonce, message = mine.respond(snapshot, EDS, nonces)
             assert (changed, removed) == expected
-            nonces += 1
-            response = discovery_pb2.DeltaDiscoveryResponse.FromString(with_nonce(body, str(nonces)))
+            assert nonce not in mine.inflight  # (a shared answer's nonce may have been sent before)
+            response = discovery_pb2.DeltaDiscoveryResponse.FromString(message)
             assert [(r.name, r.version) for r in response.resources] == [(n, hashes[n]) for n in changed]
-            assert list(response.removed_resources) == removed and response.nonce == str(nonces)
+            assert list(response.removed_resources) == removed and response.nonce == nonce
             assert response.system_version_info == snapshot.version(EDS)
-            mine.sent(str(nonces), snapshot.version(EDS), hashes)
-            plain.sent(str(nonces), hashes, changed, removed)
+            mine.sent(nonce, snapshot.version(EDS), hashes)
+            plain.sent(nonce, hashes, changed, removed)
         assert mine.holds() == dict(sorted(plain.known.items()))
 
 
@@ -135,10 +136,21 @@ def test_a_stream_is_sent_what_the_plain_bookkeeping_would_send() -> None:
 
 
 def test_proxies_that_hold_the_same_get_the_very_same_bytes() -> None:
-    """Every proxy of a Gateway asking for the same is answered from one encoding."""
+    """Every proxy of a Gateway asking for the same is answered from one encoding, nonce
+    included; a stream that still has that nonce in flight gets the answer with a new one."""
     rng = random.Random(1)
     snapshot = _snapshot(rng, None)
     names = frozenset(NAMES)
+    nonces = itertools.count(1)
     streams = [DeltaState(names=names) for _ in range(3)]
-    bodies = [s.respond(snapshot, EDS)[2] for s in streams]
-    assert bodies[0] and all(b is bodies[0] for b in bodies)
+    answers = [s.respond(snapshot, EDS, nonces) for s in streams]
+    message = answers[0][3]
+    assert message and all(a[3] is message and a[2] == answers[0][2] for a in answers)
+    first = streams[0]
+    first.inflight[answers[0][2]] = first.inflight.get(answers[0][2], ("", first.holding(), first.holding()))
+    _, _, nonce, again = first.respond(snapshot, EDS, nonces)
+    assert nonce != answers[0][2]
+    parsed, shared = (discovery_pb2.DeltaDiscoveryResponse.FromString(m) for m in (again, message))
+    assert parsed.nonce == nonce
+    parsed.nonce = shared.nonce
+    assert parsed == shared

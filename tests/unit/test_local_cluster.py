@@ -14,7 +14,7 @@ from envoy.service.discovery.v3 import discovery_pb2
 from lychgate.xds import types
 from lychgate.xds.cache import SnapshotCache, decode
 from lychgate.xds.replicas import LOCAL_CLUSTER, replica_assignment
-from lychgate.xds.server import AdsServer, start_server
+from lychgate.xds.server import REPLICAS_EVERY, AdsServer, start_server
 from lychgate.xds.translator import build
 from tests.unit.test_ads_server import NODE, Client, DeltaClient, gateway
 
@@ -151,4 +151,27 @@ async def test_proxies_that_connect_together_are_counted_a_few_times_not_once_ea
         assert await _until(first, 41) <= 4
     finally:
         for client in (first, *rest):
+            await client.close()
+
+
+async def test_a_gateway_that_shares_no_bucket_is_not_told_its_replicas(
+        address: tuple[SnapshotCache, AdsServer, str]) -> None:
+    """Only a local rate limit shared across the Gateway reads the local cluster: for any
+    other Gateway, proxies coming and going (a rollout, a fleet reconnecting) push nothing."""
+    cache, _, target = address
+    cache.set(NODE, build(gateway()), counts_replicas=False)
+    first = DeltaClient(target, delta=True)
+    second = DeltaClient(target, delta=True)
+    try:
+        assert await _subscribe(first) == []
+        assert await _subscribe(second) == []
+        assert await first.silent(REPLICAS_EVERY + 0.5)
+        # A route starts sharing its bucket: the next snapshot counts both proxies.
+        cache.set(NODE, build(gateway()), counts_replicas=True)
+        assert sorted(host for host, _ in await _pushed(first)) == ["127.0.0.1", "127.0.0.1"]
+        # And stops: the local cluster empties again.
+        cache.set(NODE, build(gateway()), counts_replicas=False)
+        assert await _pushed(first) == []
+    finally:
+        for client in (first, second):
             await client.close()

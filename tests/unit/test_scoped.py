@@ -194,7 +194,7 @@ def test_the_native_key_carries_the_hash_to_lychgates_module(monkeypatch: pytest
     """With the module on the proxies, the key is one early mutation of the module,
     handed the header, the table and the hash's character sets (the module's
     keys are compared with bucket() through Envoy in tests/e2e/test_scoped_routes.py)."""
-    monkeypatch.setattr(scoped, "SCOPE_ROUTES", 10)  # 100 routes: 4 bits
+    monkeypatch.setattr(scoped, "NATIVE_SCOPE_ROUTES", 10)  # 100 routes: 4 bits
     resources = build(gateway([vhost(f"h{i:03d}.example.com") for i in range(100)]), WireCache(),
                       scope_threshold=50, native_key=True)
     hcm = hcm_pb.HttpConnectionManager()
@@ -238,6 +238,14 @@ def test_a_table_gets_as_few_scopes_as_keep_them_small(monkeypatch: pytest.Monke
     r = scoped.SCOPE_ROUTES
     assert [scoped.scope_bits(n) for n in (1, 2 * r, 2 * r + 1, 4 * r, 4 * r + 1, 16 * r, 32 * r + 1, 10**9)] \
         == [1, 1, 2, 2, 3, 4, 6, 6]
+    # lychgate's module costs the same at any bits: scopes of NATIVE_SCOPE_ROUTES, so a change
+    # re-sends a small table (3,000 two-match routes: 64 scopes instead of 16).
+    assert scoped.scope_bits(6000) == 4 and scoped.scope_bits(6000, native=True) == 6
+    n = scoped.NATIVE_SCOPE_ROUTES
+    assert [scoped.scope_bits(k, native=True) for k in (2 * n, 2 * n + 1, 32 * n + 1)] == [1, 2, 6]
+    native = build(gateway([vhost(f"h{i:04d}.example.com") for i in range(2000)]), WireCache(),
+                   scope_threshold=1000, native_key=True)
+    assert len(native.by_type[types.SCOPED_ROUTE]) == 32  # 5 bits
     monkeypatch.setattr(scoped, "SCOPE_ROUTES", 10)  # through build: 10 routes a scope
     hosts = [vhost(f"h{i:03d}.example.com") for i in range(400)]
 

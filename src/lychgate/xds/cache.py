@@ -173,12 +173,18 @@ class SnapshotCache:
 
     Each snapshot also holds the node's local cluster endpoints (xds/replicas.py),
     which follow the proxies connected rather than translation: a proxy that
-    connects or leaves replaces that one resource, nothing else is rebuilt."""
+    connects or leaves replaces that one resource, nothing else is rebuilt.
+    Only a node whose configuration counts its replicas (a local rate limit shared
+    across the Gateway) is sent them: for any other, every proxy that came or went
+    would be a push to all its proxies for nothing (1,000 proxies reconnecting
+    after a restart would get a dozen such pushes each), so its local cluster
+    stays empty, which Envoy needs no more of."""
 
     def __init__(self) -> None:
         self._snapshots: dict[str, Snapshot] = {}
         self._watchers: dict[str, set[asyncio.Event]] = {}
         self._replicas: dict[str, endpoint_pb2.ClusterLoadAssignment] = {}
+        self._counted: set[str] = set()  # nodes whose configuration counts their replicas
 
     def get(self, node: str) -> Snapshot | None:
         return self._snapshots.get(node)
@@ -186,12 +192,17 @@ class SnapshotCache:
     def nodes(self) -> list[str]:
         return sorted(self._snapshots)
 
-    def set(self, node: str, resources: Resources) -> Snapshot:
-        """Install a new snapshot of `resources` and the node's local cluster;
-        watchers wake only if some version changed."""
+    def set(self, node: str, resources: Resources, counts_replicas: bool = True) -> Snapshot:
+        """Install a new snapshot of `resources` and the node's local cluster (its
+        replicas when `counts_replicas`, else empty); watchers wake only if some
+        version changed."""
         old = self._snapshots.get(node)
-        endpoints = {**resources.by_type.get(types.ENDPOINT, {}),
-                     LOCAL_CLUSTER: self._replicas.get(node, _NO_REPLICAS)}
+        if counts_replicas:
+            self._counted.add(node)
+        else:
+            self._counted.discard(node)
+        local = self._replicas.get(node, _NO_REPLICAS) if counts_replicas else _NO_REPLICAS
+        endpoints = {**resources.by_type.get(types.ENDPOINT, {}), LOCAL_CLUSTER: local}
         snap = make_snapshot(Resources({**resources.by_type, types.ENDPOINT: endpoints}), old)
         return self._install(node, old, snap)
 
@@ -203,7 +214,7 @@ class SnapshotCache:
         else:
             self._replicas.pop(node, None)
         old = self._snapshots.get(node)
-        if old is not None:
+        if old is not None and node in self._counted:
             self._install(node, old, _with_endpoints(old, assignment))
 
     def _install(self, node: str, old: Snapshot | None, snap: Snapshot) -> Snapshot:
@@ -215,6 +226,7 @@ class SnapshotCache:
         return snap
 
     def remove(self, node: str) -> None:
+        self._counted.discard(node)
         if self._snapshots.pop(node, None) is not None:
             self._notify(node)
 

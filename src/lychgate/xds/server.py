@@ -27,7 +27,7 @@ from lychgate.admin import metrics
 from lychgate.log import component_logger
 from lychgate.xds import opening, types
 from lychgate.xds.cache import Snapshot, SnapshotCache
-from lychgate.xds.delta import EMPTY, DeltaState, with_nonce
+from lychgate.xds.delta import EMPTY, DeltaState
 
 log = component_logger("xds")
 
@@ -455,7 +455,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         hashes = snapshot.hashes.get(type_url, EMPTY)
         if delta.answered and state.nack is None and delta.synced_to(hashes):
             return None  # (the common case, made quick: every stream of the Gateway asks, each change)
-        changed, removed, body = delta.respond(snapshot, type_url)
+        changed, removed, nonce, message = delta.respond(snapshot, type_url, self._nonces)
         if not changed and not removed and delta.answered:
             delta.synced(hashes)
             if state.nack is not None:
@@ -464,7 +464,6 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 state.nack = delta.rejected = None
                 self._safe_feedback(conn)
             return None
-        nonce = str(next(self._nonces))
         delta.sent(nonce, version, hashes)
         state.version_sent = version
         delta.answered = True
@@ -475,7 +474,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         metrics.XDS_PUSHES.labels(type_url, conn.gateway).inc()
         log.debug("push %s %s version %s (delta: %d changed, %d removed)", conn.node_id,
                   types.SHORT.get(type_url, type_url), version, len(changed), len(removed))
-        return with_nonce(body, nonce)
+        return message
 
     def retry(self, conn: ProxyConnection, type_url: str) -> None:
         """Offer a rejected type again (e.g. a listener whose port was busy)."""

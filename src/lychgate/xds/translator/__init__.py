@@ -82,7 +82,7 @@ def _cached(cache: WireCache, obj: object, kind: str, cls: Any, make: Any) -> Ra
 
 
 def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tuple[str, str, str],
-                threshold: int) -> int:
+                threshold: int, native_key: bool) -> int:
     """Add a scoped route table's scopes and their RouteConfigurations, and
     return the bits of its scope key; 0 when the table stays one
     RouteConfiguration. Envoy finds a request's scope before it looks the route
@@ -98,7 +98,7 @@ def _add_scopes(out: Resources, http: ir.HTTPListener, cache: WireCache, key: tu
         table = cache.tables[key] = scoped.ScopedTable()
     table.update(http.virtual_hosts)
     cache.keep(len(http.virtual_hosts))
-    if not table.scoped(threshold):
+    if not table.scoped(threshold, native_key):
         return 0
     base = chain_routes.routes_name(http)
     for i in range(1 << table.bits):
@@ -156,7 +156,7 @@ def build(gateway: ir.GatewayIR, cache: WireCache | None = None,
         # Keyed by the table's name, which follows the listener's filter chain
         # (chain_routes.py): what was built under the other name is not reused.
         key = (gateway.namespace, gateway.name, chain_routes.routes_name(http))
-        bits = _add_scopes(out, http, cache, key, scope_threshold)
+        bits = _add_scopes(out, http, cache, key, scope_threshold, native_key)
         if bits:
             scoped_tables[http.name] = bits
         else:

@@ -13,6 +13,7 @@ from envoy.type.v3 import percent_pb2, token_bucket_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.features import register
+from lychgate.xds.translator.host_flags import any_host
 from lychgate.xds.translator.policy_filters import PolicyFilter, ms
 
 FILTER = "envoy.filters.http.local_ratelimit"
@@ -40,6 +41,16 @@ def route_limit(bucket: ir.TokenBucket) -> lrl_pb.LocalRateLimit:
     if bucket.share_across_gateway:
         limit.local_cluster_rate_limit.SetInParent()
     return limit
+
+
+def _shares_bucket(vh: ir.VirtualHost) -> bool:
+    return any(p.rate_limit is not None and p.rate_limit.share_across_gateway for p in vh.policies)
+
+
+def counts_replicas(gateway: ir.GatewayIR) -> bool:
+    """Does any route of the Gateway share its bucket across the Gateway's proxies (so
+    that its proxies must know how many they are: xds/cache.py, SnapshotCache.set)?"""
+    return any(any_host(listener, _shares_bucket) for listener in gateway.listeners)
 
 
 class LocalRateLimit(PolicyFilter):

@@ -46,7 +46,13 @@ the key at 3 bits, about 1 % of req/s more than 1 bit, where a new route of a
 3,000-route table costs Envoy a scope of ~375 routes instead of ~750). A bigger scope costs propagation little: a new
 route among 6,000 (3,000 two-match HTTPRoutes) reached Envoy in 20 ms with
 64 scopes, 23 with 16, 26 with 8 and 30 with 4, against 67 ms for the whole
-table (Envoy rebuilds a scope of 1,500 routes in ~3.5 ms). The bits are
+table (Envoy rebuilds a scope of 1,500 routes in ~3.5 ms). With lychgate's module the key
+costs the same at any bits, and a table gets as many as keep its scopes at about
+NATIVE_SCOPE_ROUTES routes (6 bits, 64 scopes, from 3,200 routes): what a change
+costs is then mostly sending the scope to every proxy of the Gateway. A new route
+among 3,000 two-match HTTPRoutes re-sent a scope of 47 KiB at 16 scopes and
+12 KiB at 64, and reached 200 proxies (simulated, `python -m tests.bench.fleet`)
+at p50 26-27 ms instead of 33-34. The bits are
 chosen when a table splits (a table loaded at 10,000 routes gets 5) and kept
 while it stays split: a new count would change the listener, and the
 connections of the old filter chain, draining, would look scopes up with the
@@ -92,6 +98,7 @@ from lychgate.xds.translator.wire import RawMessage
 MAX_BITS = 6  # len(_SETS): at most 64 scopes
 SCOPES = 1 << MAX_BITS
 SCOPE_ROUTES = 500  # routes a scope may hold on average before its table gets another bit
+NATIVE_SCOPE_ROUTES = 100  # the same with lychgate's module, whose key costs the same at any bits
 SCOPE_HEADER = "x-lychgate-scope"
 MIN_HOSTS = 16  # fewer exact hosts leave most scopes empty: such tables stay whole
 
@@ -134,11 +141,13 @@ def scope_key_expression(bits: int) -> str:
                       for j, chars in enumerate(_SETS[:bits]))
 
 
-def scope_bits(routes: int) -> int:
+def scope_bits(routes: int, native: bool = False) -> int:
     """The bits of a table split at `routes` routes: as few as keep a scope at
-    SCOPE_ROUTES routes on average, at least 1 (kept while the table stays split)."""
+    SCOPE_ROUTES routes on average (NATIVE_SCOPE_ROUTES with the `native` key),
+    at least 1 (kept while the table stays split)."""
+    per_scope = NATIVE_SCOPE_ROUTES if native else SCOPE_ROUTES
     want = 1
-    while want < MAX_BITS and routes > SCOPE_ROUTES << want:
+    while want < MAX_BITS and routes > per_scope << want:
         want += 1
     return want
 
@@ -232,7 +241,7 @@ class ScopedTable:
             at += 1
         del items[at]
 
-    def scoped(self, threshold: int) -> bool:
+    def scoped(self, threshold: int, native: bool = False) -> bool:
         """From `threshold` routes of exact hosts on (and down to
         keep_below(threshold) once split): Envoy's cost of a change grows with
         the routes of the table, whether they sit on many hosts or on few.
@@ -244,7 +253,7 @@ class ScopedTable:
         floor = keep_below(threshold) if self.active else threshold
         # A split table keeps its bits: a new count changes the listener, and connections
         # of the old filter chain, still draining, would look scopes up with the old key.
-        bits = self.bits if self.active else scope_bits(self.exact_routes)
+        bits = self.bits if self.active else scope_bits(self.exact_routes, native)
         self.active = (0 < floor <= self.exact_routes and hosts >= MIN_HOSTS
                        and self.shared_routes << bits <= self.exact_routes)
         if not self.active or bits != self.bits:
