@@ -36,7 +36,8 @@ class DeltaClient:
 
     def __init__(self, gateway: str) -> None:
         self.gateway = gateway
-        self.requests: asyncio.Queue[discovery_pb2.DeltaDiscoveryRequest | None] = asyncio.Queue()
+        self.outbox: list[discovery_pb2.DeltaDiscoveryRequest] = []  # written before the next read
+        self.call: Any = None
         self.acks: list[tuple[float, str]] = []  # (monotonic time of the ACK, type)
         # Envoy asks for its bootstrap's local cluster (the Gateway's replicas) from the start.
         self.subscribed: dict[str, set[str]] = {types.ENDPOINT: {LOCAL_CLUSTER}, types.ROUTE: set()}
@@ -59,26 +60,34 @@ class DeltaClient:
             out.append(request)
         return out
 
-    async def _outgoing(self) -> Any:
-        for request in self._first_requests():
-            yield request
-        while (request := await self.requests.get()) is not None:
-            yield request
-
     async def run(self, channel: grpc.aio.Channel) -> None:
-        """Until the stream ends; a client may run again (a reconnect) on a new channel."""
-        self.requests = asyncio.Queue()
+        """Until the stream ends; a client may run again (a reconnect) on a new channel.
+        grpc.aio's reader/writer calls, one task per client: a request iterator adds a queue,
+        a generator and a task of gRPC's to every ACK, and the fan-out measures the fleet's
+        CPU too (at 1,000 proxies as much as the controller's)."""
         self.synced.clear()
+        self.outbox = self._first_requests()
         stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
+        self.call = call = stub.DeltaAggregatedResources()
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.CancelledError):
-            async for response in stub.DeltaAggregatedResources(self._outgoing()):
-                self._hold(response)
-                self._follow(response)
-                self.requests.put_nowait(discovery_pb2.DeltaDiscoveryRequest(
-                    type_url=response.type_url, response_nonce=response.nonce))
-                self.acks.append((time.monotonic(), response.type_url))
-                if response.type_url == types.ROUTE:
-                    self.synced.set()
+            await self._serve(call)
+        self.call = None  # (a call held holds its channel, and the connection, open)
+
+    async def _serve(self, call: Any) -> None:
+        while True:
+            outbox, self.outbox = self.outbox, []
+            for request in outbox:
+                await call.write(request)
+            response = await call.read()
+            if response is grpc.aio.EOF:
+                return
+            self._hold(response)
+            self._follow(response)
+            self.outbox.append(discovery_pb2.DeltaDiscoveryRequest(
+                type_url=response.type_url, response_nonce=response.nonce))
+            self.acks.append((time.monotonic(), response.type_url))
+            if response.type_url == types.ROUTE:
+                self.synced.set()
 
     def _hold(self, response: discovery_pb2.DeltaDiscoveryResponse) -> None:
         held = self.held.setdefault(response.type_url, {})
@@ -107,7 +116,7 @@ class DeltaClient:
                             wanted.add(hcm.rds.route_config_name)
                         elif hcm.HasField("scoped_routes") and not self.scoped:
                             self.scoped = True
-                            self.requests.put_nowait(discovery_pb2.DeltaDiscoveryRequest(type_url=types.SCOPED_ROUTE))
+                            self.outbox.append(discovery_pb2.DeltaDiscoveryRequest(type_url=types.SCOPED_ROUTE))
         elif response.type_url == types.SCOPED_ROUTE:
             follow = types.ROUTE
             for r in response.resources:
@@ -119,11 +128,12 @@ class DeltaClient:
         new = wanted - self.subscribed[follow]
         if new:
             self.subscribed[follow] |= new
-            self.requests.put_nowait(discovery_pb2.DeltaDiscoveryRequest(
+            self.outbox.append(discovery_pb2.DeltaDiscoveryRequest(
                 type_url=follow, resource_names_subscribe=sorted(new)))
 
     def close(self) -> None:
-        self.requests.put_nowait(None)
+        if self.call is not None:
+            self.call.cancel()
 
 
 async def quiet(clients: list[DeltaClient], seconds: float, timeout: float) -> None:
