@@ -234,6 +234,7 @@ class ControlPlane:
         self._retired: dict[str, dict[str, tuple[Any, Any]]] = {}
         self.ads.on_ack = self._on_ack
         self._feedback_changed = asyncio.Event()
+        self._last_feedback = Feedback()  # what the last pass found (_leaves_feedback)
         self._recorded: dict[str, dict[str, str]] = {}  # gateway -> type -> version its metrics show
         # The IR each Gateway's current snapshot was built from (see _same_as_served).
         self._served_from: dict[str, ir.GatewayIR] = {}
@@ -495,16 +496,31 @@ class ControlPlane:
     # --- proxy feedback ---------------------------------------------------------
 
     def _on_feedback(self, conn: ProxyConnection) -> None:
-        self._feedback_changed.set()
         if self.preflight is None:  # strict validation never sends what Envoy refuses
             self.doctor.rejected(conn, self.cache.get(conn.gateway), self.notify)
+        if not self._leaves_feedback(conn):
+            self._feedback_changed.set()
+
+    def _leaves_feedback(self, conn: ProxyConnection) -> bool:
+        """Does this proxy's connecting, first ACK or leaving leave its Gateway's feedback as
+        the last pass found it? So when the Gateway was programmed with nothing refused, the
+        proxy refuses nothing and another proxy of the Gateway is programmed. Then no pass
+        follows: when 1,000 proxies reconnect after a restart, the first one programmed
+        changes the status and the 999 others would each ask for a pass that finds the same."""
+        ref, last = conn.gateway, self._last_feedback
+        if last.proxy_state.get(ref) != "" or ref in last.rejected \
+                or any(gateway == ref for gateway, _ in last.listener_errors):
+            return False
+        if any(state.nack is not None for state in conn.types.values()):
+            return False
+        return self.ads.any_programmed(ref, self.cache.get(ref), but=conn)
 
     def notify(self) -> None:
         """Ask for a pass because something outside the store changed."""
         self._feedback_changed.set()
 
     def _feedback(self) -> Feedback:
-        fb = Feedback()
+        fb = self._last_feedback = Feedback()
         for ref in self.translation.proxies.keys() | {c.gateway for c in self.ads.connections.values()}:
             conns = self.ads.for_gateway(ref)
             snapshot = self.cache.get(ref)

@@ -21,8 +21,11 @@ from lychgate.api.registry import parse
 from lychgate.controlplane import ControlPlane, builtin_class
 from lychgate.settings import Settings
 from lychgate.xds import types
+from lychgate.xds.cache import SnapshotCache
+from lychgate.xds.server import AdsServer, start_server
 from lychgate.xds.translator import build
 from tests.no_proxies import NoProxies
+from tests.unit.test_ads_server import DeltaClient
 
 
 def gateway(name: str) -> Any:
@@ -108,3 +111,53 @@ def test_snapshot_metrics_follow_the_snapshot(tmp_path: Path) -> None:
         assert shown("lychgate_xds_snapshot_resources") == 2  # the table, the stand-in (chain_routes.py)
     asyncio.run(cp.sync_once())  # nothing changed: the figures stay
     assert shown("lychgate_xds_snapshot_bytes") == actual()
+
+
+async def test_proxies_that_change_no_status_ask_for_no_pass(tmp_path: Path) -> None:
+    """Every proxy that connects, first ACKs or leaves used to ask for a pass. When a fleet
+    reconnects after a restart, the first one programmed changes the Gateway's status and
+    the others change nothing: they must not each ask for one. A refusal still does, and a
+    Gateway that no proxy holds programmed any more is looked at again."""
+    cache = SnapshotCache()
+    ads = AdsServer(cache)
+    server, port = await start_server(ads, "127.0.0.1:0")
+    cp = ControlPlane(Settings(state_dir=tmp_path), NoProxies(), cache=cache, ads=ads)  # type: ignore[arg-type]
+    cp.store.upsert(builtin_class())
+    cp.store.upsert(gateway("fleet"))
+    cp.store.upsert(route("r", "fleet"))
+    await cp.sync_once()
+    asked = cp._feedback_changed  # what wakes the control loop for a pass
+
+    async def programmed_proxy() -> DeltaClient:
+        client = DeltaClient(f"127.0.0.1:{port}", delta=True, node="default/fleet")
+        for type_url in (types.CLUSTER, types.LISTENER):
+            client.delta(type_url)
+            client.delta(type_url, nonce=(await client.recv()).nonce)
+        return client
+
+    async def settled() -> None:
+        await asyncio.sleep(0.3)  # (the server reads the ACKs)
+
+    clients = [await programmed_proxy()]
+    try:
+        await settled()
+        assert asked.is_set()  # the first proxy: the Gateway becomes programmed
+        await cp.sync_once()
+        assert not asked.is_set()
+        clients += [await programmed_proxy() for _ in range(5)]
+        await clients.pop().close()
+        await settled()
+        assert not asked.is_set()  # five more came and one left: nothing to look at
+        # A proxy refuses the next listener: that is news.
+        moved = gateway("fleet").model_dump(by_alias=True, exclude_none=True)
+        moved["spec"]["listeners"][0]["port"] = 8081
+        cp.store.upsert(parse(moved))
+        await cp.sync_once()
+        last = clients[-1]
+        last.delta(types.LISTENER, nonce=(await last.recv()).nonce, error="cannot bind")
+        await settled()
+        assert asked.is_set()
+    finally:
+        for client in clients:
+            await client.close()
+        await server.stop(0)

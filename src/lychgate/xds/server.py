@@ -167,6 +167,10 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     def for_gateway(self, gateway: str) -> list[ProxyConnection]:
         return list(self._by_gateway.get(gateway, {}).values())
 
+    def any_programmed(self, gateway: str, snapshot: Snapshot | None, but: ProxyConnection) -> bool:
+        """Is a proxy of `gateway` other than `but` programmed? (Usually the first asked.)"""
+        return any(c is not but and c.programmed(snapshot) for c in self._by_gateway.get(gateway, {}).values())
+
     async def wait_caught_up(self, gateways: Iterable[str], timeout: float) -> bool:
         """Wait, at most `timeout` seconds, until every connected proxy of
         `gateways` has been sent its snapshot and has asked for the endpoints of
