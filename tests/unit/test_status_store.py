@@ -94,14 +94,17 @@ def _route_status(accepted: bool) -> dict[str, object]:
                          "conditions": [condition("Accepted", accepted, reason, message, 1)]}]}
 
 
-def test_equal_conditions_are_stored_once_and_the_computed_status_is_left_alone() -> None:
+def test_equal_times_are_stored_once_and_the_computed_status_is_left_alone() -> None:
     store = StatusStore()
     routes = [ObjectKey("HTTPRoute", "default", f"r{i}") for i in range(3)]
     computed = {key: _route_status(True) for key in routes}
     store.update(computed)
+    # Routes stamped in one update hold one tuple of times, no copy of their status.
+    times = [store._times[key] for key in routes]
+    assert all(t is times[0] for t in times)
     stored = [store.get(key) for key in routes]
     conditions = [s["parents"][0]["conditions"][0] for s in stored if s is not None]
-    assert len(conditions) == 3 and all(c is conditions[0] for c in conditions)
+    assert len(conditions) == 3 and all(c == conditions[0] for c in conditions)
     assert "lastTransitionTime" in conditions[0]
     assert all("lastTransitionTime" not in c for s in computed.values()
                for p in s["parents"] for c in p["conditions"])  # type: ignore[attr-defined]

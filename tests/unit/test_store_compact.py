@@ -3,6 +3,7 @@ its change log holds what its reader has not seen, no more."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from lychgate.api.gateway import HTTPRoute
@@ -66,3 +67,20 @@ def test_the_change_log_keeps_only_what_came_after_the_reader() -> None:
     assert ("key", _route("a", "svc").key) not in changes
     assert store.changes_since(seen - 1) is None  # forgotten: "unknown", and the reader starts over
     assert len(store._log) <= 3
+
+
+def test_stored_empty_lists_and_dicts_are_shared_and_refuse_changes() -> None:
+    store = Store()
+    a, b = _route("a", "svc"), _route("b", "svc")
+    store.upsert(a)
+    store.upsert(b)
+    assert a.spec.rules[0].filters is b.spec.rules[0].filters
+    assert a.metadata.annotations is b.metadata.annotations
+    # Code changing a stored object in place would change every object: it fails instead.
+    with pytest.raises(TypeError, match="immutable"):
+        a.spec.rules[0].filters.append(b.spec.rules[0])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="immutable"):
+        a.metadata.annotations["note"] = "x"
+    assert b.spec.rules[0].filters == [] and b.metadata.annotations == {}
+    assert store.get_key(a.key) == _route("a", "svc")
+    assert a.model_dump(exclude_unset=True) == _route("a", "svc").model_dump(exclude_unset=True)

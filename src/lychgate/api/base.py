@@ -22,6 +22,7 @@ class Model(BaseModel):
         populate_by_name=True,
         extra="forbid",
         frozen=True,
+        defer_build=True,
     )
 
     @model_validator(mode="before")

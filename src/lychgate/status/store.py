@@ -32,46 +32,47 @@ def _condition_lists(status: dict[str, Any]) -> Iterable[tuple[str, list[dict[st
                 yield f"{group}/{item.get(ident)}", item["conditions"]
 
 
-def _stamped(status: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a computed status whose conditions can be given their lastTransitionTime:
-    the dicts and lists on the way to each condition are new, every other part (a
-    parentRef, supportedKinds, addresses...) is the computed status's own, which is never
-    mutated. A whole copy held 9 MiB at 5,000 routes."""
+def _stamped(status: dict[str, Any], times: tuple[str, ...]) -> dict[str, Any]:
+    """A computed status with each condition given its lastTransitionTime (`times`, in
+    the order of _condition_lists): the dicts and lists on the way to each condition are
+    new, every other part (a parentRef, supportedKinds, addresses...) is the computed
+    status's own, which is never mutated."""
+    stamps = iter(times)
+
+    def stamp(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**c, "lastTransitionTime": next(stamps)} for c in conditions]
+
     out = dict(status)
     if isinstance(out.get("conditions"), list):
-        out["conditions"] = list(out["conditions"])
+        out["conditions"] = stamp(out["conditions"])
     for group in ("listeners", "parents", "ancestors"):
         if out.get(group):
-            out[group] = [{**item, "conditions": list(item["conditions"])}
+            out[group] = [{**item, "conditions": stamp(item["conditions"])}
                           if isinstance(item.get("conditions"), list) else item for item in out[group]]
     return out
 
 
-def _condition(computed: dict[str, Any], since: str, prev: dict[str, Any] | None,
-               shared: dict[tuple[Any, ...], dict[str, Any]]) -> dict[str, Any]:
-    """The stored condition: the previous one when nothing in it changed, else one
-    shared with every equal condition of this update. Conditions are never mutated."""
-    condition = {**computed, "lastTransitionTime": since}
-    if prev == condition:
-        return prev
-    try:
-        return shared.setdefault(tuple(condition.items()), condition)
-    except TypeError:  # a value that is not a scalar: not shared
-        return condition
-
-
 class StatusStore:
+    """Each object's computed status and the lastTransitionTime of each of its conditions.
+
+    The status with its times is put together when read (by the status writer, for the
+    changed objects): kept stamped, every route held a copy of its status beside the
+    computed one (3 MiB at 5,000 routes), where it now holds a tuple of times shared
+    with every route whose conditions changed in the same pass."""
+
     def __init__(self) -> None:
-        self._status: dict[ObjectKey, dict[str, Any]] = {}
+        self._times: dict[ObjectKey, tuple[str, ...]] = {}
         self._plain: dict[ObjectKey, dict[str, Any]] = {}
         # The last update's keys and statuses, in order (the statuses are _plain's).
         self._order: tuple[list[ObjectKey], list[dict[str, Any]]] = ([], [])
 
     def get(self, key: ObjectKey) -> dict[str, Any] | None:
-        return self._status.get(key)
+        plain = self._plain.get(key)
+        return None if plain is None else _stamped(plain, self._times[key])
 
     def items(self) -> Iterable[tuple[ObjectKey, dict[str, Any]]]:
-        return self._status.items()
+        for key, plain in list(self._plain.items()):
+            yield key, _stamped(plain, self._times[key])
 
     def update(self, computed: dict[ObjectKey, dict[str, Any]]) -> set[ObjectKey]:
         """Replace all statuses; return the keys whose status changed.
@@ -81,9 +82,8 @@ class StatusStore:
         which is then skipped without comparing its contents."""
         changed: set[ObjectKey] = set()
         stamp = _now()
-        # Conditions stamped in this update, by content: thousands of routes share the same
-        # few (attached, references resolved), and hold one dict each instead of theirs.
-        shared: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # Times of this update, by content: thousands of routes share the same few.
+        shared: dict[tuple[str, ...], tuple[str, ...]] = {}
         plain_of = self._plain.get
         # The keys whose status is not the very object of the last pass. Translation keeps
         # its statuses in much the same order pass after pass: where the keys are the last
@@ -106,7 +106,7 @@ class StatusStore:
         new_keys = sum(k not in self._plain for k in candidates)
         if len(self._plain) + new_keys != len(computed):
             for key in self._plain.keys() - computed.keys():
-                del self._status[key]
+                del self._times[key]
                 del self._plain[key]
                 changed.add(key)
         for key in candidates:
@@ -115,15 +115,14 @@ class StatusStore:
             if plain == status:
                 self._plain[key] = status  # equal content: compare by identity next time
                 continue
-            old = self._status.get(key, {})
-            old_conds = {(path, c["type"]): c for path, conds in _condition_lists(old) for c in conds}
-            new = _stamped(status)
-            for path, conds in _condition_lists(new):
-                for i, c in enumerate(conds):
-                    prev = old_conds.get((path, c["type"]))
-                    same = prev is not None and prev["status"] == c["status"]
-                    conds[i] = _condition(c, prev["lastTransitionTime"] if same and prev else stamp, prev, shared)
+            old: dict[tuple[str, str], tuple[str, str]] = {}  # (where, type) -> (status, since)
+            if plain is not None:
+                since = iter(self._times[key])
+                old = {(path, c["type"]): (c["status"], next(since)) for path, conds in _condition_lists(plain)
+                       for c in conds}
+            times = tuple(prev[1] if (prev := old.get((path, c["type"]))) is not None and prev[0] == c["status"]
+                          else stamp for path, conds in _condition_lists(status) for c in conds)
             self._plain[key] = status
-            self._status[key] = new
+            self._times[key] = shared.setdefault(times, times)
             changed.add(key)
         return changed

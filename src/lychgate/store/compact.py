@@ -8,14 +8,20 @@ same namespaces, kinds, match types and backend names. Here every model of an
 object gets the one set of its content and every short string the interpreter's
 interned copy (freed like any string once nothing holds it).
 
-Both are safe because the models are frozen: pydantic never changes a fields set
-in place (model_copy copies it), and equal strings are interchangeable.
+Empty lists and dicts (a route's unset filters, query parameter matches, labels,
+owner references: about ten per route) are one shared empty list and one shared
+empty dict, each refusing any change, so that code mutating a stored object fails
+loudly instead of changing every other object.
+
+All this is safe because the models are frozen: pydantic never changes a fields set
+in place (model_copy copies it), equal strings are interchangeable, and nothing
+changes a stored object's lists or dicts.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
@@ -24,6 +30,28 @@ _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 _MAX_FIELD_SETS = 4096  # beyond, sets are left as they are (a source of endless shapes)
 # Longer strings (certificates, scripts, bodies) are seldom repeated: not hashed to intern them.
 _MAX_INTERNED = 256
+
+
+def _refused(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError("a stored object is immutable: copy it (model_copy) to change it")
+
+
+class _EmptyList(list[Any]):
+    """The one empty list of every stored model's empty list fields."""
+
+    __slots__ = ()
+    append = extend = insert = remove = pop = clear = sort = reverse = _refused
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refused
+
+
+class _EmptyDict(dict[Any, Any]):
+    """The one empty dict of every stored model's empty dict fields."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = setdefault = update = pop = popitem = clear = __ior__ = _refused
+
+
+_EMPTY: dict[type, list[Any] | dict[Any, Any]] = {list: _EmptyList(), dict: _EmptyDict()}
 
 
 def _interned(value: str) -> str:
@@ -36,7 +64,8 @@ def compact(obj: BaseModel) -> None:
 
 
 def _model(model: BaseModel) -> None:
-    if model.model_config.get("frozen"):  # a model that may change would change the shared set
+    frozen = model.model_config.get("frozen")  # a model that may change would change what it shares
+    if frozen:
         fields_set = model.__pydantic_fields_set__
         key = frozenset(fields_set)
         shared = _FIELD_SETS.get(key)
@@ -48,6 +77,8 @@ def _model(model: BaseModel) -> None:
     for name, value in values.items():
         if type(value) is str:
             values[name] = _interned(value)
+        elif frozen and type(value) in _EMPTY and not value:
+            values[name] = _EMPTY[type(value)]
         elif value is not None:
             _value(value)
     if model.__pydantic_extra__:
