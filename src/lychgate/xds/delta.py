@@ -17,9 +17,9 @@ encoded once per snapshot (Snapshot.delta_entry), and a response is the
 concatenation of those entries and a small head of its own (version, removals,
 nonce). Concatenated protobuf messages are one message with their repeated
 fields joined, so the bytes are those of one DeltaDiscoveryResponse. Streams
-that ask the same get the very same response, nonce included (respond): at
-1,000 proxies, copying a 50 KiB answer once per stream to give it a nonce of
-its own was a tenth of a change's fan-out.
+that ask the same get the very same response, nonce included (respond):
+copying a 47 KiB answer once per stream to give it a nonce of its own was about
+6 % of a change's fan-out at 200 proxies (py-spy).
 """
 
 from __future__ import annotations
