@@ -113,7 +113,7 @@ def _walk(seed: int, steps: int = 300) -> None:
             names = {n for n in NAMES if rng.random() < 0.5}
             mine = DeltaState(wildcard=wildcard, names=_interned(names, pool))
             plain = Plain(wildcard=wildcard, names=set(names))
-            mine.initial(held, snapshot.hashes.get(EDS) if rng.random() < 0.8 else None)
+            mine.initial(held, snapshot.hashes.get(EDS) if rng.random() < 0.8 else None, snapshot.delta_bodies)
             plain.known.update(held)
         else:  # the stream answers
             hashes = snapshot.hashes.get(EDS, {})

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from envoy.service.discovery.v3 import discovery_pb2
 
@@ -98,14 +99,16 @@ class DeltaState:
         if self.held(name) is not None:
             self.diff[name] = None
 
-    def initial(self, versions: dict[str, str], hashes: dict[str, str] | None) -> None:
+    def initial(self, versions: dict[str, str], hashes: dict[str, str] | None,
+                shared: dict[tuple[Any, ...], tuple[Any, ...]] | None = None) -> None:
         """What a reconnecting proxy says it holds. Mostly the snapshot itself (versions are
         content hashes, the same after a control-plane restart): then it holds that very basis,
-        and `diff` only the names where it holds something else."""
+        and `diff` only the names where it holds something else. `shared`: the snapshot's
+        (Snapshot.delta_bodies), where what the streams of a Gateway want of it is kept."""
         if hashes is None or self.basis is not EMPTY or self.diff:
             self.diff.update(versions)
             return
-        wanted = hashes if self.wildcard else _wanted(hashes, self.names)
+        wanted = hashes if self.wildcard else _wanted(hashes, self.names, shared)
         self.synced(hashes)
         if versions != wanted:
             self.diff = dict(versions.items() - wanted.items())
@@ -182,21 +185,18 @@ class DeltaState:
                 self.diff[name] = old
 
 
-# (id(hashes), id(names)) -> (hashes, names, the versions of `hashes` named in `names`)
-_WANTED: dict[tuple[int, int], tuple[dict[str, str], frozenset[str], dict[str, str]]] = {}
-
-
-def _wanted(hashes: dict[str, str], names: frozenset[str]) -> dict[str, str]:
+def _wanted(hashes: dict[str, str], names: frozenset[str],
+            shared: dict[tuple[Any, ...], tuple[Any, ...]] | None) -> dict[str, str]:
     """The versions of the names subscribed, found once for all the streams of a Gateway that
-    reconnect together (one hashes dict and one names object: 3,000 endpoints cost 0.4 ms a proxy)."""
-    key = (id(hashes), id(names))
-    hit = _WANTED.get(key)
+    reconnect together (one hashes dict and one names object: 3,000 endpoints cost 0.4 ms a
+    proxy), and kept in `shared`, which goes with its snapshot."""
+    key = ("wanted", id(hashes), id(names))
+    hit = shared.get(key) if shared is not None else None
     if hit is not None and hit[0] is hashes and hit[1] is names:
         return hit[2]
-    if len(_WANTED) >= MAX_SHARED:
-        _WANTED.clear()
     wanted = {n: hashes[n] for n in names & hashes.keys()}
-    _WANTED[key] = (hashes, names, wanted)  # (holding both keeps their ids from being reused)
+    if shared is not None and len(shared) < MAX_SHARED:
+        shared[key] = (hashes, names, wanted)  # (holding both keeps their ids from being reused)
     return wanted
 
 

@@ -439,7 +439,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             asked = True
             snapshot = self.cache.get(conn.gateway)
             delta.initial(dict(request.initial_resource_versions),
-                          snapshot.hashes.get(type_url) if snapshot is not None else None)
+                          snapshot.hashes.get(type_url) if snapshot is not None else None,
+                          snapshot.delta_bodies if snapshot is not None else None)
         if feedback:
             self._safe_feedback(conn)
         return asked
