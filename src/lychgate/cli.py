@@ -284,6 +284,10 @@ MetricsAddressOpt = Annotated[str | None, typer.Option(
 HelperLogLevelOpt = Annotated[str, typer.Option(help="debug, info, warning or error.")]
 
 
+def _helper_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
 @app.command("ai-extension")
 def ai_extension(
     config: Annotated[Path, typer.Option(help="The AI config file the control plane writes (watched).")],
@@ -295,7 +299,7 @@ def ai_extension(
     """Run the AI extension: the ext_proc server beside Envoy that speaks to LLM providers
     (`lychgate run` starts it by itself; in Kubernetes it is a container of the proxy's pod)."""
     from lychgate.ai.extension import serve
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _helper_logging(log_level)
     if metrics_port:
         from prometheus_client import start_http_server
 
@@ -319,7 +323,7 @@ def mcp_relay(
     proxy's pod)."""
     from lychgate.mcp.relay import serve
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _helper_logging(log_level)
     asyncio.run(serve(listen, config, metrics_port or None, metrics_host=metrics_address))
 
 
