@@ -89,7 +89,9 @@ def _allowed(stack: Stack, name: str, share: bool = True) -> tuple[int, dict[str
 
 
 def test_one_proxy_holds_the_whole_bucket(stack: Stack) -> None:
-    # No route shares a bucket yet: the proxy is not told how many replicas it has.
+    # A bucket of its own, served: while no route shares one, the proxy is not told how
+    # many replicas it has (its local cluster stays empty).
+    assert _allowed(stack, "own", share=False)[0] == 4
     assert _local_hosts(_envoy_admin(stack)) == 0
     allowed, headers = _allowed(stack, "alone")
     assert allowed == 4
