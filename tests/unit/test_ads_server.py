@@ -18,7 +18,7 @@ from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from google.rpc import status_pb2
 
 from lychgate import ir
-from lychgate.xds import types
+from lychgate.xds import opening, types
 from lychgate.xds.cache import SnapshotCache
 from lychgate.xds.server import AdsServer, start_server
 from lychgate.xds.translator import build
@@ -289,6 +289,36 @@ async def test_delta_reconnect_with_initial_versions_sends_nothing_new(
     client.delta(types.CLUSTER, initial=have)
     first = await client.recv()  # the first answer, with nothing in it
     assert not first.resources and not first.removed_resources
+
+
+async def test_a_delta_proxy_answered_and_acked_gives_its_turn_to_open_up_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streams open in turns (xds/opening.py). A delta proxy that has every answer it asked for,
+    and has ACKed them, gives its turn up then, not QUIET later: in a reconnect storm the next
+    proxies wait for it. One turn, QUIET and LONGEST far beyond the test's waits: the second
+    proxy is answered only because the first one ACKed."""
+    monkeypatch.setattr(opening, "QUIET", 60.0)
+    monkeypatch.setattr(opening, "LONGEST", 120.0)
+    cache = SnapshotCache()
+    ads = AdsServer(cache)
+    ads._turns = opening.Turns(1)
+    server, port = await start_server(ads, "127.0.0.1:0")
+    cache.set(NODE, build(gateway()))
+    first = DeltaClient(f"127.0.0.1:{port}", delta=True)
+    second: DeltaClient | None = None
+    try:
+        first.delta(types.CLUSTER)
+        cds = await first.recv()
+        second = DeltaClient(f"127.0.0.1:{port}", delta=True, node="default/gw")
+        second.delta(types.CLUSTER)
+        assert await second.silent()  # its turn: after the first proxy's
+        first.delta(types.CLUSTER, nonce=cds.nonce)
+        assert (await second.recv(10.0)).type_url == types.CLUSTER
+    finally:
+        for client in (first, second):
+            if client is not None:
+                await client.close()
+        await server.stop(0)
 
 
 async def test_a_gateways_proxies_are_found_without_scanning_every_proxy(

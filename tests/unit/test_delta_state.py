@@ -2,7 +2,7 @@
 against the plain bookkeeping it replaces: one dict name -> version per stream.
 
 Random walks of what a proxy does (subscribes, unsubscribes, wildcard on and off,
-reconnects with the versions it holds, ACKs, NACKs) and of what the Gateway's
+reconnects with the versions it holds, as a map or as the wire's raw entries, ACKs, NACKs) and of what the Gateway's
 snapshots do (resources changed, added, removed; snapshots a stream skips): after
 every step the proxy is sent exactly what the plain bookkeeping would send, and
 the bytes it gets decode to those resources.
@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pytest
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 
-from lychgate.xds import types
+from lychgate.xds import requests, types
 from lychgate.xds.cache import Snapshot, make_snapshot
 from lychgate.xds.delta import DeltaState
 from lychgate.xds.translator import Resources
@@ -70,6 +72,13 @@ def _interned(names: set[str], pool: dict[frozenset[str], frozenset[str]]) -> fr
     return pool.setdefault(key, key)
 
 
+def _wire_entries(held: dict[str, str], extra: Sequence[bytes] = ()) -> Sequence[bytes]:
+    """What the ADS server reads of a proxy's map: a real DeltaDiscoveryRequest's bytes
+    (entries in upb's order, not sorted), through the server's own request type."""
+    wire = discovery_pb2.DeltaDiscoveryRequest(initial_resource_versions=held).SerializeToString()
+    return requests.DeltaRequest.FromString(wire + b"".join(b"*" + bytes([len(e)]) + e for e in extra)).initial_entries
+
+
 def _walk(seed: int, steps: int = 300) -> None:
     rng = random.Random(seed)
     pool: dict[frozenset[str], frozenset[str]] = {}
@@ -111,9 +120,15 @@ def _walk(seed: int, steps: int = 300) -> None:
             held = dict(plain.known)
             wildcard = rng.random() < 0.5
             names = {n for n in NAMES if rng.random() < 0.5}
+            if rng.random() < 0.3:  # it holds exactly the snapshot (a control-plane restart)
+                held = {n: v for n, v in snapshot.hashes.get(EDS, {}).items() if wildcard or n in names}
             mine = DeltaState(wildcard=wildcard, names=_interned(names, pool))
             plain = Plain(wildcard=wildcard, names=set(names))
-            mine.initial(held, snapshot.hashes.get(EDS) if rng.random() < 0.8 else None, snapshot.delta_bodies)
+            hashes = snapshot.hashes.get(EDS) if rng.random() < 0.8 else None
+            if rng.random() < 0.5:
+                mine.initial_entries(_wire_entries(held), hashes, snapshot.delta_bodies)
+            else:
+                mine.initial(held, hashes, snapshot.delta_bodies)
             plain.known.update(held)
         else:  # the stream answers
             hashes = snapshot.hashes.get(EDS, {})
@@ -154,3 +169,36 @@ def test_proxies_that_hold_the_same_get_the_very_same_bytes() -> None:
     assert parsed.nonce == nonce
     parsed.nonce = shared.nonce
     assert parsed == shared
+
+
+def test_a_proxy_that_reconnects_holding_the_snapshot_costs_no_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a control-plane restart every proxy sends the versions it holds: when they are the
+    snapshot's, the stream holds the snapshot's own basis (nothing to send, nothing of its own)
+    and the entries are never decoded. Anything else (a version of its own, one missing, one
+    entry twice) is decoded and answered as the map it is."""
+    snapshot = _snapshot(random.Random(3), None)
+    hashes = snapshot.hashes[EDS]
+    names = frozenset(hashes)
+    exact = _wire_entries(dict(hashes))
+    assert [bytes(e) for e in exact] != sorted(bytes(e) for e in exact)  # the order of the wire, not ours
+
+    decoded: list[int] = []
+    real = requests.versions
+    monkeypatch.setattr(requests, "versions", lambda entries: decoded.append(len(entries)) or real(entries))
+    for state in (DeltaState(names=names), DeltaState(wildcard=True)):
+        state.initial_entries(exact, hashes, snapshot.delta_bodies)
+        assert state.synced_to(hashes) and not decoded
+        assert state.respond(snapshot, EDS, itertools.count(1))[:2] == ([], [])
+
+    first, *rest = sorted(hashes)
+    cases = {
+        "a version of its own": ({**hashes, first: "old"}, (), [first]),
+        "one missing": ({n: hashes[n] for n in rest}, (), [first]),
+        "one twice, one missing": ({n: hashes[n] for n in rest}, [requests.entry(rest[0], hashes[rest[0]])], [first]),
+    }
+    for case, (held, extra, expected) in cases.items():
+        state = DeltaState(names=names)
+        state.initial_entries(_wire_entries(held, extra), hashes, snapshot.delta_bodies)
+        assert decoded, case
+        assert state.respond(snapshot, EDS, itertools.count(1))[:2] == (expected, []), case
+        decoded.clear()

@@ -24,12 +24,13 @@ copying a 47 KiB answer once per stream to give it a nonce of its own was about
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from envoy.service.discovery.v3 import discovery_pb2
 
+from lychgate.xds import requests
 from lychgate.xds.cache import Snapshot
 
 # The basis of a proxy that holds nothing yet, and a diff of nothing (never mutated).
@@ -108,11 +109,26 @@ class DeltaState:
         if hashes is None or self.basis is not EMPTY or self.diff:
             self.diff.update(versions)
             return
-        wanted = hashes if self.wildcard else _wanted(hashes, self.names, shared)
+        wanted = self._wanted(hashes, shared)
         self.synced(hashes)
         if versions != wanted:
             self.diff = dict(versions.items() - wanted.items())
             self.diff.update(dict.fromkeys(wanted.keys() - versions.keys()))
+
+    def initial_entries(self, entries: Sequence[bytes], hashes: dict[str, str] | None,
+                        shared: dict[tuple[Any, ...], tuple[Any, ...]] | None = None) -> None:
+        """initial(), given the map's raw entries (xds/requests.py): when they are exactly the
+        snapshot's, encoded as a proxy does, the proxy holds the very basis and no entry is decoded."""
+        if hashes is not None and self.basis is EMPTY and not self.diff:
+            wanted = self._wanted(hashes, shared)
+            if len(entries) == len(wanted) and _encoded(wanted, shared) == set(entries):
+                self.synced(hashes)
+                return
+        self.initial(requests.versions(entries), hashes, shared)
+
+    def _wanted(self, hashes: dict[str, str], shared: dict[tuple[Any, ...], tuple[Any, ...]] | None,
+                ) -> dict[str, str]:
+        return hashes if self.wildcard else _wanted(hashes, self.names, shared)
 
     def changes(self, hashes: dict[str, str], step: tuple[dict[str, str], frozenset[str], frozenset[str]] | None,
                 ) -> tuple[list[str], list[str]]:
@@ -198,6 +214,19 @@ def _wanted(hashes: dict[str, str], names: frozenset[str],
     if shared is not None and len(shared) < MAX_SHARED:
         shared[key] = (hashes, names, wanted)  # (holding both keeps their ids from being reused)
     return wanted
+
+
+def _encoded(wanted: dict[str, str], shared: dict[tuple[Any, ...], tuple[Any, ...]] | None) -> frozenset[bytes]:
+    """`wanted` as the map entries a proxy that holds it sends (requests.entry), once per
+    snapshot and subscription, kept in `shared` like _wanted's."""
+    key = ("encoded", id(wanted))
+    hit = shared.get(key) if shared is not None else None
+    if hit is not None and hit[0] is wanted:
+        return hit[1]
+    encoded = frozenset([requests.entry(name, version) for name, version in wanted.items()])
+    if shared is not None and len(shared) < MAX_SHARED:
+        shared[key] = (wanted, encoded)
+    return encoded
 
 
 MAX_SHARED = 64  # answers kept per snapshot (a few shapes of proxies; bounded whatever they ask)

@@ -8,7 +8,10 @@ once, a few times the controller's memory; in turns of OPENING streams they hold
 a bounded share, and finish no later (the work is the same, on one event loop).
 
 A stream's opening ends once every type it asked for is answered and it has sent
-nothing for QUIET seconds, or after at most LONGEST seconds whatever it does.
+nothing for QUIET seconds, or after at most LONGEST seconds whatever it does. A
+delta stream's ends sooner, as soon as it has ACKed (or refused) every answer
+(ProxyConnection.settled): waiting QUIET after that held a turn idle, and a
+reconnect storm of 1,000 proxies took about 1 s longer.
 """
 
 from __future__ import annotations

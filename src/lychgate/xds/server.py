@@ -25,7 +25,7 @@ from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from lychgate import memory
 from lychgate.admin import metrics
 from lychgate.log import component_logger
-from lychgate.xds import opening, types
+from lychgate.xds import opening, requests, types
 from lychgate.xds.cache import Snapshot, SnapshotCache
 from lychgate.xds.delta import EMPTY, DeltaState
 
@@ -108,6 +108,13 @@ class ProxyConnection:
     def answered(self) -> bool:
         """Has every type this proxy asked for been answered once?"""
         return all(s.delta.answered if s.delta is not None else bool(s.nonce) for s in self.types.values())
+
+    def settled(self) -> bool:
+        """Has every type this delta proxy asked for been answered, and every answer ACKed or
+        refused? Then its opening is over: what it sends next is small (subscriptions that
+        follow what it was sent). A state-of-the-world proxy says nothing as clear."""
+        return self.protocol == "delta" and self.answered() \
+            and not any(s.delta.inflight for s in self.types.values() if s.delta is not None)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -199,7 +206,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             yield response
 
     async def DeltaAggregatedResources(
-        self, request_iterator: AsyncIterator[discovery_pb2.DeltaDiscoveryRequest], context: Any
+        self, request_iterator: AsyncIterator[Any], context: Any  # requests.DeltaRequest
     ) -> AsyncIterator[discovery_pb2.DeltaDiscoveryResponse]:
         async for response in self._stream(request_iterator, context, "delta", self._handle_delta, self._respond_delta):
             yield response
@@ -237,6 +244,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                         asked = True
                         log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
                     del request  # (held until the next one otherwise)
+                    if conn.settled():
+                        turn.end()  # at once: waiting for QUIET would keep the next proxy waiting
                     if asked:
                         conn.asked = True
                         wake.set()
@@ -397,8 +406,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
 
     # --- delta xDS -------------------------------------------------------------
 
-    def _handle_delta(self, conn: ProxyConnection, request: discovery_pb2.DeltaDiscoveryRequest) -> bool:
-        """Take a request in; whether it may call for an answer (anything but an ACK)."""
+    def _handle_delta(self, conn: ProxyConnection, request: Any) -> bool:
+        """Take a request (requests.DeltaRequest) in; whether it may call for an answer (anything but an ACK)."""
         type_url = request.type_url
         state = conn.types.get(type_url)
         asked = state is None or not request.response_nonce
@@ -435,12 +444,12 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                 for name in subscribe | unsubscribe:
                     delta.forget(name)  # (re)subscribing asks for the resource again
             delta.names = self._intern(frozenset((delta.names | subscribe) - unsubscribe))
-        if request.initial_resource_versions:
+        if request.initial_entries:
             asked = True
             snapshot = self.cache.get(conn.gateway)
-            delta.initial(dict(request.initial_resource_versions),
-                          snapshot.hashes.get(type_url) if snapshot is not None else None,
-                          snapshot.delta_bodies if snapshot is not None else None)
+            delta.initial_entries(request.initial_entries,
+                                  snapshot.hashes.get(type_url) if snapshot is not None else None,
+                                  snapshot.delta_bodies if snapshot is not None else None)
         if feedback:
             self._safe_feedback(conn)
         return asked
@@ -523,7 +532,7 @@ def _add_servicer(servicer: AdsServer, server: grpc.aio.Server) -> None:
             servicer.StreamAggregatedResources, request_deserializer=discovery_pb2.DiscoveryRequest.FromString,
             response_serializer=_serialize),
         "DeltaAggregatedResources": grpc.stream_stream_rpc_method_handler(
-            servicer.DeltaAggregatedResources, request_deserializer=discovery_pb2.DeltaDiscoveryRequest.FromString,
+            servicer.DeltaAggregatedResources, request_deserializer=requests.DeltaRequest.FromString,
             response_serializer=_serialize),
     }
     service = "envoy.service.discovery.v3.AggregatedDiscoveryService"
