@@ -34,7 +34,8 @@ def return_large_blocks() -> None:
 
 
 def give_back() -> None:
-    """Return the heap's free pages to the system (glibc; a few ms): after proxies left,
-    what their streams held is free, but below live objects the heap keeps it."""
+    """Return the heap's free pages to the system (glibc; a few ms): once proxies have
+    opened their streams (xds/opening.py) or left, what they held is free, but below
+    live objects the heap keeps it."""
     if (libc := _libc()) is not None:
         libc.malloc_trim(0)

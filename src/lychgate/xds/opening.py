@@ -22,27 +22,44 @@ from collections.abc import Callable
 OPENING = 32  # streams in their opening at once
 QUIET = 0.05  # seconds without a request after the last answer: the opening is over
 LONGEST = 2.0  # seconds: a stream holds its turn no longer than this
+IDLE = 0.2  # seconds without a stream opening: the openings of the moment are over
 
 
 class Turns:
-    """The turns to open a stream (one object per ADS server)."""
+    """The turns to open a stream (one object per ADS server). `idle` is called once no
+    stream has been opening for IDLE seconds: what openings allocated for a moment (a
+    proxy's first configuration, copied by gRPC; a reconnecting proxy's versions) is
+    free by then, and can go back to the system (memory.give_back)."""
 
-    def __init__(self, size: int = OPENING) -> None:
+    def __init__(self, size: int = OPENING, idle: Callable[[], None] | None = None) -> None:
         self._slots = asyncio.Semaphore(size)
+        self._open = 0
+        self._idle = idle
+        self._due: asyncio.TimerHandle | None = None
 
     async def take(self, answered: Callable[[], bool]) -> Turn:
         """Wait for a turn; `answered` says whether every type the stream asked for is answered."""
         await self._slots.acquire()
-        return Turn(self._slots, answered)
+        self._open += 1
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+        return Turn(self, answered)
+
+    def _given_up(self) -> None:
+        self._slots.release()
+        self._open -= 1
+        if self._open == 0 and self._idle is not None:
+            self._due = asyncio.get_running_loop().call_later(IDLE, self._idle)
 
 
 class Turn:
-    def __init__(self, slots: asyncio.Semaphore | None, answered: Callable[[], bool]) -> None:
-        self._slots, self._answered = slots, answered
+    def __init__(self, turns: Turns | None, answered: Callable[[], bool]) -> None:
+        self._turns, self._answered = turns, answered
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._check: asyncio.TimerHandle | None = None
-        if slots is not None:
+        if turns is not None:
             loop = asyncio.get_running_loop()
             self._last = loop.time()
             self._timer = loop.call_later(LONGEST, self.end)
@@ -72,8 +89,8 @@ class Turn:
         if self._check is not None:
             self._check.cancel()
         self._timer = self._check = None
-        if self._slots is not None:
-            self._slots.release()
+        if self._turns is not None:
+            self._turns._given_up()
 
 
 NO_TURN = Turn(None, lambda: True)  # a stream's before its first request: holds nothing

@@ -160,7 +160,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._ids = itertools.count(1)
         self._nonces = itertools.count(1)
         self._progress = asyncio.Event()  # set whenever a stream has handled requests and answered
-        self._turns = opening.Turns()  # streams opening at once
+        self._turns = opening.Turns(idle=memory.give_back)  # streams opening at once
         self._replicas_at: dict[str, float] = {}  # Gateway -> loop time of its last local-cluster update
         self._replicas_due: dict[str, asyncio.TimerHandle] = {}  # Gateway -> its next one, if scheduled
         self._replicas_count: dict[str, int] = {}  # Gateway -> proxies in its last one
