@@ -64,6 +64,11 @@ class Turn:
             self._last = loop.time()
             self._timer = loop.call_later(LONGEST, self.end)
 
+    @property
+    def opening(self) -> bool:
+        """Does the stream still hold its turn?"""
+        return self._timer is not None
+
     def asked(self) -> None:
         """A request came in: the opening goes on."""
         if self._timer is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -21,6 +22,7 @@ from typing import Any
 
 import grpc
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+from prometheus_client import Counter
 
 from lychgate import memory
 from lychgate.admin import metrics
@@ -71,6 +73,7 @@ class ProxyConnection:
     types: dict[str, TypeState] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     asked: bool = False  # something to look at again since the stream last answered
+    counters: dict[tuple[Counter, str], Any] = field(default_factory=dict, repr=False)
 
     def programmed(self, snapshot: Snapshot | None) -> bool:
         """Has this proxy accepted (ACKed) a configuration for every type?"""
@@ -108,6 +111,15 @@ class ProxyConnection:
     def answered(self) -> bool:
         """Has every type this proxy asked for been answered once?"""
         return all(s.delta.answered if s.delta is not None else bool(s.nonce) for s in self.types.values())
+
+    def counter(self, metric: Counter, type_url: str) -> Any:
+        """`metric`'s child for this proxy's Gateway and `type_url`, found once per stream:
+        labels() takes a lock and checks its values each time (2 % of a change's fan-out)."""
+        key = (metric, type_url)
+        child = self.counters.get(key)
+        if child is None:
+            child = self.counters[key] = metric.labels(type_url, self.gateway)
+        return child
 
     def settled(self) -> bool:
         """Has every type this delta proxy asked for been answered, and every answer ACKed or
@@ -244,7 +256,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                         asked = True
                         log.exception("proxy %s: cannot handle request for %s", conn.node_id, request.type_url)
                     del request  # (held until the next one otherwise)
-                    if conn.settled():
+                    if turn.opening and conn.settled():
                         turn.end()  # at once: waiting for QUIET would keep the next proxy waiting
                     if asked:
                         conn.asked = True
@@ -361,13 +373,13 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     def _record_reply(self, conn: ProxyConnection, type_url: str, state: TypeState, version: str, request: Any) -> bool:
         """Record an ACK or NACK of `version`; True when status should look again."""
         if request.HasField("error_detail"):
-            metrics.XDS_NACKS.labels(type_url, conn.gateway).inc()
+            conn.counter(metrics.XDS_NACKS, type_url).inc()
             detail = request.error_detail.message[:MAX_ERROR_DETAIL]
             state.nack = {"version": version, "error": detail, "at": time.time()}
             log.warning("proxy %s rejected %s version %s: %s",
                         conn.node_id, types.SHORT.get(type_url, type_url), version, detail)
             return True
-        metrics.XDS_ACKS.labels(type_url, conn.gateway).inc()
+        conn.counter(metrics.XDS_ACKS, type_url).inc()
         changed = state.nack is not None or not state.version_acked
         state.version_acked = version
         state.nack = None
@@ -397,7 +409,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         follow = _FOLLOW.get(type_url)
         if follow is not None and follow in conn.types:
             conn.types[follow].force = True
-        metrics.XDS_PUSHES.labels(type_url, conn.gateway).inc()
+        conn.counter(metrics.XDS_PUSHES, type_url).inc()
         log.debug("push %s %s version %s (%d resources)", conn.node_id,
                   types.SHORT.get(type_url, type_url), version, len(resources))
         return discovery_pb2.DiscoveryResponse(
@@ -485,9 +497,10 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if follow is not None and follow.delta is not None:
             for name in changed:
                 follow.delta.forget(name)
-        metrics.XDS_PUSHES.labels(type_url, conn.gateway).inc()
-        log.debug("push %s %s version %s (delta: %d changed, %d removed)", conn.node_id,
-                  types.SHORT.get(type_url, type_url), version, len(changed), len(removed))
+        conn.counter(metrics.XDS_PUSHES, type_url).inc()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("push %s %s version %s (delta: %d changed, %d removed)", conn.node_id,
+                      types.SHORT.get(type_url, type_url), version, len(changed), len(removed))
         return message
 
     def retry(self, conn: ProxyConnection, type_url: str) -> None:
