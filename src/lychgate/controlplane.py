@@ -521,24 +521,24 @@ class ControlPlane:
 
     def _feedback(self) -> Feedback:
         fb = self._last_feedback = Feedback()
-        for ref in self.translation.proxies.keys() | {c.gateway for c in self.ads.connections.values()}:
-            conns = self.ads.for_gateway(ref)
+        for ref in self.translation.proxies.keys() | self.ads.gateways():
             snapshot = self.cache.get(ref)
-            if any(c.programmed(snapshot) for c in conns):
+            if any(c.programmed(snapshot) for c in self.ads.for_gateway(ref)):
                 fb.proxy_state[ref] = ""
             else:
                 fb.proxy_state[ref] = self.deployer.proxy_state(ref)
-            for conn in conns:
-                bind_errors = listener_errors(conn)
-                for port, message in bind_errors.items():
-                    fb.listener_errors[(ref, port)] = message
-                for type_url, state in conn.types.items():
-                    if state.nack is not None and not (type_url == types.LISTENER and bind_errors):
-                        fb.rejected[ref] = (
-                            f"the proxy rejected {types.SHORT.get(type_url, type_url)} version "
-                            f"{state.nack['version']}: {state.nack['error']}. It keeps serving the "
-                            "last configuration it accepted; fix the input and the next update recovers"
-                        )
+        for conn in self.ads.refusing():
+            ref = conn.gateway
+            bind_errors = listener_errors(conn)
+            for port, message in bind_errors.items():
+                fb.listener_errors[(ref, port)] = message
+            for type_url, state in conn.types.items():
+                if state.nack is not None and not (type_url == types.LISTENER and bind_errors):
+                    fb.rejected[ref] = (
+                        f"the proxy rejected {types.SHORT.get(type_url, type_url)} version "
+                        f"{state.nack['version']}: {state.nack['error']}. It keeps serving the "
+                        "last configuration it accepted; fix the input and the next update recovers"
+                    )
         for ref, blocked in self.blocked.items():
             held = [f"{types.SHORT.get(b.type_url, b.type_url)} {b.name} ({b.error})" for b in blocked if not b.routes]
             if held:
@@ -550,6 +550,6 @@ class ControlPlane:
         """A port that was busy may be free now: offer NACKed listeners again."""
         while not stop.is_set():
             await asyncio.sleep(RETRY_NACKED_SECONDS)
-            for conn in list(self.ads.connections.values()):
+            for conn in self.ads.refusing():
                 if listener_errors(conn):
                     self.ads.retry(conn, types.LISTENER)

@@ -148,6 +148,7 @@ async def test_nack_is_recorded_and_not_resent(setup: tuple[SnapshotCache, AdsSe
     [conn] = ads.connections.values()
     nack = conn.types[types.LISTENER].nack
     assert nack is not None and nack["version"] == lds.version_info and "Address already in use" in nack["error"]
+    assert ads.refusing() == [conn]  # what status reports, without looking at every proxy
     # A new version is sent, and its ACK clears the NACK.
     cache.set(NODE, build(_other_listener()))
     lds2 = await client.recv()
@@ -155,6 +156,7 @@ async def test_nack_is_recorded_and_not_resent(setup: tuple[SnapshotCache, AdsSe
     client.send(types.LISTENER, version=lds2.version_info, nonce=lds2.nonce)
     await asyncio.sleep(0.1)
     assert conn.types[types.LISTENER].nack is None
+    assert ads.refusing() == []
 
 
 async def test_stale_nonce_is_ignored(setup: tuple[SnapshotCache, AdsServer, Client]) -> None:

@@ -16,7 +16,7 @@ import itertools
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, KeysView
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,12 +176,24 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._replicas_at: dict[str, float] = {}  # Gateway -> loop time of its last local-cluster update
         self._replicas_due: dict[str, asyncio.TimerHandle] = {}  # Gateway -> its next one, if scheduled
         self._replicas_count: dict[str, int] = {}  # Gateway -> proxies in its last one
+        self._refusing: dict[int, ProxyConnection] = {}  # each proxy that NACKed since (refusing())
         # Subscriptions by value, each held by the streams that ask for it (_intern).
         self._names: weakref.WeakValueDictionary[frozenset[str], frozenset[str]] = weakref.WeakValueDictionary()
         # Called when a proxy connects, disconnects, first ACKs or NACKs.
         self.on_feedback: FeedbackHook = lambda _conn: None
         # Called on every ACK, with the type acknowledged.
         self.on_ack: Callable[[ProxyConnection, str], None] = lambda _conn, _type: None
+
+    def gateways(self) -> KeysView[str]:
+        """The Gateways with a proxy connected."""
+        return self._by_gateway.keys()
+
+    def refusing(self) -> list[ProxyConnection]:
+        """The connected proxies that refused a response and took nothing of that type since:
+        what status reports, found without looking at every proxy each pass."""
+        self._refusing = {i: c for i, c in self._refusing.items()
+                          if i in self.connections and any(s.nack is not None for s in c.types.values())}
+        return list(self._refusing.values())
 
     def for_gateway(self, gateway: str) -> list[ProxyConnection]:
         return list(self._by_gateway.get(gateway, {}).values())
@@ -376,6 +388,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             conn.counter(metrics.XDS_NACKS, type_url).inc()
             detail = request.error_detail.message[:MAX_ERROR_DETAIL]
             state.nack = {"version": version, "error": detail, "at": time.time()}
+            self._refusing[conn.id] = conn
             log.warning("proxy %s rejected %s version %s: %s",
                         conn.node_id, types.SHORT.get(type_url, type_url), version, detail)
             return True
