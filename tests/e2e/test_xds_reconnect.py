@@ -1,4 +1,4 @@
-"""A real Envoy reconnecting to a restarted control plane (xds/requests.py).
+"""A real Envoy reconnecting to a restarted control plane (xds/delta_request.py).
 
 Envoy names what it holds in `initial_resource_versions`. The ADS server reads that map
 as its raw entries and compares them with the snapshot's own, encoded the way Envoy
@@ -20,7 +20,7 @@ import pytest
 from lychgate import ir
 from lychgate.deploy.bootstrap import XdsTarget, bootstrap
 from lychgate.deploy.local import envoy_binary
-from lychgate.xds import requests, types
+from lychgate.xds import delta_request, types
 from lychgate.xds.cache import SnapshotCache
 from lychgate.xds.delta import DeltaState
 from lychgate.xds.server import AdsServer, ProxyConnection, start_server
@@ -78,7 +78,7 @@ async def test_envoy_reconnecting_with_what_it_holds_is_read_without_decoding(
 
         read: list[int] = []
         decoded: list[int] = []
-        entries_of, versions_of = DeltaState.initial_entries, requests.versions
+        entries_of, versions_of = DeltaState.initial_entries, delta_request.versions
 
         def counted_entries(self: DeltaState, entries: Sequence[bytes], *args: object) -> None:
             read.append(len(entries))
@@ -89,7 +89,7 @@ async def test_envoy_reconnecting_with_what_it_holds_is_read_without_decoding(
             return versions_of(entries)
 
         monkeypatch.setattr(DeltaState, "initial_entries", counted_entries)
-        monkeypatch.setattr(requests, "versions", counted_versions)
+        monkeypatch.setattr(delta_request, "versions", counted_versions)
         # The control plane comes back with the same configuration (a restart).
         cache = SnapshotCache()
         ads = AdsServer(cache)

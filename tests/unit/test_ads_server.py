@@ -311,7 +311,7 @@ async def test_a_delta_proxy_answered_and_acked_gives_its_turn_to_open_up_at_onc
     try:
         first.delta(types.CLUSTER)
         cds = await first.recv()
-        second = DeltaClient(f"127.0.0.1:{port}", delta=True, node="default/gw")
+        second = DeltaClient(f"127.0.0.1:{port}", delta=True)
         second.delta(types.CLUSTER)
         assert await second.silent()  # its turn: after the first proxy's
         first.delta(types.CLUSTER, nonce=cds.nonce)

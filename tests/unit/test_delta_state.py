@@ -19,7 +19,7 @@ import pytest
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 
-from lychgate.xds import requests, types
+from lychgate.xds import delta_request, types
 from lychgate.xds.cache import Snapshot, make_snapshot
 from lychgate.xds.delta import DeltaState
 from lychgate.xds.translator import Resources
@@ -76,7 +76,7 @@ def _wire_entries(held: dict[str, str], extra: Sequence[bytes] = ()) -> Sequence
     """What the ADS server reads of a proxy's map: a real DeltaDiscoveryRequest's bytes
     (entries in upb's order, not sorted), through the server's own request type."""
     wire = discovery_pb2.DeltaDiscoveryRequest(initial_resource_versions=held).SerializeToString()
-    return requests.DeltaRequest.FromString(wire + b"".join(b"*" + bytes([len(e)]) + e for e in extra)).initial_entries
+    return delta_request.DeltaRequest.FromString(wire + b"".join(b"*" + bytes([len(e)]) + e for e in extra)).initial_entries
 
 
 def _walk(seed: int, steps: int = 300) -> None:
@@ -183,8 +183,8 @@ def test_a_proxy_that_reconnects_holding_the_snapshot_costs_no_decoding(monkeypa
     assert [bytes(e) for e in exact] != sorted(bytes(e) for e in exact)  # the order of the wire, not ours
 
     decoded: list[int] = []
-    real = requests.versions
-    monkeypatch.setattr(requests, "versions", lambda entries: decoded.append(len(entries)) or real(entries))
+    real = delta_request.versions
+    monkeypatch.setattr(delta_request, "versions", lambda entries: decoded.append(len(entries)) or real(entries))
     for state in (DeltaState(names=names), DeltaState(wildcard=True)):
         state.initial_entries(exact, hashes, snapshot.delta_bodies)
         assert state.synced_to(hashes) and not decoded
@@ -194,7 +194,7 @@ def test_a_proxy_that_reconnects_holding_the_snapshot_costs_no_decoding(monkeypa
     cases = {
         "a version of its own": ({**hashes, first: "old"}, (), [first]),
         "one missing": ({n: hashes[n] for n in rest}, (), [first]),
-        "one twice, one missing": ({n: hashes[n] for n in rest}, [requests.entry(rest[0], hashes[rest[0]])], [first]),
+        "one twice, one missing": ({n: hashes[n] for n in rest}, [delta_request.entry(rest[0], hashes[rest[0]])], [first]),
     }
     for case, (held, extra, expected) in cases.items():
         state = DeltaState(names=names)

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from envoy.service.discovery.v3 import discovery_pb2
 
-from lychgate.xds import requests
+from lychgate.xds import delta_request
 from lychgate.xds.cache import Snapshot
 
 # The basis of a proxy that holds nothing yet, and a diff of nothing (never mutated).
@@ -117,14 +117,14 @@ class DeltaState:
 
     def initial_entries(self, entries: Sequence[bytes], hashes: dict[str, str] | None,
                         shared: dict[tuple[Any, ...], tuple[Any, ...]] | None = None) -> None:
-        """initial(), given the map's raw entries (xds/requests.py): when they are exactly the
+        """initial(), given the map's raw entries (xds/delta_request.py): when they are exactly the
         snapshot's, encoded as a proxy does, the proxy holds the very basis and no entry is decoded."""
         if hashes is not None and self.basis is EMPTY and not self.diff:
             wanted = self._wanted(hashes, shared)
             if len(entries) == len(wanted) and _encoded(wanted, shared) == set(entries):
                 self.synced(hashes)
                 return
-        self.initial(requests.versions(entries), hashes, shared)
+        self.initial(delta_request.versions(entries), hashes, shared)
 
     def _wanted(self, hashes: dict[str, str], shared: dict[tuple[Any, ...], tuple[Any, ...]] | None,
                 ) -> dict[str, str]:
@@ -217,13 +217,13 @@ def _wanted(hashes: dict[str, str], names: frozenset[str],
 
 
 def _encoded(wanted: dict[str, str], shared: dict[tuple[Any, ...], tuple[Any, ...]] | None) -> frozenset[bytes]:
-    """`wanted` as the map entries a proxy that holds it sends (requests.entry), once per
+    """`wanted` as the map entries a proxy that holds it sends (delta_request.entry), once per
     snapshot and subscription, kept in `shared` like _wanted's."""
     key = ("encoded", id(wanted))
     hit = shared.get(key) if shared is not None else None
     if hit is not None and hit[0] is wanted:
         return hit[1]
-    encoded = frozenset([requests.entry(name, version) for name, version in wanted.items()])
+    encoded = frozenset([delta_request.entry(name, version) for name, version in wanted.items()])
     if shared is not None and len(shared) < MAX_SHARED:
         shared[key] = (wanted, encoded)
     return encoded

@@ -27,7 +27,7 @@ from prometheus_client import Counter
 from lychgate import memory
 from lychgate.admin import metrics
 from lychgate.log import component_logger
-from lychgate.xds import opening, requests, types
+from lychgate.xds import delta_request, opening, types
 from lychgate.xds.cache import Snapshot, SnapshotCache
 from lychgate.xds.delta import EMPTY, DeltaState
 
@@ -230,7 +230,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             yield response
 
     async def DeltaAggregatedResources(
-        self, request_iterator: AsyncIterator[Any], context: Any  # requests.DeltaRequest
+        self, request_iterator: AsyncIterator[Any], context: Any  # delta_request.DeltaRequest
     ) -> AsyncIterator[discovery_pb2.DeltaDiscoveryResponse]:
         async for response in self._stream(request_iterator, context, "delta", self._handle_delta, self._respond_delta):
             yield response
@@ -432,7 +432,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     # --- delta xDS -------------------------------------------------------------
 
     def _handle_delta(self, conn: ProxyConnection, request: Any) -> bool:
-        """Take a request (requests.DeltaRequest) in; whether it may call for an answer (anything but an ACK)."""
+        """Take a request (delta_request.DeltaRequest) in; whether it may call for an answer (anything but an ACK)."""
         type_url = request.type_url
         state = conn.types.get(type_url)
         asked = state is None or not request.response_nonce
@@ -558,7 +558,7 @@ def _add_servicer(servicer: AdsServer, server: grpc.aio.Server) -> None:
             servicer.StreamAggregatedResources, request_deserializer=discovery_pb2.DiscoveryRequest.FromString,
             response_serializer=_serialize),
         "DeltaAggregatedResources": grpc.stream_stream_rpc_method_handler(
-            servicer.DeltaAggregatedResources, request_deserializer=requests.DeltaRequest.FromString,
+            servicer.DeltaAggregatedResources, request_deserializer=delta_request.DeltaRequest.FromString,
             response_serializer=_serialize),
     }
     service = "envoy.service.discovery.v3.AggregatedDiscoveryService"

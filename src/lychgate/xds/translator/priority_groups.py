@@ -112,7 +112,7 @@ class PriorityGroups(Feature):
     name = "priority_groups"
 
     def resources(self, gateway: ir.GatewayIR) -> Iterable[tuple[str, str, Any]]:
-        for cluster in gateway.clusters:
+        for cluster in [c for c in gateway.clusters if c.priority_groups]:  # (few have any, of thousands)
             bridged = {m.cluster.name: m.cluster for group in cluster.priority_groups for m in group if m.bridged}
             for member in bridged.values():
                 yield types.LISTENER, listener_name(cluster, member), bridge_listener(cluster, member)

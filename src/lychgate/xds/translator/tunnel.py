@@ -59,9 +59,8 @@ class Tunnels(Feature):
     name = "tunnel"
 
     def resources(self, gateway: ir.GatewayIR) -> Iterable[tuple[str, str, Any]]:
-        for cluster in gateway.clusters:
-            if cluster.tunnel is not None:
-                yield types.LISTENER, listener_name(cluster), connect_listener(cluster, cluster.tunnel)
+        for cluster, tunnel in [(c, c.tunnel) for c in gateway.clusters if c.tunnel is not None]:  # (few have one)
+            yield types.LISTENER, listener_name(cluster), connect_listener(cluster, tunnel)
 
 
 register(Tunnels())
