@@ -138,6 +138,28 @@ async def test_cluster_push_is_followed_by_its_endpoints(setup: tuple[SnapshotCa
     assert eds2.nonce != eds.nonce
 
 
+async def test_delta_cluster_push_is_followed_by_its_endpoints(
+        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    """The same for delta xDS: a changed cluster's endpoints are sent again though they did not
+    change."""
+    cache, _, client = delta_setup
+    cache.set(NODE, build(gateway()))
+    client.delta(types.CLUSTER)
+    cds = await client.recv()
+    client.delta(types.CLUSTER, nonce=cds.nonce)
+    client.delta(types.ENDPOINT, subscribe=["kube/default/svc/80"])
+    eds = await client.recv()
+    client.delta(types.ENDPOINT, nonce=eds.nonce)
+    assert await client.silent()
+    cache.set(NODE, build(gateway(timeout_ms=1000)))
+    cds2 = await client.recv()
+    client.delta(types.CLUSTER, nonce=cds2.nonce)
+    eds2 = await client.recv()
+    assert cds2.type_url == types.CLUSTER and [r.name for r in cds2.resources] == ["kube/default/svc/80"]
+    assert eds2.type_url == types.ENDPOINT and [r.name for r in eds2.resources] == ["kube/default/svc/80"]
+    assert eds2.resources[0].version == eds.resources[0].version  # the same endpoints, sent again
+
+
 async def test_nack_is_recorded_and_not_resent(setup: tuple[SnapshotCache, AdsServer, Client]) -> None:
     cache, ads, client = setup
     cache.set(NODE, build(gateway()))
