@@ -143,13 +143,7 @@ async def test_delta_cluster_push_is_followed_by_its_endpoints(
     """The same for delta xDS: a changed cluster's endpoints are sent again though they did not
     change."""
     cache, _, client = delta_setup
-    cache.set(NODE, build(gateway()))
-    client.delta(types.CLUSTER)
-    cds = await client.recv()
-    client.delta(types.CLUSTER, nonce=cds.nonce)
-    client.delta(types.ENDPOINT, subscribe=["kube/default/svc/80"])
-    eds = await client.recv()
-    client.delta(types.ENDPOINT, nonce=eds.nonce)
+    eds = await _holding_one_cluster(cache, client)
     assert await client.silent()
     cache.set(NODE, build(gateway(timeout_ms=1000)))
     cds2 = await client.recv()
@@ -421,8 +415,8 @@ async def test_delta_proxies_get_what_changed_since_the_snapshot_they_hold() -> 
         await server.stop(0)
 
 
-async def _holding_one_cluster(cache: SnapshotCache, client: DeltaClient) -> None:
-    """The proxy holds one cluster and its endpoints, all ACKed."""
+async def _holding_one_cluster(cache: SnapshotCache, client: DeltaClient) -> Any:
+    """The proxy holds one cluster and its endpoints, all ACKed; the endpoints' response."""
     cache.set(NODE, build(gateway()))
     client.delta(types.CLUSTER)
     cds = await client.recv()
@@ -430,6 +424,7 @@ async def _holding_one_cluster(cache: SnapshotCache, client: DeltaClient) -> Non
     client.delta(types.ENDPOINT, subscribe=["kube/default/svc/80"])
     eds = await client.recv()
     client.delta(types.ENDPOINT, nonce=eds.nonce)
+    return eds
 
 
 async def test_a_pass_waits_until_the_proxy_has_asked_for_new_endpoints(

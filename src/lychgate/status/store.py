@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,6 +69,10 @@ class StatusStore:
     def get(self, key: ObjectKey) -> dict[str, Any] | None:
         plain = self._plain.get(key)
         return None if plain is None else _stamped(plain, self._times[key])
+
+    def __iter__(self) -> Iterator[ObjectKey]:
+        """The objects with a status (without putting each status together, as items() does)."""
+        return iter(list(self._plain))
 
     def items(self) -> Iterable[tuple[ObjectKey, dict[str, Any]]]:
         for key, plain in list(self._plain.items()):

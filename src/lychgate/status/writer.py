@@ -155,7 +155,7 @@ class StatusWriter:
 
     def resync(self) -> None:
         """Compare every object with its computed status (after gaining leadership)."""
-        self._pending |= {k for k, _ in self.status.items() if self._resource(k.kind) is not None}
+        self._pending |= {k for k in self.status if self._resource(k.kind) is not None}
         self._wake.set()
 
     def stop_writing(self) -> None:

@@ -24,14 +24,16 @@ copying a 47 KiB answer once per stream to give it a nonce of its own was about
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from envoy.service.discovery.v3 import discovery_pb2
 
 from lychgate.xds import delta_request
 from lychgate.xds.cache import Snapshot
+
+T = TypeVar("T")
 
 # The basis of a proxy that holds nothing yet, and a diff of nothing (never mutated).
 EMPTY: dict[str, str] = {}
@@ -205,28 +207,28 @@ def _wanted(hashes: dict[str, str], names: frozenset[str],
             shared: dict[tuple[Any, ...], tuple[Any, ...]] | None) -> dict[str, str]:
     """The versions of the names subscribed, found once for all the streams of a Gateway that
     reconnect together (one hashes dict and one names object: 3,000 endpoints cost 0.4 ms a
-    proxy), and kept in `shared`, which goes with its snapshot."""
-    key = ("wanted", id(hashes), id(names))
-    hit = shared.get(key) if shared is not None else None
-    if hit is not None and hit[0] is hashes and hit[1] is names:
-        return hit[2]
-    wanted = {n: hashes[n] for n in names & hashes.keys()}
-    if shared is not None and len(shared) < MAX_SHARED:
-        shared[key] = (hashes, names, wanted)  # (holding both keeps their ids from being reused)
-    return wanted
+    proxy)."""
+    return _once(shared, "wanted", (hashes, names), lambda: {n: hashes[n] for n in names & hashes.keys()})
 
 
 def _encoded(wanted: dict[str, str], shared: dict[tuple[Any, ...], tuple[Any, ...]] | None) -> frozenset[bytes]:
-    """`wanted` as the map entries a proxy that holds it sends (delta_request.entry), once per
-    snapshot and subscription, kept in `shared` like _wanted's."""
-    key = ("encoded", id(wanted))
+    """`wanted` as the map entries a proxy that holds it sends (delta_request.entry)."""
+    return _once(shared, "encoded", (wanted,),
+                 lambda: frozenset([delta_request.entry(name, version) for name, version in wanted.items()]))
+
+
+def _once(shared: dict[tuple[Any, ...], tuple[Any, ...]] | None, what: str, of: tuple[Any, ...],
+          make: Callable[[], T]) -> T:
+    """make(), once per snapshot for the very objects `of`: kept in `shared` (the snapshot's
+    delta_bodies, which goes with it), at most MAX_SHARED entries."""
+    key = (what, *map(id, of))
     hit = shared.get(key) if shared is not None else None
-    if hit is not None and hit[0] is wanted:
+    if hit is not None and all(a is b for a, b in zip(hit[0], of, strict=True)):
         return hit[1]
-    encoded = frozenset([delta_request.entry(name, version) for name, version in wanted.items()])
+    value = make()
     if shared is not None and len(shared) < MAX_SHARED:
-        shared[key] = (wanted, encoded)
-    return encoded
+        shared[key] = (of, value)  # (holding them keeps their ids from being reused)
+    return value
 
 
 MAX_SHARED = 64  # answers kept per snapshot (a few shapes of proxies; bounded whatever they ask)
