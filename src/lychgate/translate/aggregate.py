@@ -21,6 +21,7 @@ from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.api.gateway import GRPCRoute, HTTPRoute
 from lychgate.store.store import Read
+from lychgate.translate.cluster_users import ClusterUsers
 from lychgate.translate.delegation_cache import SubtreeCache
 from lychgate.translate.policies import PolicyIndex, Target
 
@@ -70,8 +71,7 @@ class Aggregate:
     buckets: dict[VHostKey, dict[ObjectKey, list[Entry]]] = field(default_factory=dict)
     hosts: dict[tuple[GatewayKey, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     listener_routes: dict[tuple[GatewayKey, str], set[ObjectKey]] = field(default_factory=lambda: defaultdict(set))
-    cluster_users: dict[GatewayKey, dict[str, dict[ObjectKey, ir.Cluster]]] = field(
-        default_factory=lambda: defaultdict(lambda: defaultdict(dict)))
+    cluster_users: dict[GatewayKey, ClusterUsers] = field(default_factory=lambda: defaultdict(ClusterUsers))
     statuses: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
     delegated: dict[ObjectKey, tuple[tuple[ObjectKey, dict[str, Any]], ...]] = field(default_factory=dict)
     dirty: set[VHostKey] = field(default_factory=set)
@@ -163,9 +163,7 @@ class Aggregate:
                             built.remove(host)
             users = self.cluster_users[gw]
             for cluster in contribution.clusters:
-                users[cluster.name].pop(key, None)
-                if not users[cluster.name]:
-                    del users[cluster.name]
+                users.remove(key, cluster.name)
 
     def add(self, key: ObjectKey, route: AnyRoute, contribution: Contribution, reads: frozenset[Read]) -> None:
         self.routes[key] = (route, contribution)
@@ -187,8 +185,9 @@ class Aggregate:
                     if (built := self.tables.get((gw, table))) is not None:
                         built.insert(host)
                 self.dirty.add(vkey)
+            users = self.cluster_users[gw]
             for cluster in contribution.clusters:
-                self.cluster_users[gw][cluster.name][key] = cluster
+                users.add(key, cluster)
 
     def virtual_hosts(
         self, gw: GatewayKey, table: str, build: Callable[[str, str, list[Entry]], ir.VirtualHost]
@@ -217,10 +216,6 @@ class Aggregate:
                 status = out.get(child) or {}
                 out[child] = {**status, "parents": [*status.get("parents", []), entry]}
         return out
-
-    def clusters(self, gw: GatewayKey) -> dict[str, ir.Cluster]:
-        # Routes that resolved the same Service carry equal Cluster values.
-        return {name: next(iter(users.values())) for name, users in self.cluster_users[gw].items()}
 
     def drop_unrequested(self) -> None:
         """After the tables of a pass are built, before policy status is written: a table

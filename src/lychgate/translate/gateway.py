@@ -599,7 +599,7 @@ def _finish_gateway(
 
     listeners: list[ir.HTTPListener] = []
     gw_key = (gw.namespace, gw.name)
-    clusters = agg.clusters(gw_key)
+    used = agg.cluster_users[gw_key]
     serving_listeners = [l for l in ctx.listeners if l.serving]
     for port in sorted({l.spec.port for l in serving_listeners if l.spec.protocol in ("HTTP", "HBONE")}):
         names = {l.id: l.spec.hostname for l in serving_listeners if l.spec.port == port}
@@ -612,13 +612,13 @@ def _finish_gateway(
     if store.count("InferencePool"):  # walks every route: only when pools exist
         listeners = [dataclasses.replace(l, pickers=inference.pickers(l.virtual_hosts)) for l in listeners]
     stream_listeners = streams.listeners(gw_key, address)
-    clusters.update(streams.clusters.get(gw_key, {}))
-    clusters.update(policies.clusters_for(ref))
+    extra = {**streams.clusters.get(gw_key, {}), **policies.clusters_for(ref)}
+    clusters, names = ({**used.served, **extra}, None) if extra else (used.served, used.names())
     if client_cert is not None:
         clusters = {k: _presenting(c, client_cert) if c.tls is not None else c for k, c in clusters.items()}
     out.gateways[ref] = ir.GatewayIR(
         namespace=gw.namespace, name=gw.name, listeners=tuple(listeners),
-        clusters=tuple(clusters[k] for k in sorted(clusters)), streams=stream_listeners,
+        clusters=tuple(map(clusters.__getitem__, names or sorted(clusters))), streams=stream_listeners,
     )
     log_level = params.spec.kube.envoy_container.bootstrap.log_level if params else "info"
     infra = gw.spec.infrastructure

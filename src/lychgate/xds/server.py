@@ -16,6 +16,7 @@ import itertools
 import logging
 import time
 import weakref
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, KeysView
 from dataclasses import dataclass, field
 from typing import Any
@@ -209,9 +210,13 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         streams meanwhile. False when the time ran out."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        waiting = [g for g in gateways if g in self._by_gateway]
+        # Each proxy is looked at until it has caught up, in the order the streams are woken
+        # (that of connecting): each stream's progress then looks at the first few still waiting,
+        # not again at every proxy (a pass over 1,000 proxies per stream that answered).
+        waiting = deque(c for g in gateways for c in self._by_gateway.get(g, {}).values())
         while True:
-            waiting = [g for g in waiting if not self._caught_up(g)]
+            while waiting and (waiting[0].id not in self.connections or self._caught_up(waiting[0])):
+                waiting.popleft()
             left = deadline - loop.time()
             if not waiting or left <= 0:
                 return not waiting
@@ -219,9 +224,9 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._progress.wait(), left)
 
-    def _caught_up(self, gateway: str) -> bool:
-        snapshot = self.cache.get(gateway)
-        return snapshot is None or all(c.caught_up(snapshot) for c in self._by_gateway.get(gateway, {}).values())
+    def _caught_up(self, conn: ProxyConnection) -> bool:
+        snapshot = self.cache.get(conn.gateway)
+        return snapshot is None or conn.caught_up(snapshot)
 
     async def StreamAggregatedResources(
         self, request_iterator: AsyncIterator[discovery_pb2.DiscoveryRequest], context: Any
