@@ -128,6 +128,8 @@ class Converter:
             return {"type": "string", "enum": [node["const"]]}
         type_ = node.get("type")
         out: dict[str, Any] = {k: node[k] for k in KEEP if k in node}
+        # The model's own markers (list-map keys of conditions, ...): the API server reads them.
+        out.update({k: v for k, v in node.items() if k.startswith("x-kubernetes-")})
         if "enum" in node:
             out["enum"] = list(node["enum"])
             type_ = type_ or "string"
@@ -165,11 +167,10 @@ def crd(cls: type[Resource]) -> dict[str, Any]:
         props[name] = conv.convert(node, name)
         if name in schema.get("required", []):
             required.append(name)
-    props["status"] = {
-        "type": "object",
-        "description": "Written by lychgate: conditions (and per-target entries) with observedGeneration.",
-        "x-kubernetes-preserve-unknown-fields": True,
-    }
+    if cls.STATUS is None:
+        raise SchemaError(f"{cls.KIND}: no STATUS model (lychgate.api.status) says what its status holds")
+    status = cls.STATUS.model_json_schema(by_alias=True, mode="validation")
+    props["status"] = Converter(status.get("$defs", {})).convert(status, "status")
     root: dict[str, Any] = {"type": "object", "properties": props}
     if cls.__doc__:
         root["description"] = " ".join(cls.__doc__.split())

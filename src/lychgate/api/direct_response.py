@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 
 from lychgate.api.base import Model, Resource
 from lychgate.api.lychgate import GROUP
+from lychgate.api.status import PolicyStatus
 
 
 class BodyFormat(Model):
@@ -45,6 +46,7 @@ class DirectResponse(Resource):
     """A status and body the gateway answers with, for the route rules that name it."""
 
     KIND: ClassVar[str] = "DirectResponse"
+    STATUS: ClassVar[type[Model] | None] = PolicyStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: DirectResponseSpec

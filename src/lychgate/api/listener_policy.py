@@ -26,6 +26,7 @@ from lychgate.api.base import Model, OpenModel, Resource
 from lychgate.api.gateway import BackendRef, HeaderMatch, HeaderModifier
 from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
+from lychgate.api.status import PolicyStatus
 from lychgate.api.trace_attributes import CustomAttribute
 
 # --- gRPC services (access log and trace collectors) -----------------------------------
@@ -335,6 +336,7 @@ class ListenerPolicy(Resource):
     """Listener settings of the Gateways it targets (kgateway's ListenerPolicy)."""
 
     KIND: ClassVar[str] = "ListenerPolicy"
+    STATUS: ClassVar[type[Model] | None] = PolicyStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: ListenerPolicySpec = Field(default_factory=ListenerPolicySpec)
@@ -348,6 +350,7 @@ class HTTPListenerPolicy(Resource):
     """Deprecated in kgateway for ListenerPolicy `httpSettings`; the same settings, inline."""
 
     KIND: ClassVar[str] = "HTTPListenerPolicy"
+    STATUS: ClassVar[type[Model] | None] = PolicyStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: HTTPListenerPolicySpec = Field(default_factory=HTTPListenerPolicySpec)

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, model_validator
 from lychgate.api import kube_types as k8s
 from lychgate.api.base import Model, Resource
 from lychgate.api.stats import StatsConfig
+from lychgate.api.status import NoStatus
 
 GROUP = "gateway.lychgate.dev"
 
@@ -347,6 +348,7 @@ class GatewayParameters(Resource):
     """Infrastructure of the proxies of the Gateways that refer to it (or of a whole class)."""
 
     KIND: ClassVar[str] = "GatewayParameters"
+    STATUS: ClassVar[type[Model] | None] = NoStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: GatewayParametersSpec = Field(default_factory=GatewayParametersSpec)
