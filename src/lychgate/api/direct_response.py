@@ -9,11 +9,12 @@ without calling a backend.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field, model_validator
 
 from lychgate.api.base import Model, Resource
+from lychgate.api.format_dict import FormatDictionary
 from lychgate.api.lychgate import GROUP
 from lychgate.api.status import PolicyStatus
 
@@ -21,7 +22,7 @@ from lychgate.api.status import PolicyStatus
 class BodyFormat(Model):
     content_type: str | None = None
     text: str | None = Field(None, min_length=1, max_length=4096)
-    json_: dict[str, Any] | None = Field(None, alias="json")
+    json_: FormatDictionary | None = Field(None, alias="json")
 
     @model_validator(mode="after")
     def _one(self) -> BodyFormat:

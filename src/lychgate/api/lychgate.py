@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from lychgate.api import kube_types as k8s
 from lychgate.api.base import Model, Resource
+from lychgate.api.format_dict import JsonObject
 from lychgate.api.stats import StatsConfig
 from lychgate.api.status import NoStatus
 
@@ -36,7 +37,8 @@ KubeObject = dict[str, Any]
 class LogFormat(Model):
     """Envoy's application log format (`--log-format`): a format string, or JSON fields."""
 
-    json_: dict[str, Any] | None = Field(None, alias="json")
+    # Passed on as --log-format text, which Envoy takes whatever it says (api/format_dict.py).
+    json_: JsonObject | None = Field(None, alias="json")
     text: str | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
