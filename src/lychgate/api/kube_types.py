@@ -67,6 +67,11 @@ def _is(definition: str) -> tuple[AfterValidator, WithJsonSchema]:
 # What of Kubernetes' schemas a CRD keeps: no descriptions (the CRD would grow by
 # megabytes) and no list-map markers (a CRD needs their keys required or defaulted).
 _KEEP = ("enum", "format", "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "pattern")
+# Fields of embedded types a CRD leaves out. An ObjectMeta inside a spec (a volumeClaimTemplate's)
+# is a template: managedFields is the API server's record of who wrote which field, written by it
+# alone on real objects, never by a user in a template; its fieldsV1 is free-form even in
+# Kubernetes' own schema. Left out, it is pruned instead of kept unchecked.
+_LEFT_OUT = {"io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": frozenset({"managedFields"})}
 
 
 def structural(definition: str) -> dict[str, Any]:
@@ -92,7 +97,8 @@ def _structural(node: dict[str, Any], stack: tuple[str, ...]) -> dict[str, Any]:
     if type_ == "object":
         props = node.get("properties") or {}
         if props:
-            out["properties"] = {k: _structural(v, stack) for k, v in props.items()}
+            left_out = _LEFT_OUT.get(stack[-1], frozenset())
+            out["properties"] = {k: _structural(v, stack) for k, v in props.items() if k not in left_out}
             if node.get("required"):
                 out["required"] = list(node["required"])
         extra = node.get("additionalProperties")
