@@ -113,7 +113,7 @@ class Converter:
 
     def _convert(self, node: dict[str, Any], where: str) -> dict[str, Any]:
         if kube_types.DEFINITION_KEY in node:  # a Kubernetes type: its own schema
-            return kube_types.structural(node[kube_types.DEFINITION_KEY])
+            return kube_types.structural(node[kube_types.DEFINITION_KEY], bool(node.get(kube_types.PARTIAL_KEY)))
         if "$ref" in node:
             name = node["$ref"].rsplit("/", 1)[-1]
             if name in self._expanding:

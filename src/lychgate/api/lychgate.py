@@ -206,6 +206,19 @@ class ResourceOverlay(Model):
     spec: KubeObject | None = None
 
 
+class PodDisruptionBudget(ResourceOverlay):
+    """A PodDisruptionBudget for the proxy's Pods: lychgate fills in `spec.selector`."""
+
+    spec: k8s.PodDisruptionBudgetSpec | None = None
+
+
+class HorizontalPodAutoscaler(ResourceOverlay):
+    """A HorizontalPodAutoscaler (autoscaling/v2) of the proxy's Deployment: lychgate fills in
+    `spec.scaleTargetRef`; `maxReplicas` is the user's to give (in this or a lower layer)."""
+
+    spec: k8s.HorizontalPodAutoscalerSpec | None = None
+
+
 class SdsBootstrap(Model):
     log_level: Literal["debug", "info", "warn", "error", "panic", "fatal"] | None = None
 
@@ -324,8 +337,8 @@ class KubernetesProxyConfig(Model):
     service_overlay: ResourceOverlay | None = None
     service_account_overlay: ResourceOverlay | None = None
     # Present: the object is created for the proxy (its selector or target filled in).
-    pod_disruption_budget: ResourceOverlay | None = None
-    horizontal_pod_autoscaler: ResourceOverlay | None = None
+    pod_disruption_budget: PodDisruptionBudget | None = None
+    horizontal_pod_autoscaler: HorizontalPodAutoscaler | None = None
     vertical_pod_autoscaler: ResourceOverlay | None = None
 
 
