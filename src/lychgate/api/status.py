@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
+from pydantic.json_schema import JsonDict
 
 from lychgate.api.base import Model
 
@@ -25,7 +26,7 @@ _TYPE = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
          r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
 _REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 # Conditions are a map keyed by type (server-side apply merges them so; a type twice is refused).
-_BY_TYPE = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+_BY_TYPE: JsonDict = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
 
 
 class Condition(Model):
