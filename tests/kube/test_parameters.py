@@ -225,6 +225,56 @@ async def test_what_lychgate_cannot_run_is_refused_naming_the_field(kube: KubeFa
         assert kube.get("deployments", "gw") is None and kube.get("deployments", "sds") is None
 
 
+async def test_an_overlay_that_makes_an_invalid_object_is_refused_naming_the_field(
+        kube: KubeFake, controller: Controller) -> None:
+    """Overlays are free-form patches: the object each makes is checked whole against Kubernetes'
+    type, or the API server would drop a misspelt field without a word (server-side apply only warns)."""
+    kube.create(gateway_class())
+    kube.create(gateway_parameters(deploymentOverlay={"spec": {"template": {"spec": {"dnsPolicyy": "None"}}}}))
+    kube.create(gateway_parameters("svc", serviceOverlay={"spec": {"sessionAffinity": 1}}))
+    kube.create(gateway_parameters("hpa", horizontalPodAutoscaler={"spec": {"minReplicas": 2}}))
+    kube.create(gateway(params="params"))
+    kube.create(gateway("svc", port=8081, params="svc"))
+    kube.create(gateway("hpa", port=8082, params="hpa"))
+    async with controller():
+        for name, message in (
+            ("gw", "GatewayParameters default/params: spec.kube.deploymentOverlay: the Deployment it makes is not a "
+                   "valid Kubernetes Deployment: spec.template.spec: Additional properties are not allowed "
+                   "('dnsPolicyy' was unexpected)"),
+            ("svc", "GatewayParameters default/svc: spec.kube.serviceOverlay: the Service it makes is not a valid "
+                    "Kubernetes Service: spec.sessionAffinity: 1 is not of type 'string'"),
+            # A layer may leave maxReplicas to another; the object made must have it.
+            ("hpa", "GatewayParameters default/hpa: spec.kube.horizontalPodAutoscaler: the HorizontalPodAutoscaler "
+                    "it makes is not a valid Kubernetes HorizontalPodAutoscaler: spec: 'maxReplicas' is a required"),
+        ):
+            programmed = await eventually(lambda n=name: gateway_condition(kube, "Programmed", n),  # type: ignore[misc]
+                                          what=f"{name}'s status")
+            assert programmed["status"] == "False" and message in programmed["message"], programmed
+        assert kube.get("deployments", "gw") is None and kube.get("horizontalpodautoscalers", "hpa") is None
+
+
+def test_disruption_budget_and_autoscaler_specs_are_kubernetes_types() -> None:
+    """Typed in the CRD and the model (but for the fields lychgate fills in or another layer gives)."""
+    from lychgate.api.registry import ManifestError, parse
+
+    parse(gateway_parameters(horizontalPodAutoscaler={"spec": {"minReplicas": 2}},
+                             podDisruptionBudget={"spec": {"maxUnavailable": "50%"}}))
+    for kube_fields, where in (
+        ({"podDisruptionBudget": {"spec": {"minAvailable": [1]}}}, "podDisruptionBudget.spec: Value error, not a "
+         "valid Kubernetes PodDisruptionBudgetSpec: minAvailable"),
+        ({"horizontalPodAutoscaler": {"spec": {"maxReplicas": 3, "metrics": [{"type": "Resource", "resource": {
+            "name": "cpu", "target": {"type": "Utilization", "averageUtilisation": 80}}}]}}},
+         "horizontalPodAutoscaler.spec: Value error, not a valid Kubernetes HorizontalPodAutoscalerSpec: "
+         "metrics[0].resource.target: Additional properties are not allowed ('averageUtilisation' was unexpected)"),
+    ):
+        try:
+            parse(gateway_parameters(**kube_fields))
+        except ManifestError as err:
+            assert f"spec.kube.{where}" in str(err), err
+        else:
+            raise AssertionError(f"accepted: {kube_fields}")
+
+
 async def test_helm_class_parameters_can_make_every_gateway_self_managed(kube: KubeFake,
                                                                          controller: Controller) -> None:
     kube.namespace("infra")

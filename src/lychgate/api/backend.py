@@ -21,6 +21,7 @@ from lychgate.api.backend_common import AwsAuth, Host
 from lychgate.api.base import Model, Resource
 from lychgate.api.lychgate import GROUP, LocalObjectReference
 from lychgate.api.mcp import MCPBackend
+from lychgate.api.status import ConditionsStatus
 
 # Groups a reference to a Backend may name: ours, and kgateway's so its manifests load unchanged.
 GROUPS = frozenset({GROUP, "gateway.kgateway.dev"})
@@ -123,6 +124,7 @@ class Backend(Resource):
     """A backend outside the cluster's Services that routes can send traffic to."""
 
     KIND: ClassVar[str] = "Backend"
+    STATUS: ClassVar[type[Model] | None] = ConditionsStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: BackendSpec

@@ -20,6 +20,7 @@ from lychgate.api.base import Model, Resource, renamed
 from lychgate.api.gateway import BackendObjectReference
 from lychgate.api.lychgate import GROUP, Quantity
 from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
+from lychgate.api.status import PolicyStatus
 
 # metav1.Duration as kgateway constrains it: up to four number+unit parts.
 Duration = Annotated[str, Field(max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")]
@@ -348,6 +349,7 @@ class BackendConfigPolicy(Resource):
     """Connection, load-balancing and health settings for the Services or Backends it targets."""
 
     KIND: ClassVar[str] = "BackendConfigPolicy"
+    STATUS: ClassVar[type[Model] | None] = PolicyStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: BackendConfigPolicySpec = Field(default_factory=BackendConfigPolicySpec)

@@ -112,6 +112,9 @@ class Resource(Model):
     GROUP: ClassVar[str] = ""
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1",)
     NAMESPACED: ClassVar[bool] = True
+    # The shape of the status lychgate writes (api/status.py), for a kind whose CRD lychgate
+    # generates (tools/gen_crds.py requires it); the status itself stays a plain dict.
+    STATUS: ClassVar[type[Model] | None] = None
 
     api_version: str
     kind: str

@@ -9,18 +9,20 @@ without calling a backend.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field, model_validator
 
 from lychgate.api.base import Model, Resource
+from lychgate.api.format_dict import FormatDictionary
 from lychgate.api.lychgate import GROUP
+from lychgate.api.status import PolicyStatus
 
 
 class BodyFormat(Model):
     content_type: str | None = None
     text: str | None = Field(None, min_length=1, max_length=4096)
-    json_: dict[str, Any] | None = Field(None, alias="json")
+    json_: FormatDictionary | None = Field(None, alias="json")
 
     @model_validator(mode="after")
     def _one(self) -> BodyFormat:
@@ -45,6 +47,7 @@ class DirectResponse(Resource):
     """A status and body the gateway answers with, for the route rules that name it."""
 
     KIND: ClassVar[str] = "DirectResponse"
+    STATUS: ClassVar[type[Model] | None] = PolicyStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: DirectResponseSpec

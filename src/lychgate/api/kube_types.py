@@ -42,7 +42,11 @@ def _where(error: jsonschema.ValidationError) -> str:
 
 def check(definition: str, value: Any) -> Any:
     """`value` if it is a valid `definition` (io.k8s.api.core.v1.SecurityContext, ...), else ValueError."""
-    errors = sorted(_validator(definition).iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
+    return _raise_first(definition, _validator(definition), value)
+
+
+def _raise_first(definition: str, validator: jsonschema.Draft202012Validator, value: Any) -> Any:
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         kind = definition.rsplit(".", 1)[-1]
         first = errors[0]
@@ -64,14 +68,47 @@ def _is(definition: str) -> tuple[AfterValidator, WithJsonSchema]:
             WithJsonSchema({"type": "object", DEFINITION_KEY: definition}))
 
 
+# A spec lychgate completes (a PDB's selector, an HPA's scaleTargetRef), written in layers (a
+# class's GatewayParameters, then a Gateway's, merged: translate/parameters.py): each layer
+# may leave out a top-level field the type requires, such as an HPA's maxReplicas, which the
+# object lychgate makes must have (deploy/overlays.py checks that one whole). Every field
+# given, to any depth, is checked as the type says.
+PARTIAL_KEY = "x-lychgate-partial"
+
+
+@functools.cache
+def _partial_validator(definition: str) -> jsonschema.Draft202012Validator:
+    top = {k: v for k, v in _definitions()[definition].items() if k != "required"}
+    return jsonschema.Draft202012Validator({**top, "$defs": _definitions()})
+
+
+def check_partial(definition: str, value: Any) -> Any:
+    """`value` if it is a valid `definition` but for top-level required fields, else ValueError."""
+    return _raise_first(definition, _partial_validator(definition), value)
+
+
+def _is_partial(definition: str) -> tuple[AfterValidator, WithJsonSchema]:
+    return (AfterValidator(functools.partial(check_partial, definition)),
+            WithJsonSchema({"type": "object", DEFINITION_KEY: definition, PARTIAL_KEY: True}))
+
+
 # What of Kubernetes' schemas a CRD keeps: no descriptions (the CRD would grow by
 # megabytes) and no list-map markers (a CRD needs their keys required or defaulted).
 _KEEP = ("enum", "format", "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "pattern")
+# Fields of embedded types a CRD leaves out. An ObjectMeta inside a spec (a volumeClaimTemplate's)
+# is a template: managedFields is the API server's record of who wrote which field, written by it
+# alone on real objects, never by a user in a template; its fieldsV1 is free-form even in
+# Kubernetes' own schema. Left out, it is pruned instead of kept unchecked.
+_LEFT_OUT = {"io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": frozenset({"managedFields"})}
 
 
-def structural(definition: str) -> dict[str, Any]:
-    """The Kubernetes `definition` as a structural OpenAPI schema, as a CRD embeds it."""
-    return _structural(_definitions()[definition], (definition,))
+def structural(definition: str, partial: bool = False) -> dict[str, Any]:
+    """The Kubernetes `definition` as a structural OpenAPI schema, as a CRD embeds it;
+    `partial`: without its top-level required fields (_is_partial)."""
+    out = _structural(_definitions()[definition], (definition,))
+    if partial:
+        out.pop("required", None)
+    return out
 
 
 def _structural(node: dict[str, Any], stack: tuple[str, ...]) -> dict[str, Any]:
@@ -92,7 +129,8 @@ def _structural(node: dict[str, Any], stack: tuple[str, ...]) -> dict[str, Any]:
     if type_ == "object":
         props = node.get("properties") or {}
         if props:
-            out["properties"] = {k: _structural(v, stack) for k, v in props.items()}
+            left_out = _LEFT_OUT.get(stack[-1], frozenset())
+            out["properties"] = {k: _structural(v, stack) for k, v in props.items() if k not in left_out}
             if node.get("required"):
                 out["required"] = list(node["required"])
         extra = node.get("additionalProperties")
@@ -120,3 +158,6 @@ Probe = Annotated[Object, *_is(_CORE + "Probe")]
 Container = Annotated[Object, *_is(_CORE + "Container")]
 ContainerPort = Annotated[Object, *_is(_CORE + "ContainerPort")]
 DeploymentStrategy = Annotated[Object, *_is("io.k8s.api.apps.v1.DeploymentStrategy")]
+# The specs of the objects GatewayParameters ask lychgate to create for the proxy (deploy/overlays.py).
+PodDisruptionBudgetSpec = Annotated[Object, *_is_partial("io.k8s.api.policy.v1.PodDisruptionBudgetSpec")]
+HorizontalPodAutoscalerSpec = Annotated[Object, *_is_partial("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec")]

@@ -18,14 +18,16 @@ reports it on the policy's status with the field path.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
 from lychgate.api.base import Model, OpenModel, Resource
+from lychgate.api.format_dict import FormatDictionary
 from lychgate.api.gateway import BackendRef, HeaderMatch, HeaderModifier
 from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
+from lychgate.api.status import PolicyStatus
 from lychgate.api.trace_attributes import CustomAttribute
 
 # --- gRPC services (access log and trace collectors) -----------------------------------
@@ -70,13 +72,28 @@ class AccessLogGrpcService(CommonAccessLogGrpcService):
     additional_response_trailers_to_log: list[str] = Field(default_factory=list)
 
 
+# The CRD cannot be recursive: below the first level a nested value is free-form there, as
+# in kgateway's (+kubebuilder:validation:Schemaless); this model checks it to any depth.
+_NESTED = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
 class AnyValue(Model):
-    """A string, or nested values kept as written (kgateway's schema stops at one level
-    too: the CRD cannot be recursive); translation checks the nested ones."""
+    """OTLP's AnyValue: exactly one of a string, a list of values, a list of key-values."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})  # as kgateway's
 
     string_value: str | None = None
-    array_value: list[dict[str, Any]] = Field(default_factory=list)
-    kv_list_value: dict[str, Any] | None = None
+    array_value: Annotated[list[AnyValue], WithJsonSchema({"type": "array", "items": _NESTED})] | None = None
+    kv_list_value: Annotated[KeyAnyValueList, WithJsonSchema(_NESTED)] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> AnyValue:
+        given = [n for n, v in (("stringValue", self.string_value), ("arrayValue", self.array_value),
+                                ("kvListValue", self.kv_list_value)) if v is not None]
+        if len(given) != 1:
+            raise ValueError("exactly one of stringValue, arrayValue or kvListValue must be set"
+                             + (f" (found {', '.join(given)})" if given else ""))
+        return self
 
 
 class KeyAnyValue(Model):
@@ -107,7 +124,7 @@ class FileSink(Model):
     path: str = Field(min_length=1)
     string_format: str | None = None
     # Format dictionary: keys to Envoy command operators (`%REQ(:PATH)%`), nested allowed.
-    json_format: dict[str, Any] | None = None
+    json_format: FormatDictionary | None = None
 
 
 ComparisonOp = Literal["EQ", "GE", "LE"]
@@ -335,6 +352,7 @@ class ListenerPolicy(Resource):
     """Listener settings of the Gateways it targets (kgateway's ListenerPolicy)."""
 
     KIND: ClassVar[str] = "ListenerPolicy"
+    STATUS: ClassVar[type[Model] | None] = PolicyStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: ListenerPolicySpec = Field(default_factory=ListenerPolicySpec)
@@ -348,6 +366,7 @@ class HTTPListenerPolicy(Resource):
     """Deprecated in kgateway for ListenerPolicy `httpSettings`; the same settings, inline."""
 
     KIND: ClassVar[str] = "HTTPListenerPolicy"
+    STATUS: ClassVar[type[Model] | None] = PolicyStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: HTTPListenerPolicySpec = Field(default_factory=HTTPListenerPolicySpec)

@@ -9,7 +9,9 @@ from pydantic import AfterValidator, Field, model_validator
 
 from lychgate.api import kube_types as k8s
 from lychgate.api.base import Model, Resource
+from lychgate.api.format_dict import JsonObject
 from lychgate.api.stats import StatsConfig
+from lychgate.api.status import NoStatus
 
 GROUP = "gateway.lychgate.dev"
 
@@ -35,7 +37,8 @@ KubeObject = dict[str, Any]
 class LogFormat(Model):
     """Envoy's application log format (`--log-format`): a format string, or JSON fields."""
 
-    json_: dict[str, Any] | None = Field(None, alias="json")
+    # Passed on as --log-format text, which Envoy takes whatever it says (api/format_dict.py).
+    json_: JsonObject | None = Field(None, alias="json")
     text: str | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
@@ -203,6 +206,19 @@ class ResourceOverlay(Model):
     spec: KubeObject | None = None
 
 
+class PodDisruptionBudget(ResourceOverlay):
+    """A PodDisruptionBudget for the proxy's Pods: lychgate fills in `spec.selector`."""
+
+    spec: k8s.PodDisruptionBudgetSpec | None = None
+
+
+class HorizontalPodAutoscaler(ResourceOverlay):
+    """A HorizontalPodAutoscaler (autoscaling/v2) of the proxy's Deployment: lychgate fills in
+    `spec.scaleTargetRef`; `maxReplicas` is the user's to give (in this or a lower layer)."""
+
+    spec: k8s.HorizontalPodAutoscalerSpec | None = None
+
+
 class SdsBootstrap(Model):
     log_level: Literal["debug", "info", "warn", "error", "panic", "fatal"] | None = None
 
@@ -321,8 +337,8 @@ class KubernetesProxyConfig(Model):
     service_overlay: ResourceOverlay | None = None
     service_account_overlay: ResourceOverlay | None = None
     # Present: the object is created for the proxy (its selector or target filled in).
-    pod_disruption_budget: ResourceOverlay | None = None
-    horizontal_pod_autoscaler: ResourceOverlay | None = None
+    pod_disruption_budget: PodDisruptionBudget | None = None
+    horizontal_pod_autoscaler: HorizontalPodAutoscaler | None = None
     vertical_pod_autoscaler: ResourceOverlay | None = None
 
 
@@ -347,6 +363,7 @@ class GatewayParameters(Resource):
     """Infrastructure of the proxies of the Gateways that refer to it (or of a whole class)."""
 
     KIND: ClassVar[str] = "GatewayParameters"
+    STATUS: ClassVar[type[Model] | None] = NoStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: GatewayParametersSpec = Field(default_factory=GatewayParametersSpec)

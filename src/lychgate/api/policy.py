@@ -40,6 +40,7 @@ from lychgate.api.direct_response import DirectResponseSpec
 from lychgate.api.gateway import BackendRef
 from lychgate.api.lychgate import GROUP
 from lychgate.api.rate_limit import GlobalRateLimitPolicy
+from lychgate.api.status import ConditionsStatus, PolicyStatus
 from lychgate.api.trace_attributes import CustomAttribute
 
 # --- targets -------------------------------------------------------------------
@@ -474,6 +475,7 @@ class TrafficPolicySpec(Model):
 
 class TrafficPolicy(Resource):
     KIND: ClassVar[str] = "TrafficPolicy"
+    STATUS: ClassVar[type[Model] | None] = PolicyStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: TrafficPolicySpec = Field(default_factory=TrafficPolicySpec)
@@ -606,6 +608,7 @@ class GatewayExtensionSpec(Model):
 
 class GatewayExtension(Resource):
     KIND: ClassVar[str] = "GatewayExtension"
+    STATUS: ClassVar[type[Model] | None] = ConditionsStatus
     GROUP: ClassVar[str] = GROUP
     VERSIONS: ClassVar[tuple[str, ...]] = ("v1alpha1",)
     spec: GatewayExtensionSpec = Field(default_factory=GatewayExtensionSpec)

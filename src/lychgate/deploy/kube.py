@@ -38,7 +38,7 @@ from lychgate.ai.config import AIConfig
 from lychgate.api.core import Service
 from lychgate.api.gateway import Gateway, GatewayClass
 from lychgate.api.lychgate import GatewayParameters
-from lychgate.deploy import ai_container, manifests, mcp_container
+from lychgate.deploy import ai_container, manifests, mcp_container, overlays
 from lychgate.deploy.manifests import ProxyContext
 from lychgate.kubeapi import (
     CONFIG_MAP,
@@ -311,6 +311,10 @@ class KubeDeployer:
             objs = manifests.proxy_objects(gateway, params, intent.ports, self.ctx, intent.udp_ports, ai, mcp)
             digest = _digest(objs)
             if self.applied.get(ref) == digest:
+                continue
+            invalid = overlays.problem(params.spec.kube, objs) if params is not None else None
+            if params is not None and invalid is not None:
+                self._set_error(ref, f"GatewayParameters {params.namespace}/{params.name}: {invalid}")
                 continue
             try:
                 # Pruned first and the Deployment applied last: once it is written nothing

@@ -7,6 +7,13 @@ named items (containers, volumes, env, ports) item by item by name, other lists
 replaced, and `null` removes a key. `podDisruptionBudget`,
 `horizontalPodAutoscaler` and `verticalPodAutoscaler` create that object for the
 proxy, with its selector or target filled in and the overlay's spec over it.
+
+An overlay's spec is free-form (in the CRD too, as kgateway's: a patch may be any
+part of the object), so the object it makes is checked whole against Kubernetes'
+own type (api/kube_types.py) before it is written: the API server would drop an
+unknown field without a word (server-side apply only warns) and refuse a mistyped
+one far from the field that caused it. The VerticalPodAutoscaler is a CRD that
+Kubernetes' schemas do not hold: its own CRD checks it when it is written.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from lychgate.api import kube_types
 from lychgate.api.lychgate import KubernetesProxyConfig, ResourceOverlay
 
 # Optional objects: kind -> (apiVersion, plural).
@@ -23,6 +31,14 @@ OPTIONAL_KINDS = {
     "VerticalPodAutoscaler": ("autoscaling.k8s.io/v1", "verticalpodautoscalers"),
 }
 _MERGE_KEYS = ("name", "containerPort", "port", "mountPath")
+# kind -> (the field of spec.kube that shapes it, Kubernetes' type of the object).
+CHECKED = {
+    "Deployment": ("deploymentOverlay", "io.k8s.api.apps.v1.Deployment"),
+    "Service": ("serviceOverlay", "io.k8s.api.core.v1.Service"),
+    "ServiceAccount": ("serviceAccountOverlay", "io.k8s.api.core.v1.ServiceAccount"),
+    "PodDisruptionBudget": ("podDisruptionBudget", "io.k8s.api.policy.v1.PodDisruptionBudget"),
+    "HorizontalPodAutoscaler": ("horizontalPodAutoscaler", "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler"),
+}
 
 
 def _merge_key(items: list[Any]) -> str | None:
@@ -78,3 +94,21 @@ def optional_objects(kube: KubernetesProxyConfig, metadata: dict[str, Any],
                     "spec": spec}
             out.append(apply(base, overlay))
     return out
+
+
+def problem(kube: KubernetesProxyConfig, objs: list[dict[str, Any]]) -> str | None:
+    """The first object an overlay shaped that is not a valid Kubernetes object, naming the
+    overlay and the field; None: all are (objects no overlay touched are lychgate's own)."""
+    given = {"Deployment": kube.deployment_overlay, "Service": kube.service_overlay,
+             "ServiceAccount": kube.service_account_overlay, "PodDisruptionBudget": kube.pod_disruption_budget,
+             "HorizontalPodAutoscaler": kube.horizontal_pod_autoscaler}
+    for obj in objs:
+        kind = obj["kind"]
+        if kind not in CHECKED or given.get(kind) is None:
+            continue
+        field, definition = CHECKED[kind]
+        try:
+            kube_types.check(definition, obj)
+        except ValueError as err:
+            return f"spec.kube.{field}: the {kind} it makes is {err}"
+    return None

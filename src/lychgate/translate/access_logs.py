@@ -15,7 +15,13 @@ import re
 from typing import Any
 
 from lychgate import envoy_limits, ir, ir_listener
-from lychgate.api.listener_policy import AccessLog, AccessLogFilter, FilterType, KeyAnyValueList
+from lychgate.api.listener_policy import (
+    AccessLog,
+    AccessLogFilter,
+    AnyValue,
+    FilterType,
+    KeyAnyValueList,
+)
 from lychgate.store import Store
 from lychgate.translate.collectors import collector
 from lychgate.translate.policies.common import Invalid, Unresolved, envoy_check, header_name
@@ -70,8 +76,7 @@ def _sink(store: Store, kind: str, namespace: str, log: AccessLog, path: str,
         sink = log.file_sink
         if sink.string_format is not None and sink.json_format is not None:
             raise Invalid(f"{path}.fileSink", "only one of stringFormat or jsonFormat may be set")
-        if sink.json_format is not None:
-            _check_json_format(sink.json_format, f"{path}.fileSink.jsonFormat")
+        if sink.json_format is not None:  # checked as Envoy would by the model (api/format_dict.py)
             return ir_listener.AccessLogSink(kind="file", filter=filt, path=sink.path,
                                              json_format=json.dumps(sink.json_format))
         text = sink.string_format if sink.string_format is not None else DEFAULT_FORMAT
@@ -103,8 +108,8 @@ def _sink(store: Store, kind: str, namespace: str, log: AccessLog, path: str,
         _check_operators(otel.body, f"{path}.openTelemetry.body")
     return ir_listener.AccessLogSink(
         kind="otel", filter=filt, collector=col, log_name=otel.grpc_service.log_name, body=otel.body,
-        attributes=_kv_json(otel.attributes, f"{path}.openTelemetry.attributes"),
-        resource_attributes=_kv_json(otel.resource_attributes, f"{path}.openTelemetry.resourceAttributes"),
+        attributes=_kv_json(otel.attributes),
+        resource_attributes=_kv_json(otel.resource_attributes),
         disable_builtin_labels=bool(otel.disable_builtin_labels),
     )
 
@@ -116,49 +121,23 @@ def _check_operators(text: str, path: str) -> None:
                             "write a literal percent sign as %%)")
 
 
-def _check_json_format(value: Any, path: str) -> None:
-    if not value:
-        raise Invalid(path, "must have at least one key")
-    for key, item in value.items():
-        if isinstance(item, dict):
-            _check_json_format(item, f"{path}.{key}")
-        elif isinstance(item, str):
-            _check_operators(item, f"{path}.{key}")
-        elif isinstance(item, list):
-            raise Invalid(f"{path}.{key}", "lists are not allowed in an access log format (Envoy)")
-
-
-def _kv_json(values: KeyAnyValueList | None, path: str) -> str | None:
+def _kv_json(values: KeyAnyValueList | None) -> str | None:
     """OTLP's KeyValueList in its JSON form, for Envoy's open_telemetry logger."""
-    if values is None:
-        return None
-    return json.dumps({"values": [_key_value(v.key, v.value.model_dump(by_alias=True, exclude_none=True),
-                                             f"{path}.values[{i}]")
-                                  for i, v in enumerate(values.values)]})
+    return None if values is None else json.dumps(_kv_list(values))
 
 
-def _key_value(key: str, value: Any, path: str) -> dict[str, Any]:
-    return {"key": key, "value": _any_value(value, f"{path}.value")}
+def _kv_list(values: KeyAnyValueList) -> dict[str, Any]:
+    return {"values": [{"key": kv.key, "value": _any_value(kv.value)} for kv in values.values]}
 
 
-def _any_value(value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise Invalid(path, "must be a mapping with one of stringValue, arrayValue or kvListValue")
-    present = [k for k in ("stringValue", "arrayValue", "kvListValue") if value.get(k)]
-    if len(present) != 1:
-        raise Invalid(path, "exactly one of stringValue, arrayValue or kvListValue must be set")
-    if "stringValue" in present:
-        return {"stringValue": str(value["stringValue"])}
-    if "arrayValue" in present:
-        items = value["arrayValue"]
-        if not isinstance(items, list):
-            raise Invalid(f"{path}.arrayValue", "must be a list of values")
-        return {"arrayValue": {"values": [_any_value(v, f"{path}.arrayValue[{i}]") for i, v in enumerate(items)]}}
-    kvs = value["kvListValue"].get("values") if isinstance(value["kvListValue"], dict) else None
-    if not isinstance(kvs, list) or not all(isinstance(kv, dict) and isinstance(kv.get("key"), str) for kv in kvs):
-        raise Invalid(f"{path}.kvListValue.values", "must be a list of {key, value}")
-    return {"kvlistValue": {"values": [_key_value(kv["key"], kv.get("value"), f"{path}.kvListValue.values[{i}]")
-                                       for i, kv in enumerate(kvs)]}}
+def _any_value(value: AnyValue) -> dict[str, Any]:
+    """The model holds exactly one of the three (api/listener_policy.py), at any depth."""
+    if value.string_value is not None:
+        return {"stringValue": value.string_value}
+    if value.array_value is not None:
+        return {"arrayValue": {"values": [_any_value(v) for v in value.array_value]}}
+    assert value.kv_list_value is not None
+    return {"kvlistValue": _kv_list(value.kv_list_value)}
 
 
 def _filter(value: AccessLogFilter, path: str) -> ir_listener.LogFilter:

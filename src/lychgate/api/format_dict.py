@@ -1,0 +1,78 @@
+"""Envoy format dictionaries: a JSON object Envoy fills in per request.
+
+`fileSink.jsonFormat` (access logs) and `bodyFormat.json` (DirectResponse,
+TrafficPolicy `directResponse`) become a SubstitutionFormatString's
+`json_format`, a protobuf Struct. kgateway keeps them free-form in its CRDs
+(runtime.RawExtension) and so does lychgate's: a structural schema cannot say
+"any JSON". Their content is checked here instead, against what Envoy 1.40
+(the venv's) was measured to do (`envoy --mode validate`, and a running proxy
+for the output), tests/unit/test_format_dict.py:
+
+- accepted and written out as given: strings, numbers, booleans, null, lists
+  (of anything), nested objects, empty objects, an empty dictionary, keys with
+  a '%' in them;
+- refused: a string, at any depth (inside objects and lists alike), whose
+  command operators do not parse: an unpaired '%' ("Couldn't find valid
+  command") or an operator Envoy does not know ("Not supported field in
+  StreamInfo"). The first is refused here with the key path; the second would
+  need Envoy's list of operators and is left to Envoy (its NACK is reported).
+
+GatewayParameters' `bootstrap.logFormat.json` is not one of them: lychgate
+passes it as `--log-format` text (a spdlog pattern, deploy/manifests.py), and
+Envoy takes any text there (measured: numbers, lists, null, '%' alone, unknown
+flags are all printed as written), so only its JSON-ness is checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, WithJsonSchema
+
+# Free-form in the CRD, as kgateway's: the model below has the last word.
+_FREE_FORM = WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def _leaves(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """Every value that is not an object or a list, with its key path."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _leaves(item, (*path, i))
+    else:
+        yield path, value
+
+
+def _json(value: dict[str, Any]) -> dict[str, Any]:
+    """A value from a file source may be a YAML timestamp, a set...: no JSON form to send."""
+    for path, leaf in _leaves(value):
+        if not isinstance(leaf, str | int | float | bool | None):
+            raise ValueError(f"{_where(path)}: {type(leaf).__name__} is not a JSON value (quote it)")
+    return value
+
+
+def unpaired_percent(text: str) -> bool:
+    """Envoy reads `%...%` as a command operator and `%%` as a literal '%': an odd count of
+    '%' leaves one operator open, which Envoy refuses."""
+    return text.count("%") % 2 == 1
+
+
+def _operators_parse(value: dict[str, Any]) -> dict[str, Any]:
+    for path, text in _leaves(_json(value)):
+        if isinstance(text, str) and unpaired_percent(text):
+            raise ValueError(f"{_where(path)}: {text!r} has an unpaired '%' (command operators look like "
+                             "%REQ(:PATH)%; write a literal percent sign as %%)")
+    return value
+
+
+# Any JSON object.
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json), _FREE_FORM]
+# A format dictionary Envoy will accept (but for operator names it alone knows).
+FormatDictionary = Annotated[dict[str, Any], AfterValidator(_operators_parse), _FREE_FORM]
