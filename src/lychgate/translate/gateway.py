@@ -277,7 +277,10 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
     """Bring the aggregate up to date: every route on a full pass, else only the
     routes that changed or read something that changed. Returns what changed since
     the last pass (None: a full pass)."""
-    signature = (tuple((k, c.gateway) for k, c in ctxs.items()), deep)
+    # Which listeners routes may attach to: it can change with no Gateway or route changing
+    # (a ConfigMap or ListenerPolicy that a listener's client certificate check reads).
+    usable = tuple((k, tuple(l.usable for l in c.listeners)) for k, c in ctxs.items())
+    signature = (tuple((k, c.gateway) for k, c in ctxs.items()), deep, usable)
     changes = store.changes_since(state.revision) if state.revision is not None else None
     incremental = (
         changes is not None
