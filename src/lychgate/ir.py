@@ -719,6 +719,9 @@ class DownstreamTLS:
     # optional: a client without one (or with an untrusted one) is let in.
     client_ca: str | None = None
     client_optional: bool = False
+    # A client may present no certificate, but one it presents must be signed by
+    # client_ca (a ListenerPolicy's clientCertificateValidation mode Optional).
+    client_may_omit: bool = False
     params: TLSParams | None = None
     # A client certificate must carry one of these DNS names / have one of these
     # SHA-256 fingerprints (a listener's verify-* TLS options).

@@ -22,7 +22,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
-from lychgate.api.base import Model, OpenModel, Resource
+from lychgate.api.base import Model, Resource
+from lychgate.api.client_validation import ClientCertificateValidationConfig
 from lychgate.api.format_dict import FormatDictionary
 from lychgate.api.gateway import BackendRef, HeaderMatch, HeaderModifier
 from lychgate.api.lychgate import GROUP
@@ -324,9 +325,9 @@ class ListenerConfig(Model):
 
 
 class ListenerDefaultConfig(ListenerConfig):
-    # kgateway's per-listener mTLS: carried so the status can say lychgate does not
-    # serve it (the Gateway's spec.tls.frontend does the same job).
-    client_certificate_validation: OpenModel | None = None
+    # kgateway's per-listener mTLS: only in `default` (kgateway has it nowhere else);
+    # it applies to the TLS listeners the policy reaches, whatever their port.
+    client_certificate_validation: ClientCertificateValidationConfig | None = None
 
 
 class ListenerPortConfig(Model):

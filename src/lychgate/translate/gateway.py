@@ -208,14 +208,23 @@ def _translate(
     state = state or Aggregate()
     out = Translation()
     classes = _our_classes(store, out, waypoint_enabled)
+    ours = {(gw.namespace, gw.name): gw for gw in sorted(store.list(Gateway), key=lambda g: (g.namespace, g.name))
+            if gw.spec.gateway_class_name in classes}
+    # ListenerPolicies before the listeners: their client certificate validation
+    # decides whether a TLS listener can be served at all.
+    listeners: listener_policy.ListenerPolicyIndex | None = None
+    if any(store.count(k.KIND) for k in listener_policy.KINDS):
+        listeners = listener_policy.ListenerPolicyIndex(
+            store, ours, {k: {l.name: l.port for l in gw.spec.listeners} for k, gw in ours.items()},
+            feedback.listener_errors)
     ctxs: dict[tuple[str, str], GatewayCtx] = {}
-    for gw in sorted(store.list(Gateway), key=lambda g: (g.namespace, g.name)):
-        if gw.spec.gateway_class_name in classes:
-            if mesh.is_waypoint(gw):
-                ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, mesh.waypoint_listeners(gw, store))
-            else:
-                sets = listener_sets(store, gw)
-                ctxs[(gw.namespace, gw.name)] = GatewayCtx(gw, validate_listeners(gw, store, sets), sets)
+    for key, gw in ours.items():
+        if mesh.is_waypoint(gw):
+            ctxs[key] = GatewayCtx(gw, mesh.waypoint_listeners(gw, store))
+        else:
+            sets = listener_sets(store, gw)
+            checks = functools.partial(listeners.client_validation, gw) if listeners is not None else None
+            ctxs[key] = GatewayCtx(gw, validate_listeners(gw, store, sets, checks), sets)
 
     deep = deep_merge_fields(policy_merge)
     changes = _update_routes(store, state, ctxs, quarantine, deep)
@@ -242,10 +251,7 @@ def _translate(
         _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
                         out, policies, streams, status_addresses)
     meshed.finish(out.gateways, out.status)
-    if any(store.count(k.KIND) for k in listener_policy.KINDS):
-        listeners = listener_policy.ListenerPolicyIndex(
-            store, {k: c.gateway for k, c in ctxs.items()},
-            {k: {l.name: l.spec.port for l in c.own} for k, c in ctxs.items()}, feedback.listener_errors)
+    if listeners is not None:
         out.gateways = {ref: listeners.apply(g) for ref, g in out.gateways.items()}
         listeners.write_status(out.status)
     # Policy and pool status walk every Gateway's clusters or routes: only when there are any.
@@ -271,7 +277,10 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
     """Bring the aggregate up to date: every route on a full pass, else only the
     routes that changed or read something that changed. Returns what changed since
     the last pass (None: a full pass)."""
-    signature = (tuple((k, c.gateway) for k, c in ctxs.items()), deep)
+    # Which listeners routes may attach to: it can change with no Gateway or route changing
+    # (a ConfigMap or ListenerPolicy that a listener's client certificate check reads).
+    usable = tuple((k, tuple(l.usable for l in c.listeners)) for k, c in ctxs.items())
+    signature = (tuple((k, c.gateway) for k, c in ctxs.items()), deep, usable)
     changes = store.changes_since(state.revision) if state.revision is not None else None
     incremental = (
         changes is not None

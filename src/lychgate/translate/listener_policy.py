@@ -19,6 +19,10 @@ of a Gateway:
 4. An invalid policy is not applied (nothing on the listener changes); other
    policies still are. A collector Service that cannot be reached leaves its
    field (accessLog or tracing) out and says why.
+5. `default.clientCertificateValidation` is the exception to 3 and 4, as in
+   kgateway: every policy reaching a TLS listener adds its CAs, and it is
+   decided while the listeners are validated, since a listener whose CAs cannot
+   be loaded is not served (translate/listener_mtls.py).
 
 Plain HTTP listeners of a Gateway that share a port share one connection
 manager: a policy for one of them (by sectionName) configures that port.
@@ -38,7 +42,7 @@ from lychgate.api.gateway import GROUP as GATEWAY_GROUP
 from lychgate.api.gateway import Gateway
 from lychgate.api.listener_policy import HTTPListenerPolicy, ListenerPolicy
 from lychgate.store import Store
-from lychgate.translate import tracing
+from lychgate.translate import listener_mtls, tracing
 from lychgate.translate.listener_settings import Compiled, compile_http, compile_port
 from lychgate.translate.policies.common import Invalid, Unresolved
 from lychgate.translate.policy_status import TargetResult, policy_status
@@ -75,6 +79,14 @@ class PolicyState:
     clusters: dict[str, ir.Cluster] = field(default_factory=dict)
     attachments: list[Attachment] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    client_validation: listener_mtls.ClientValidation | None = None
+
+    @property
+    def asks_client_validation(self) -> bool:
+        """Written in the spec, valid or not: an invalid one still keeps its listeners closed."""
+        p = self.policy
+        return isinstance(p, ListenerPolicy) and p.spec.default is not None and \
+            p.spec.default.client_certificate_validation is not None
 
     @property
     def key(self) -> str:
@@ -101,6 +113,11 @@ class Attachment:
     served: set[int] = field(default_factory=set)  # the ports it was considered for
     applied: dict[str, set[int]] = field(default_factory=dict)  # field -> ports
     lost: dict[str, dict[str, set[int]]] = field(default_factory=dict)  # field -> why -> ports
+    # clientCertificateValidation, by Gateway listener name: "" where it applies, else why not
+    mtls: dict[str, str] = field(default_factory=dict)
+    mtls_reason: str = ""  # the first refusal's reason (InvalidCACertificateRef, ...)
+    mtls_checked: set[str] = field(default_factory=set)  # listeners that check clients as it asks
+    no_tls: set[str] = field(default_factory=set)  # listeners it reached that do not terminate TLS
 
 
 class ListenerPolicyIndex:
@@ -115,6 +132,8 @@ class ListenerPolicyIndex:
         self.rejected = rejected or {}  # ("namespace/gateway", port) -> why the proxy refused that listener
         self.states: list[PolicyState] = []
         self.by_gateway: dict[tuple[str, str], list[Attachment]] = defaultdict(list)
+        # Invalid policies that ask for client certificate validation: their listeners stay closed.
+        self.invalid_mtls: dict[tuple[str, str], list[Attachment]] = defaultdict(list)
         policies: list[AnyListenerPolicy] = [p for kind in KINDS for p in store.list(kind)]
         for policy in policies:
             state = PolicyState(policy)
@@ -145,8 +164,8 @@ class ListenerPolicyIndex:
                     self._compile_config(state, None, spec, "spec")
                 if spec.default is not None:
                     if spec.default.client_certificate_validation is not None:
-                        raise Invalid("spec.default.clientCertificateValidation",
-                                      "not supported by lychgate yet; use the Gateway's spec.tls.frontend")
+                        state.client_validation = listener_mtls.compile_validation(
+                            spec.default.client_certificate_validation, f"spec.default.{listener_mtls.FIELD}")
                     self._compile_config(state, None, spec.default, "spec.default")
                 seen: set[int] = set()
                 for i, entry in enumerate(spec.per_port):
@@ -180,6 +199,8 @@ class ListenerPolicyIndex:
             state.attachments.append(att)
             if att.problem is None and not state.errors:
                 self.by_gateway[(target.namespace, target.name)].append(att)
+            elif att.problem is None and state.asks_client_validation:
+                self.invalid_mtls[(target.namespace, target.name)].append(att)
 
         for i, ref in enumerate(p.spec.target_refs):
             if self._kind_ok(state, ref.group, ref.kind, f"spec.targetRefs[{i}]"):
@@ -218,6 +239,43 @@ class ListenerPolicyIndex:
         return None
 
     # --- per Gateway ---------------------------------------------------------------------
+
+    def client_validation(self, gateway: Gateway, listener: str,
+                          terminates_tls: bool) -> listener_mtls.Outcome | None:
+        """The client certificate check the policies ask of one of the Gateway's own
+        listeners (None: they ask none), recorded for their status. Called while the
+        Gateway's listeners are validated, before `apply`."""
+        key = (gateway.namespace, gateway.name)
+        invalid = [a for a in self.invalid_mtls.get(key, ()) if a.target.section in (None, listener)]
+        atts = [a for a in self.by_gateway.get(key, ())
+                if a.state.client_validation is not None and a.target.section in (None, listener)]
+        if not atts and not invalid:
+            return None
+        if not terminates_tls:
+            for att in atts:
+                att.no_tls.add(listener)
+            return None
+        contributions = ([listener_mtls.Contribution(a.state.label, None) for a in invalid]
+                         + [listener_mtls.Contribution(a.state.label, a.state.client_validation) for a in atts])
+        outcome = listener_mtls.resolve(self.store, gateway.namespace, contributions)
+        for att in invalid:
+            att.mtls[listener] = "not served while the policy is invalid"
+        for att in atts:
+            if outcome.ca is not None:
+                att.mtls_checked.add(listener)
+            mine = [p for p in outcome.problems if p.policy == att.state.label]
+            if outcome.ca is None:
+                # Not served: each policy hears why, its own references first.
+                shown = mine or list(outcome.problems)
+                att.mtls[listener] = "the listener is not served: " + "; ".join(p.message for p in shown)
+                att.mtls_reason = att.mtls_reason or shown[0].reason
+            elif mine:
+                att.mtls[listener] = ("served trusting only the CAs that could be loaded: "
+                                      + "; ".join(p.message for p in mine))
+                att.mtls_reason = att.mtls_reason or mine[0].reason
+            else:
+                att.mtls[listener] = ""
+        return outcome
 
     def apply(self, gateway: ir.GatewayIR) -> ir.GatewayIR:
         """The Gateway's IR with the settings its policies give each listener and port."""
@@ -282,32 +340,49 @@ class ListenerPolicyIndex:
 
     def _applied(self, state: PolicyState, att: Attachment) -> tuple[bool, str, str]:
         if state.errors:
-            return False, "Invalid", "not applied: the policy is invalid"
+            closed = sorted(att.mtls)
+            return False, "Invalid", "not applied: the policy is invalid" + (
+                f"; {_listeners(closed)} not served while it asks for {listener_mtls.FIELD}" if closed else "")
         if att.problem is not None:
             return False, "TargetNotFound", att.problem
-        if not att.served:
+        mtls_ok = sorted(att.mtls_checked)
+        mtls_bad = {l: why for l, why in sorted(att.mtls.items()) if why}
+        if not att.served and not att.mtls:
             return False, "NoListener", (f"{att.target} serves no listener yet (not programmed, or no port "
                                          "this policy configures)")
         gateway = f"{att.target.namespace}/{att.target.name}"
         refused = [self.rejected[(gateway, p)] for p in sorted(att.served) if (gateway, p) in self.rejected]
         if refused:
             return False, "Rejected", f"the proxy refused its listener: {refused[0]}"
-        lost = bool(att.lost)
+        # Client validation reaching only listeners without TLS did nothing: like a field lost.
+        no_tls = sorted(att.no_tls) if not att.mtls else []
+        lost = bool(att.lost) or bool(no_tls)
         parts = []
-        if att.applied:
-            parts.append("applied: " + ", ".join(f + _ports(att.applied[f]) if f in att.lost else f
-                                                 for f in sorted(att.applied)))
+        applied = [f + _ports(att.applied[f]) if f in att.lost else f for f in sorted(att.applied)]
+        if mtls_ok:
+            applied.append(f"{listener_mtls.FIELD} ({_listeners(mtls_ok)})")
+        if applied:
+            parts.append("applied: " + ", ".join(applied))
         by_why: dict[str, list[str]] = defaultdict(list)
         for f, whys in sorted(att.lost.items()):
             for why, ports in sorted(whys.items()):
                 by_why[why].append(f + _ports(ports) if f in att.applied else f)
         parts += [f"{', '.join(fs)} {why}" for why, fs in by_why.items()]
         parts += [f"{f} not applied: {err.message}" for f, err in sorted(state.unresolved.items())]
+        parts += [f"{listener_mtls.FIELD} on listener {l}: {why}" for l, why in mtls_bad.items()]
+        if no_tls:
+            verb = "does" if len(no_tls) == 1 else "do"
+            parts.append(f"{listener_mtls.FIELD} not applied: {_listeners(no_tls)} {verb} not terminate TLS "
+                         "(only HTTPS listeners and TLS listeners with mode Terminate check client certificates)")
         message = "; ".join(parts) or "applied (it sets nothing for these listeners)"
-        if not lost and not state.unresolved:
+        if mtls_bad and not att.applied and not mtls_ok:
+            return False, att.mtls_reason, message
+        if not lost and not state.unresolved and not mtls_bad:
             return True, "Applied", message
-        if att.applied:
+        if att.applied or mtls_ok:
             return True, "PartiallyApplied", message
+        if no_tls and not att.lost and not state.unresolved:
+            return False, "NoTLSListener", message
         if state.unresolved and not lost:
             return False, next(iter(state.unresolved.values())).reason, message
         return False, "Overridden", message
@@ -319,6 +394,10 @@ def _inline_fields(policy: ListenerPolicy) -> list[str]:
     fields = (("spec.proxyProtocol", spec.proxy_protocol), ("spec.perConnectionBufferLimitBytes",
               spec.per_connection_buffer_limit_bytes), ("spec.httpSettings", spec.http_settings))
     return [path for path, value in fields if value is not None]
+
+
+def _listeners(names: list[str]) -> str:
+    return ("listener " if len(names) == 1 else "listeners ") + ", ".join(names)
 
 
 def _ports(ports: set[int]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from lychgate.api.gateway import (
     ListenerSet,
 )
 from lychgate.store import Store
-from lychgate.translate import tls_options
+from lychgate.translate import listener_mtls, tls_options
 from lychgate.translate.conditions import condition
 from lychgate.translate.secrets import resolve_ca_bundle, resolve_certificates
 
@@ -34,6 +34,10 @@ SUPPORTED_KINDS: dict[str, tuple[str, ...]] = {
 
 # Listeners on one port must share a transport; UDP lives beside any of them.
 TRANSPORT = {"HTTP": "http", "HTTPS": "tls", "TLS": "tls", "TCP": "tcp", "UDP": "udp"}
+
+# The client certificate check ListenerPolicies ask of a Gateway's own listener:
+# (listener name, does it terminate TLS) -> the check, or None (ListenerPolicyIndex.client_validation).
+PolicyValidation = Callable[[str, bool], listener_mtls.Outcome | None]
 
 
 def namespace_admitted(store: Store, from_: str, selector: LabelSelector | None, home: str, namespace: str) -> bool:
@@ -67,6 +71,8 @@ class ListenerState:
     # Terminated TLS: the certificates served, or why they cannot be (reason, message).
     tls: ir.DownstreamTLS | None = None
     refs_error: tuple[str, str] | None = None
+    # Served, but some references did not resolve (reason, message): a ListenerPolicy's CAs.
+    partial_refs: tuple[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -119,6 +125,8 @@ class ListenerState:
         )
         if self.refs_error is not None:
             conds.append(condition("ResolvedRefs", False, self.refs_error[0], self.refs_error[1], generation))
+        elif self.partial_refs is not None:
+            conds.append(condition("ResolvedRefs", False, self.partial_refs[0], self.partial_refs[1], generation))
         elif self.invalid_kinds:
             conds.append(
                 condition(
@@ -146,10 +154,12 @@ class ListenerState:
 
 
 def validate_listeners(gateway: Gateway, store: Store,
-                       sets: Sequence[tuple[ListenerSet, bool]] = ()) -> list[ListenerState]:
+                       sets: Sequence[tuple[ListenerSet, bool]] = (),
+                       policy_validation: PolicyValidation | None = None) -> list[ListenerState]:
     """The Gateway's listeners, then those of the ListenerSets it allows (in
     precedence order), each validated; a listener conflicting with an earlier
-    one is marked Conflicted and not served."""
+    one is marked Conflicted and not served. `policy_validation`: what
+    ListenerPolicies ask of the Gateway's own listeners' client certificates."""
     states = [ListenerState(spec=listener) for listener in gateway.spec.listeners]
     for ls, allowed in sets:
         if allowed:
@@ -174,7 +184,13 @@ def validate_listeners(gateway: Gateway, store: Store,
             state.invalid_reason = "InvalidRouteKinds"
             state.invalid_message = f"listener {state.name}: none of the allowed route kinds is supported"
             continue
-        check_tls(store, gateway, state)
+        override = None
+        if policy_validation is not None and state.owner is None:
+            # kgateway applies a ListenerPolicy's client validation to the Gateway's own listeners only.
+            tls = state.spec.tls
+            terminates = state.spec.protocol in ("HTTPS", "TLS") and tls is not None and tls.mode != "Passthrough"
+            override = policy_validation(state.name, terminates)
+        check_tls(store, gateway, state, override)
     _settle_conflicts(states)
     return states
 
@@ -204,9 +220,11 @@ def _settle_conflicts(states: list[ListenerState]) -> None:
                                  f"and hostname {host or '(any)'}")
 
 
-def check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
+def check_tls(store: Store, gateway: Gateway, state: ListenerState,
+              override: listener_mtls.Outcome | None = None) -> None:
     """HTTPS terminates TLS with certificates; TLS passes it through or terminates;
-    a waypoint's HBONE listener speaks mTLS when it has certificates."""
+    a waypoint's HBONE listener speaks mTLS when it has certificates. `override`:
+    the client certificate check ListenerPolicies ask instead of spec.tls.frontend's."""
     proto, tls = state.spec.protocol, state.spec.tls
     if proto == "HBONE" and tls is None:
         return  # plaintext HBONE (no mesh certificates configured)
@@ -259,6 +277,9 @@ def check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
     validation = _frontend_validation(gateway, state.spec.port)
     base = ir.DownstreamTLS(resolved.certificates, alpn, params=options.params, client_sans=options.sans,
                             client_hashes=options.certificate_hashes)
+    if override is not None:
+        _apply_override(state, base, override)
+        return
     if validation is None or not validation.ca_certificate_refs:
         if options.sans:
             # Names are checked on a certificate its CA vouched for: without one they mean nothing.
@@ -281,6 +302,22 @@ def check_tls(store: Store, gateway: Gateway, state: ListenerState) -> None:
         return
     state.tls = dataclasses.replace(base, client_ca=bundle.pem,
                                     client_optional=validation.mode == "AllowInsecureFallback")
+
+
+def _apply_override(state: ListenerState, base: ir.DownstreamTLS, outcome: listener_mtls.Outcome) -> None:
+    """A ListenerPolicy's client certificate check, in place of the port's frontend validation."""
+    if outcome.ca is None:
+        # Fail closed: a listener asked to check clients that cannot is not served at all.
+        state.valid = False
+        state.invalid_reason = "NoValidCACertificate"
+        state.invalid_message = f"listener {state.name}: {outcome.message}"
+        if outcome.reason != "Invalid":  # an invalid policy is not a reference that failed
+            state.refs_error = (outcome.reason, state.invalid_message)
+        return
+    if outcome.problems:
+        state.partial_refs = (outcome.reason, f"listener {state.name}: served trusting only the CAs that could be "
+                              f"loaded: {outcome.message}")
+    state.tls = dataclasses.replace(base, client_ca=outcome.ca, client_may_omit=not outcome.require)
 
 
 def _frontend_validation(gateway: Gateway, port: int) -> FrontendValidation | None:

@@ -120,32 +120,51 @@ def resolve_ca_bundle(store: Store, from_kind: str, from_namespace: str, refs: S
     PEM bundle; the first unusable reference says why there is none."""
     parts: list[str] = []
     for i, ref in enumerate(refs):
-        ns = getattr(ref, "namespace", None) or from_namespace
-        where = f"{field}[{i}] ({ref.kind} {ns}/{ref.name})"
-        if ref.group not in ("", "core") or ref.kind not in ("ConfigMap", "Secret"):
-            return CABundle(None, "InvalidKind", f"{where}: only ConfigMaps and Secrets can hold CA certificates")
-        if not grant_allows(store, GROUP, from_kind, from_namespace, "", ref.kind, ns, ref.name):
-            return CABundle(None, "RefNotPermitted",
-                            f"{where}: no ReferenceGrant in {ns} allows {from_kind}s from {from_namespace}")
-        pem = _ca_pem(store, ref.kind, ns, ref.name)
-        if pem is None:
-            return CABundle(None, "InvalidCACertificateRef", f"{where}: not found or without a PEM certificate in ca.crt")
-        parts.append(pem)
+        one = resolve_ca_ref(store, from_kind, from_namespace, ref, f"{field}[{i}]")
+        if one.pem is None:
+            return one
+        parts.append(one.pem)
     return CABundle("".join(parts))
+
+
+def resolve_ca_ref(store: Store, from_kind: str, from_namespace: str, ref: CARef, where: str) -> CABundle:
+    """The CA certificates of one reference (`where` names its field), or why not."""
+    ns = getattr(ref, "namespace", None) or from_namespace
+    where = f"{where} ({ref.kind} {ns}/{ref.name})"
+    if ref.group not in ("", "core") or ref.kind not in ("ConfigMap", "Secret"):
+        return CABundle(None, "InvalidKind", f"{where}: only ConfigMaps and Secrets can hold CA certificates")
+    if not grant_allows(store, GROUP, from_kind, from_namespace, "", ref.kind, ns, ref.name):
+        return CABundle(None, "RefNotPermitted",
+                        f"{where}: no ReferenceGrant in {ns} allows {from_kind}s from {from_namespace}")
+    pem, problem = _ca_bundle(store, ref.kind, ns, ref.name)
+    if pem is None:
+        return CABundle(None, "InvalidCACertificateRef", f"{where}: {problem}")
+    return CABundle(pem)
 
 
 def _ca_pem(store: Store, kind: str, namespace: str, name: str) -> str | None:
     """The PEM CA bundle under `ca.crt` of a ConfigMap or Secret, or None if unusable."""
+    return _ca_bundle(store, kind, namespace, name)[0]
+
+
+def _ca_bundle(store: Store, kind: str, namespace: str, name: str) -> tuple[str | None, str]:
+    """The PEM CA bundle under `ca.crt` of a ConfigMap or Secret, or what is wrong."""
     if kind == "ConfigMap":
         cm = store.get(ConfigMap, namespace, name)
+        found = cm is not None
         text = cm.data.get("ca.crt") if cm else None
     else:
         secret = store.get(Secret, namespace, name)
+        found = secret is not None
         raw = secret_field(secret, "ca.crt") if secret else None
         text = raw.decode(errors="replace") if raw else None
-    if not text or _pem_problem(text.encode()):
-        return None
-    return text if text.endswith("\n") else text + "\n"
+    if not found:
+        return None, f"{kind} not found"
+    if not text:
+        return None, f"the {kind} has no ca.crt key (it must hold the PEM CA certificates)"
+    if _pem_problem(text.encode()):
+        return None, "ca.crt is not a PEM certificate"
+    return (text if text.endswith("\n") else text + "\n"), ""
 
 
 def tls_secret(store: Store, namespace: str, name: str) -> tuple[ir.Certificate | None, str | None, str]:

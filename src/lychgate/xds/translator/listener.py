@@ -84,8 +84,10 @@ def tls_socket(tls: ir.DownstreamTLS) -> base_pb2.TransportSocket:
         if tls.client_optional:
             # AllowInsecureFallback: ask for a certificate, let clients in without a valid one.
             validation.trust_chain_verification = common_pb2.CertificateValidationContext.ACCEPT_UNTRUSTED
-        else:
+        elif not tls.client_may_omit:
             context.require_client_certificate.value = True
+        # else (mode Optional): Envoy asks for a certificate and verifies the chain of one
+        # presented (VERIFY_TRUST_CHAIN, the default), but lets a client without one in.
     tls_params.apply(tls.params, context.common_tls_context.tls_params)
     if tls.client_sans or tls.client_hashes:
         tls_params.verify(context.common_tls_context.validation_context, tls.client_hashes, tls.client_sans)
