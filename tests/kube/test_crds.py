@@ -253,8 +253,6 @@ FREE_FORM: dict[str, str] = {
         "a patch of any part of the object (as kgateway's): deploy/overlays.problem checks the object it makes",
     r"GatewayParameters \.spec\.kube\.verticalPodAutoscaler\.spec":
         "VerticalPodAutoscaler is a CRD outside Kubernetes' schemas: its own CRD checks it when lychgate writes it",
-    r"ListenerPolicy \.spec\.default\.clientCertificateValidation":
-        "being implemented elsewhere: translation refuses any value (not supported by lychgate yet)",
 }
 
 
