@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate.status.writer import merge_patch, merge_status
+from lychgate.translate.gateway import CONTROLLER_NAME
 from tests.kube.helpers import (
     CONTROLLER,
     Controller,
@@ -177,6 +178,22 @@ def test_merge_keeps_transition_times_and_foreign_fields() -> None:
     patch = merge_patch(current, merged)
     assert "vendorField" not in patch and isinstance(patch["conditions"], list)
     assert merge_patch({"a": 1, "b": {"c": 1, "d": 2}}, {"b": {"c": 1}}) == {"a": None, "b": {"d": None}}
+
+
+def test_merge_leaves_other_controllers_entries_room_within_the_list_bounds() -> None:
+    """Gateway API caps PolicyStatus.ancestors at 16 (RouteStatus.parents at 32) and the API
+    server refuses a longer list: with another controller's 3 entries on the object, lychgate's
+    16 ancestors are cut to 13 rather than the whole status write failing."""
+    def entry(controller: str, i: int) -> dict[str, object]:
+        return {"ancestorRef": {"name": f"gw-{i}"}, "controllerName": controller,
+                "conditions": [{"type": "Accepted", "status": "True"}]}
+
+    foreign = [entry("example.com/other", i) for i in range(3)]
+    ours = [entry(CONTROLLER_NAME, i) for i in range(16)]
+    merged = merge_status({"ancestors": foreign}, {"ancestors": ours})
+    assert merged is not None
+    assert merged["ancestors"] == foreign + ours[:13]
+    assert merge_status({}, {"ancestors": ours})["ancestors"] == ours  # type: ignore[index]
 
 
 async def test_policy_status_is_written(kube: KubeFake, controller: Controller) -> None:

@@ -47,6 +47,9 @@ def _own_condition(type_: Any) -> bool:
     return isinstance(type_, str) and (type_ in OWN_CONDITION_TYPES or type_.endswith("Affected"))
 # Per-controller lists: an entry belongs to the controller its controllerName names.
 CONTROLLER_LISTS = (("parents", "parentRef"), ("ancestors", "ancestorRef"))
+# Gateway API's bounds on those lists (RouteStatus.parents, PolicyStatus.ancestors): the API
+# server refuses a status over them, so other controllers' entries leave ours less room.
+LIST_LIMITS = {"parents": 32, "ancestors": 16}
 MAX_ATTEMPTS = 5
 CONCURRENCY = 8
 # Kinds lychgate reads but never writes status to.
@@ -108,7 +111,7 @@ def merge_status(current: Status | None, desired: Status | None) -> Status | Non
                    if isinstance(e, dict) and e.get("controllerName") != CONTROLLER_NAME]
         ours = list(want.get(key) or [])
         if key in cur or ours:
-            out[key] = foreign + ours
+            out[key] = foreign + ours[:max(0, LIST_LIMITS[key] - len(foreign))]
     return out
 
 
