@@ -26,7 +26,9 @@ from tests.kube.helpers import gateway_parameters
 # Every kind of JSON value, at every depth: Envoy 1.40 writes each out as given.
 EVERYTHING = {"path": "%REQ(:PATH)%", "n": 1, "f": 1.5, "b": True, "none": None, "empty": {},
               "list": ["x", "%PROTOCOL%", 2, [None], {"code": "%RESPONSE_CODE%"}],
-              "nested": {"deeper": {"code": "%RESPONSE_CODE%", "percent": "100%%"}}, "%key%": "as is"}
+              "nested": {"deeper": {"code": "%RESPONSE_CODE%", "percent": "100%%"}}, "%key%": "as is",
+              # An operator's argument may hold '%' (an odd count in all): Envoy takes it.
+              "start": "%START_TIME(%s)%", "short": "%REQ(USER-AGENT):10%"}
 
 _GATEWAY = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
             "metadata": {"name": "gw", "namespace": "default"},
@@ -78,6 +80,7 @@ UNPAIRED = [
     ({"a": {"b": {"c": "%REQ(:PATH)"}}}, "a.b.c"),
     ({"a": ["ok", "%REQ(:PATH)"]}, "a[1]"),
     ({"a": [{"b": ["x", "100% sure"]}]}, "a[0].b[1]"),
+    ({"even": "%REQ(:PATH)% 100% %s"}, "even"),  # an even count, one of them stray all the same
 ]
 
 

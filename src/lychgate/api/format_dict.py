@@ -25,6 +25,7 @@ flags are all printed as written), so only its JSON-ness is checked.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -58,15 +59,26 @@ def _json(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-def unpaired_percent(text: str) -> bool:
-    """Envoy reads `%...%` as a command operator and `%%` as a literal '%': an odd count of
-    '%' leaves one operator open, which Envoy refuses."""
-    return text.count("%") % 2 == 1
+# What Envoy's substitution format parser takes at a '%': a literal '%%', or a command
+# operator: its name, (arguments) that may hold '%' but no ')', an optional :length, '%'.
+# (Counting '%' would refuse %START_TIME(%s)%, which Envoy takes.)
+_AT_PERCENT = re.compile(r"%(?:%|(?:[A-Z]|[A-Z][A-Z0-9_]*[A-Z0-9])(?:\([^)]*\))?(?::[0-9]+)?%)")
+
+
+def stray_percent(text: str) -> bool:
+    """Is there a '%' in `text` that starts no command operator (Envoy: "Couldn't find valid command")?"""
+    at = text.find("%")
+    while at != -1:
+        match = _AT_PERCENT.match(text, at)
+        if match is None:
+            return True
+        at = text.find("%", match.end())
+    return False
 
 
 def _operators_parse(value: dict[str, Any]) -> dict[str, Any]:
     for path, text in _leaves(_json(value)):
-        if isinstance(text, str) and unpaired_percent(text):
+        if isinstance(text, str) and stray_percent(text):
             raise ValueError(f"{_where(path)}: {text!r} has an unpaired '%' (command operators look like "
                              "%REQ(:PATH)%; write a literal percent sign as %%)")
     return value

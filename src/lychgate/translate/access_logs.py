@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from lychgate import envoy_limits, ir, ir_listener
+from lychgate.api.format_dict import stray_percent
 from lychgate.api.listener_policy import (
     AccessLog,
     AccessLogFilter,
@@ -116,7 +117,7 @@ def _sink(store: Store, kind: str, namespace: str, log: AccessLog, path: str,
 
 def _check_operators(text: str, path: str) -> None:
     """Catch the most common mistake, an unclosed operator, before Envoy does."""
-    if text.count("%") % 2:
+    if stray_percent(text):
         raise Invalid(path, f"{text!r} has an unpaired '%' (command operators look like %REQ(:PATH)%; "
                             "write a literal percent sign as %%)")
 
