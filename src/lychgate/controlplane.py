@@ -25,6 +25,7 @@ from lychgate.api.gateway import Gateway, GatewayClass, GatewayClassSpec
 from lychgate.log import component_logger
 from lychgate.mcp.config import DEFAULT_RELAY_PORT
 from lychgate.settings import Settings
+from lychgate.status.invalid import with_refusals
 from lychgate.status.store import StatusStore
 from lychgate.store import Change, Store
 from lychgate.translate import ai_config, mcp_config
@@ -362,7 +363,8 @@ class ControlPlane:
                 self._served_from.pop(ref, None)
                 self.wire.clusters.pop(ref, None)
             await self.deployer.sync({ref: p for ref, p in self.translation.proxies.items() if not p.self_managed})
-            changed = self.status.update(self.translation.status)
+            # Objects a source refused say so, over what translation computed of their last valid version.
+            changed = self.status.update(with_refusals(self.translation.status, self.store))
             for key in changed:
                 metrics.STATUS_WRITES.labels(key.kind, "success").inc()
             if changed and self.on_status is not None:

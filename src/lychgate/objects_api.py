@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from lychgate.admin.redact import redact
-from lychgate.api.base import Resource
+from lychgate.api.base import ObjectKey, Resource
 from lychgate.api.registry import BY_KIND
 from lychgate.controlplane import ControlPlane
 from lychgate.log import RECENT
@@ -38,6 +38,20 @@ def object_dict(cp: ControlPlane, obj: Resource) -> dict[str, Any]:
         # An object the control plane writes no status for keeps the one it came with
         # (a Pod's IP and readiness, which InferencePools route by).
         out.pop("status", None)
+    return out
+
+
+def refused_dict(cp: ControlPlane, key: ObjectKey) -> dict[str, Any]:
+    """An object a source refused and has no valid version of: its manifest as written,
+    at the generation it was refused, with the status that says why (status/invalid.py)."""
+    refusal = cp.store.refused[key]
+    out = dict(refusal.raw)
+    meta = out.get("metadata")
+    out["metadata"] = {**(meta if isinstance(meta, dict) else {}), "generation": refusal.generation,
+                       **({"namespace": key.namespace} if key.namespace else {})}
+    status = cp.status.get(key)
+    if status is not None:
+        out["status"] = status
     return out
 
 
@@ -112,11 +126,11 @@ def routes(
             )
         ns = request.query.get("namespace") or None
         name = request.query.get("name") or None
-        items = [
-            redact(object_dict(cp, o))
-            for o in sorted(cp.store.list(cls, ns), key=lambda o: (o.namespace, o.name))
-            if name is None or o.name == name
-        ]
+        found = [(o.key, object_dict(cp, o)) for o in cp.store.list(cls, ns) if name is None or o.name == name]
+        found += [(key, refused_dict(cp, key)) for key in cp.store.refused
+                  if key.kind == kind and cp.store.get_key(key) is None
+                  and (ns is None or key.namespace == ns) and (name is None or key.name == name)]
+        items = [redact(obj) for _, obj in sorted(found, key=lambda kv: (kv[0].namespace, kv[0].name))]
         return web.json_response({"kind": kind, "items": items})
 
     async def list_problems(_request: web.Request) -> web.Response:

@@ -22,11 +22,11 @@ import yaml
 
 from lychgate.api.base import ObjectKey, Resource, now
 from lychgate.api.core import Pod
-from lychgate.api.registry import ManifestError, describe, parse
+from lychgate.api.registry import BY_KIND, ManifestError, describe, parse
 from lychgate.log import component_logger
 from lychgate.sources import watcher
 from lychgate.sources.locate import Positions, parse_path
-from lychgate.store import Store
+from lychgate.store import Refusal, Store
 
 log = component_logger("sources")
 
@@ -99,6 +99,8 @@ class FileSource:
         # `lychgate run` keeps none; a line is found when a file has a problem.
         self._keep_positions = keep_positions
         self._positions: dict[Path, Positions] = {}
+        # The objects each file holds a refused version of (store.refused says why).
+        self._refused: dict[Path, set[ObjectKey]] = {}
 
     # --- loading ------------------------------------------------------------
 
@@ -124,6 +126,7 @@ class FileSource:
         previous = self._owned.get(path, {})
         if text is None and not path.exists():
             self._replace(path, previous, {})
+            self._record_refusals(path, {})
             self.problems.pop(path, None)
             self._positions.pop(path, None)
             return
@@ -139,11 +142,13 @@ class FileSource:
             return
         current: dict[ObjectKey, Resource] = {}
         origins: dict[ObjectKey, tuple[int, int | None]] = {}
+        refusals: dict[ObjectKey, Refusal] = {}
         for index, raw in enumerate(documents, start=1):
             if raw is None:
                 continue
-            self._admit_document(path, (index, None), raw, previous, current, origins, problems)
+            self._admit_document(path, (index, None), raw, previous, current, origins, problems, refusals)
         self._replace(path, previous, current)
+        self._record_refusals(path, refusals)
         positions = Positions(text, _Loader)
         if self._keep_positions:
             self._positions[path] = positions
@@ -160,11 +165,12 @@ class FileSource:
         current: dict[ObjectKey, Resource],
         origins: dict[ObjectKey, tuple[int, int | None]],
         problems: list[tuple[Problem, tuple[int, int | None]]],
+        refusals: dict[ObjectKey, Refusal],
     ) -> None:
         index = where[0]
         if isinstance(raw, dict) and raw.get("kind") == "List" and isinstance(raw.get("items"), list):
             for item, entry in enumerate(raw["items"]):
-                self._admit_document(path, (index, item), entry, previous, current, origins, problems)
+                self._admit_document(path, (index, item), entry, previous, current, origins, problems, refusals)
             return
         if isinstance(raw, dict) and (raw.get("kind") in IGNORED_KINDS or str(raw.get("apiVersion", "")).rpartition(
                 "/")[0].endswith(IGNORED_GROUP_SUFFIX)):
@@ -178,6 +184,12 @@ class FileSource:
             kept = self._identity(raw)
             if kept is not None and kept in previous:
                 current[kept] = previous[kept]  # the last good version keeps serving
+            refused = kept or _key_of(raw)
+            if refused is not None:
+                # The generation an API server would give this version: the next one.
+                last = previous.get(refused) or self.store.get_key(refused)
+                refusals[refused] = Refusal(str(err), err.fields, last.generation + 1 if last else 1,
+                                            {k: v for k, v in raw.items() if k != "status"})
             return
         owner = self._owner.get(obj.key)
         if owner is not None and owner != path:
@@ -236,6 +248,15 @@ class FileSource:
         else:
             self._owned.pop(path, None)
 
+    def _record_refusals(self, path: Path, refusals: dict[ObjectKey, Refusal]) -> None:
+        """Tell the store which objects of this file are refused now, and which no longer are."""
+        for key in self._refused.pop(path, set()) - refusals.keys():
+            self.store.unrefuse(key)
+        for key, refusal in refusals.items():
+            self.store.refuse(key, refusal)
+        if refusals:
+            self._refused[path] = set(refusals)
+
     def _report(self, path: Path, problems: list[Problem]) -> None:
         old = self.problems.get(path, [])
         if problems:
@@ -286,6 +307,17 @@ class FileSource:
             log.debug("sync: %d changed files", len(paths))
             for path in paths:
                 self.reload(path)
+
+
+def _key_of(raw: Any) -> ObjectKey | None:
+    """The key a refused manifest of a known kind would have (None when it names none)."""
+    if not isinstance(raw, dict) or not isinstance(kind := raw.get("kind"), str) or kind not in BY_KIND:
+        return None
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(name := meta.get("name"), str) or not name:
+        return None
+    namespace = (meta.get("namespace") or "default") if BY_KIND[kind].NAMESPACED else ""
+    return ObjectKey(kind, namespace if isinstance(namespace, str) else "default", name)
 
 
 def _one_line(err: Exception) -> str:

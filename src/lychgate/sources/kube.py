@@ -35,7 +35,7 @@ from lychgate.api.registry import KINDS, ManifestError, parse
 from lychgate.api.selectors import matches
 from lychgate.kubeapi import ApiResource, Backoff, describe_error, error_code, for_model, plain
 from lychgate.log import component_logger
-from lychgate.store import Store
+from lychgate.store import Refusal, Store
 
 log = component_logger("sources")
 
@@ -336,21 +336,30 @@ class KubeSource:
             self._namespace_changed(name, None if type_ == "DELETED" else (meta.get("labels") or {}))
 
     def _admit(self, key: ObjectKey, raw: Raw) -> None:
+        normal = _normalize(raw)
         try:
-            obj = parse(_normalize(raw))
+            obj = parse(normal)
         except ManifestError as err:
             message = str(err)
             if self.problems.get(key) != message:
                 kept = " (the last valid version stays in use)" if self.store.get_key(key) else ""
                 log.error("%s%s", message, kept)
             self.problems[key] = message
+            # The API server took it, so no one else tells the user: its status will
+            # (status/invalid.py). Without status or resourceVersion (normalized), our own
+            # status write coming back as a watch event refuses nothing new.
+            generation = (normal.get("metadata") or {}).get("generation")
+            self.store.refuse(key, Refusal(message, err.fields, generation if isinstance(generation, int) else 0,
+                                           normal))
             return
         if self.problems.pop(key, None) is not None:
             log.info("%s: problem resolved", key)
+        self.store.unrefuse(key)
         self.store.upsert(obj)
 
     def _forget(self, key: ObjectKey) -> None:
         self.problems.pop(key, None)
+        self.store.unrefuse(key)
         self.store.delete(key)
 
     def _namespace_changed(self, namespace: str, labels: dict[str, str] | None) -> None:

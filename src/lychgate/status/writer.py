@@ -26,6 +26,7 @@ from typing import Any
 from lightkube.types import PatchType
 
 from lychgate.api.base import ObjectKey
+from lychgate.api.lychgate import GROUP as LYCHGATE_GROUP
 from lychgate.api.registry import BY_KIND
 from lychgate.kubeapi import ApiResource, Backoff, describe_error, error_code, for_model, plain
 from lychgate.log import component_logger
@@ -241,7 +242,12 @@ class StatusWriter:
         for _ in range(MAX_ATTEMPTS):
             current = raw.get("status") or {}
             rv = (raw.get("metadata") or {}).get("resourceVersion")
-            merged = merge_status(current, self.status.get(key))
+            desired = self.status.get(key)
+            if desired is None and res.group == LYCHGATE_GROUP:
+                # lychgate's own kinds are always its to write: nothing computed means none of its
+                # conditions (a DirectResponse whose refused version was fixed: status/invalid.py).
+                desired = {}
+            merged = merge_status(current, desired)
             if merged is None or merged == current:
                 return False
             if not self.is_leader():

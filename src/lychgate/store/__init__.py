@@ -1,3 +1,3 @@
-from lychgate.store.store import Change, Read, Store, reached
+from lychgate.store.store import Change, Read, Refusal, Store, reached
 
-__all__ = ["Change", "Read", "Store", "reached"]
+__all__ = ["Change", "Read", "Refusal", "Store", "reached"]

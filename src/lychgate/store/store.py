@@ -12,9 +12,9 @@ import builtins
 import collections
 import contextlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from lychgate.api.base import ObjectKey, Resource
 from lychgate.api.core import EndpointSlice
@@ -32,6 +32,19 @@ class Change:
 
     keys: set[ObjectKey] = field(default_factory=set)
     revision: int = 0
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An object a source read but could not parse (status/invalid.py reports it).
+
+    The store keeps the last valid version of the object, if any; this says why the
+    newer one was refused."""
+
+    message: str  # "TrafficPolicy default/x: spec.a: ...; spec.b: ..."
+    fields: tuple[tuple[str, str], ...]  # (field path, message) of each field refused
+    generation: int  # the refused version's metadata.generation
+    raw: Mapping[str, Any] = field(compare=True, hash=False)  # the manifest, without status
 
 
 def reached(changes: Iterable[Read]) -> set[Read]:
@@ -64,6 +77,7 @@ class Store:
         self._wakeup = asyncio.Event()
         self.synced = False
         self._kind_revisions: dict[str, int] = {}  # kind -> revision of its last change
+        self._refused: dict[ObjectKey, Refusal] = {}
 
     # --- writes -----------------------------------------------------------
 
@@ -103,6 +117,23 @@ class Store:
         derives from it outside the store (an OAuth2 extension's discovered endpoints),
         so the next pass recomputes whatever read it."""
         self._touch(key)
+
+    def refuse(self, key: ObjectKey, refusal: Refusal) -> None:
+        """A source could not parse this version of `key` (its last valid version, if
+        any, stays). No object changes, so translation has nothing to recompute; the
+        control loop is woken all the same, for the status to say so."""
+        if self._refused.get(key) != refusal:
+            self._refused[key] = refusal
+            self._wakeup.set()
+
+    def unrefuse(self, key: ObjectKey) -> None:
+        """`key` parses again, or is gone: its status is translation's again."""
+        if self._refused.pop(key, None) is not None:
+            self._wakeup.set()
+
+    @property
+    def refused(self) -> Mapping[ObjectKey, Refusal]:
+        return self._refused
 
     def _unindex_slice(self, old: EndpointSlice) -> None:
         if old.service_name:
