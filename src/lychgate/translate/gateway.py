@@ -622,12 +622,13 @@ def _finish_gateway(
         listeners = [dataclasses.replace(l, pickers=inference.pickers(l.virtual_hosts)) for l in listeners]
     stream_listeners = streams.listeners(gw_key, address)
     extra = {**streams.clusters.get(gw_key, {}), **policies.clusters_for(ref)}
-    clusters, names = ({**used.served, **extra}, None) if extra else (used.served, used.names())
+    # (The names in order are kept only for the routes' clusters alone, the common case.)
+    clusters, order = ({**used.served, **extra}, None) if extra else (used.served, used.names())
     if client_cert is not None:
         clusters = {k: _presenting(c, client_cert) if c.tls is not None else c for k, c in clusters.items()}
     out.gateways[ref] = ir.GatewayIR(
         namespace=gw.namespace, name=gw.name, listeners=tuple(listeners),
-        clusters=tuple(map(clusters.__getitem__, names or sorted(clusters))), streams=stream_listeners,
+        clusters=tuple(map(clusters.__getitem__, order or sorted(clusters))), streams=stream_listeners,
     )
     log_level = params.spec.kube.envoy_container.bootstrap.log_level if params else "info"
     infra = gw.spec.infrastructure
