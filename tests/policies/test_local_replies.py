@@ -108,6 +108,16 @@ def test_default_body_format_applies_to_replies_no_mapper_rewrites(stack: Stack)
     gone = stack.get("nowhere.example.com", "/missing")
     assert gone.status_code == 410 and json.loads(gone.text)["error"] == "gone"  # its own format wins
 
+    # `body` replaces the text %LOCAL_REPLY_BODY% stands for; the default format still frames it.
+    listener_policy(stack, MAPPERS + """
+    - filter: {statusCodeFilter: {op: EQ, value: 503}}
+      body: "the backend is down"
+  defaultBodyFormat:
+    text: "error %RESPONSE_CODE%: %LOCAL_REPLY_BODY%\\n"
+""")
+    dead = stack.wait(DEAD, lambda r: "down" in r.text, what="the 503 mapper's body")
+    assert (dead.status_code, dead.text) == (503, "error 503: the backend is down\n")
+
 
 # --- grpcStats ---------------------------------------------------------------------------
 

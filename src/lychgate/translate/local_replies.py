@@ -81,7 +81,8 @@ def _headers(store: Store, kind: str, namespace: str, h: PolicyHeaderFilter,
         for i, entry in enumerate(entries):
             where = f"{path}.{op}[{i}]"
             for name, value in _entry(store, kind, namespace, entry, where):
-                envoy_check(envoy_limits.modifiable_header, name, f"{where}.name")
+                if name == "host":  # measured: ":-prefixed or host headers may not be modified"
+                    raise Invalid(f"{where}.name", "Envoy does not let a local reply set or add 'host'")
                 envoy_check(envoy_limits.header_value, value, f"{where}.value")
                 out[op].append((name, value))
     return out["add"], out["set"]
@@ -99,7 +100,7 @@ def _entry(store: Store, kind: str, namespace: str, h: PolicyHTTPHeader, path: s
     ns = ref.namespace or namespace
     if ns != namespace and not grant_allows(store, GROUP, kind, namespace, "", "Secret", ns, ref.name):
         raise Unresolved("RefNotPermitted", f"{path}.secretRef: Secret {ns}/{ref.name} is in another namespace and "
-                                            f"no ReferenceGrant in {ns} allows {kind}s from {namespace}")
+                                            f"no ReferenceGrant in {ns} allows {GROUP}/{kind} from namespace {namespace}")
     secret = store.get(Secret, ns, ref.name)
     if secret is None:
         raise Unresolved("SecretNotFound", f"{path}.secretRef: Secret {ns}/{ref.name} not found")
