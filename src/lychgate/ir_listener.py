@@ -99,6 +99,44 @@ class Tracing:
 
 
 @dataclass(frozen=True)
+class ReplyFormat:
+    """A body format: a text or a JSON format dictionary (as canonical JSON text), and its content type."""
+
+    text: str | None = None
+    json: str | None = None
+    content_type: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplyMapper:
+    """One `localReplies.mappers[]` entry: the replies its filter matches get what it sets."""
+
+    filter: LogFilter
+    status_code: int | None = None
+    body: str | None = None
+    body_format: ReplyFormat | None = None
+    set_headers: tuple[tuple[str, str], ...] = ()  # values are Envoy format strings
+    add_headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class LocalReplies:
+    """The connection manager's local_reply_config."""
+
+    mappers: tuple[ReplyMapper, ...] = ()
+    body_format: ReplyFormat | None = None
+
+
+@dataclass(frozen=True)
+class GrpcStats:
+    """Envoy's grpc_stats filter: counters for every method, or for the listed (service, methods)."""
+
+    all_methods: bool | None = None
+    allowlist: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    upstream_stats: bool | None = None
+
+
+@dataclass(frozen=True)
 class HTTPSettings:
     """The connection manager settings of one HTTP listener (None: lychgate's default)."""
 
@@ -134,6 +172,8 @@ class HTTPSettings:
     max_requests_per_connection: int | None = None
     headers_with_underscores_action: str | None = None  # Envoy's enum value name
     escaped_slashes_action: str | None = None  # Envoy's enum value name
+    local_replies: LocalReplies | None = None
+    grpc_stats: GrpcStats | None = None
 
 
 @dataclass(frozen=True)

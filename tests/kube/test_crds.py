@@ -250,7 +250,8 @@ FREE_FORM: dict[str, str] = {
     r"(ListenerPolicy|HTTPListenerPolicy) .*accessLog\[\]\.openTelemetry\.(resourceAttributes|attributes)"
     r"\.values\[\]\.value\.(arrayValue\[\]|kvListValue)":
         "OTel AnyValue is recursive (kgateway's CRD cuts it here too): api/listener_policy.AnyValue checks every depth",
-    r"(DirectResponse \.spec|TrafficPolicy \.spec\.directResponse)\.bodyFormat\.json":
+    r"(DirectResponse \.spec|TrafficPolicy \.spec\.directResponse)\.bodyFormat\.json"
+    r"|(ListenerPolicy|HTTPListenerPolicy) .*localReplies\.(defaultBodyFormat|mappers\[\]\.bodyFormatOverride)\.json":
         "Envoy format dictionary (a Struct, as kgateway's): api/format_dict.FormatDictionary checks it as Envoy does",
     r"GatewayParameters \.spec\.kube\.envoyContainer\.bootstrap\.logFormat\.json":
         "--log-format text, Envoy takes any (measured): api/format_dict.JsonObject checks it is JSON",

@@ -18,16 +18,22 @@ reports it on the policy's status with the field path.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from lychgate.api.base import Model, Resource
 from lychgate.api.client_validation import ClientCertificateValidationConfig
+from lychgate.api.direct_response import BodyFormat
 from lychgate.api.format_dict import FormatDictionary
 from lychgate.api.gateway import BackendRef, HeaderMatch, HeaderModifier
 from lychgate.api.lychgate import GROUP
-from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
+from lychgate.api.policy import (
+    LocalPolicyTargetReference,
+    LocalPolicyTargetSelector,
+    PolicyHeaderFilter,
+)
 from lychgate.api.status import PolicyStatus
 from lychgate.api.trace_attributes import CustomAttribute
 
@@ -240,6 +246,70 @@ class Tracing(Model):
     spawn_upstream_span: bool | None = None
 
 
+# --- local replies and gRPC statistics ---------------------------------------------------
+
+
+class LocalReplyMapper(Model):
+    """What to change in the local replies (Envoy's own answers: 404 no route, 503, 403...)
+    its `filter` matches; the first mapper that matches is the only one applied."""
+
+    filter: AccessLogFilter
+    status_code: int | None = Field(None, ge=200, le=599)  # Envoy's range
+    body: str | None = None  # the text %LOCAL_REPLY_BODY% stands for
+    body_format_override: BodyFormat | None = None
+    headers: PolicyHeaderFilter | None = None
+
+
+class LocalReplyConfig(Model):
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    default_body_format: BodyFormat | None = None
+    mappers: list[LocalReplyMapper] = Field(default_factory=list, min_length=1, max_length=16)
+
+    @model_validator(mode="after")
+    def _something(self) -> LocalReplyConfig:
+        if self.default_body_format is None and not self.mappers:
+            raise ValueError("at least one of defaultBodyFormat or mappers must be set")
+        return self
+
+
+# "/package.Service/Method" (the package is optional, as in gRPC): what Envoy's grpc_stats
+# allowlist takes, split into its service and method names.
+GRPC_METHOD = r"^/[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*/[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _grpc_method(value: str) -> str:
+    if not re.match(GRPC_METHOD, value):
+        raise ValueError(f"{value!r} is not a gRPC method name: write /package.Service/Method, "
+                         "e.g. /grpc.health.v1.Health/Check")
+    return value
+
+
+GrpcMethod = Annotated[str, AfterValidator(_grpc_method),
+                       WithJsonSchema({"type": "string", "maxLength": 1024, "pattern": GRPC_METHOD})]
+
+
+class GrpcStatsConfig(Model):
+    """Envoy's grpc_stats filter on the listener: per-method gRPC counters on each cluster."""
+
+    stats_for_all_methods: bool | None = None
+    method_allowlist: list[GrpcMethod] = Field(
+        default_factory=list, min_length=1, max_length=128)
+    enable_upstream_stats: bool | None = None
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})  # kgateway: an empty block is rejected
+
+    @model_validator(mode="after")
+    def _shape(self) -> GrpcStatsConfig:
+        if self.stats_for_all_methods is None and not self.method_allowlist and self.enable_upstream_stats is None:
+            raise ValueError("set at least one of statsForAllMethods, methodAllowlist or enableUpstreamStats "
+                             "(leave grpcStats out to have no gRPC statistics)")
+        if self.stats_for_all_methods is not None and self.method_allowlist:
+            raise ValueError("statsForAllMethods and methodAllowlist cannot both be set: list the methods, "
+                             "or count every method")
+        return self
+
+
 # --- HTTP settings -----------------------------------------------------------------------
 
 
@@ -310,6 +380,8 @@ class HTTPSettings(Model):
     max_requests_per_connection: int | None = Field(None, ge=1)
     headers_with_underscores_action: HeadersWithUnderscoresAction | None = None
     escaped_slashes_action: EscapedSlashesAction | None = None
+    local_replies: LocalReplyConfig | None = None
+    grpc_stats: GrpcStatsConfig | None = None
 
 
 class ProxyProtocolConfig(Model):

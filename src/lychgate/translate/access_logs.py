@@ -72,7 +72,7 @@ def _sink(store: Store, kind: str, namespace: str, log: AccessLog, path: str,
     if len(sinks) != 1:
         raise Invalid(path, "exactly one of fileSink, grpcService or openTelemetry must be set"
                       + (f" (found {', '.join(sinks)})" if sinks else ""))
-    filt = _filter(log.filter, f"{path}.filter") if log.filter is not None else None
+    filt = compile_filter(log.filter, f"{path}.filter") if log.filter is not None else None
     if log.file_sink is not None:
         sink = log.file_sink
         if sink.string_format is not None and sink.json_format is not None:
@@ -141,7 +141,7 @@ def _any_value(value: AnyValue) -> dict[str, Any]:
     return {"kvlistValue": _kv_list(value.kv_list_value)}
 
 
-def _filter(value: AccessLogFilter, path: str) -> ir_listener.LogFilter:
+def compile_filter(value: AccessLogFilter, path: str) -> ir_listener.LogFilter:
     combined = [n for n, v in (("andFilter", value.and_filter), ("orFilter", value.or_filter)) if v]
     inline = [n for n in _CONDITIONS if getattr(value, n) is not None]
     if len(combined) + len(inline) != 1:

@@ -16,6 +16,8 @@ from lychgate import envoy_limits, ir
 from lychgate.api.listener_policy import HTTPSettings, ListenerConfig
 from lychgate.store import Store
 from lychgate.translate.access_logs import compile_access_logs
+from lychgate.translate.grpc_stats import compile_grpc_stats
+from lychgate.translate.local_replies import compile_local_replies
 from lychgate.translate.policies.common import (
     Invalid,
     Unresolved,
@@ -133,6 +135,14 @@ def compile_http(store: Store, kind: str, namespace: str, s: HTTPSettings, path:
         u = s.uuid_request_id_config
         out["uuidRequestIdConfig"] = {"pack_trace_reason": u.pack_trace_reason,
                                       "use_request_id_for_trace_sampling": u.use_request_id_for_trace_sampling}
+    if s.local_replies is not None:
+        try:
+            out["localReplies"] = {"local_replies": compile_local_replies(
+                store, kind, namespace, s.local_replies, f"{path}.localReplies")}
+        except Unresolved as err:
+            unresolved["localReplies"] = err
+    if s.grpc_stats is not None:
+        out["grpcStats"] = {"grpc_stats": compile_grpc_stats(s.grpc_stats)}
     return out
 
 
