@@ -16,14 +16,11 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from lychgate.api.base import Model, Resource, renamed
+from lychgate.api.base import Duration, Model, Resource, renamed
 from lychgate.api.gateway import BackendObjectReference
 from lychgate.api.lychgate import GROUP, Quantity
 from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
 from lychgate.api.status import PolicyStatus
-
-# metav1.Duration as kgateway constrains it: up to four number+unit parts.
-Duration = Annotated[str, Field(max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")]
 
 
 def field_name(model: type[Model], attr: str) -> str:
