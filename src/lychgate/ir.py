@@ -548,6 +548,8 @@ class RateLimitService:
     timeout_ms: int = 100
     fail_open: bool = True
     x_ratelimit_headers: bool = False
+    percent_enabled: int | None = None  # None: Envoy's default, every request
+    percent_enforced: int | None = None
 
 
 @dataclass(frozen=True)

@@ -574,6 +574,10 @@ class RateLimitProvider(Model):
     fail_open: bool = True
     timeout: str = Field("100ms", max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")
     x_rate_limit_headers: Literal["Off", "DraftVersion03"] = Field("Off", alias="xRateLimitHeaders")
+    # kgateway 2.5: the share of requests that ask the service, and the share of those its
+    # "over limit" refuses (shadow mode: enabled 100, enforced 0). Unset: 100.
+    percent_enabled: int | None = Field(None, ge=0, le=100)
+    percent_enforced: int | None = Field(None, ge=0, le=100)
 
 
 class RateLimitQuotaProvider(Model):
