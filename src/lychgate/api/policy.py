@@ -36,6 +36,7 @@ from lychgate.api.auth import (
     PolicyDisable,
 )
 from lychgate.api.base import Model, Resource, renamed
+from lychgate.api.headers import EnvoyHeaderName, HTTPHeaderName, HTTPHeaderValue
 from lychgate.api.direct_response import DirectResponseSpec
 from lychgate.api.gateway import BackendRef
 from lychgate.api.lychgate import GROUP
@@ -111,8 +112,8 @@ class ExtProcPolicy(Model):
 
 
 class HeaderTransformation(Model):
-    name: str = Field(min_length=1, max_length=256)
-    value: str = ""
+    name: EnvoyHeaderName
+    value: str = ""  # an Inja template: free, as in kgateway
 
 
 class BodyTransformation(Model):
@@ -216,8 +217,8 @@ class SecretRefWithKey(Model):
 class PolicyHTTPHeader(Model):
     """A header and its value, written inline or read from a Secret (`secretRef`)."""
 
-    name: str | None = Field(None, min_length=1)
-    value: str | None = Field(None, min_length=1, max_length=4096)
+    name: HTTPHeaderName | None = None
+    value: HTTPHeaderValue | None = None
     secret_ref: SecretRefWithKey | None = None
 
     @model_validator(mode="after")
@@ -244,7 +245,7 @@ class SecretHeaderMapping(Model):
     """One header set from one key of a Secret (kgateway's earlier `*HeadersFromSecret` shape)."""
 
     secret_ref: SecretObjectRef
-    header: str = Field(min_length=1, max_length=256)
+    header: HTTPHeaderName
     key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
 
 
