@@ -24,8 +24,8 @@ from pydantic import Field, SecretStr, WithJsonSchema, field_validator, model_va
 from lychgate.api.backend_common import AwsAuth, Host
 from lychgate.api.base import Model, flattened, renamed
 from lychgate.api.gateway import HeaderMatch
-from lychgate.api.lychgate import LocalObjectReference
 from lychgate.api.headers import HTTPHeaderName
+from lychgate.api.lychgate import LocalObjectReference
 from lychgate.api.rate_limit import GlobalRateLimitPolicy
 
 ProviderKind = Literal["openai", "azureopenai", "anthropic", "gemini", "vertexai", "bedrock"]

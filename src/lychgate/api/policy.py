@@ -36,9 +36,9 @@ from lychgate.api.auth import (
     PolicyDisable,
 )
 from lychgate.api.base import Model, Resource, renamed
-from lychgate.api.headers import EnvoyHeaderName, HTTPHeaderName, HTTPHeaderValue
 from lychgate.api.direct_response import DirectResponseSpec
 from lychgate.api.gateway import BackendRef
+from lychgate.api.headers import EnvoyHeaderName, HTTPHeaderName, HTTPHeaderValue
 from lychgate.api.lychgate import GROUP
 from lychgate.api.rate_limit import GlobalRateLimitPolicy
 from lychgate.api.status import ConditionsStatus, PolicyStatus
