@@ -314,6 +314,10 @@ class JwtProvider:
     # remote.asyncFetch: keys fetched at start and on a timer (None: on demand)
     async_fetch: JwksAsyncFetch | None = None
     fetch_retry: ServiceRetry | None = None  # remote.retryPolicy: attempts, backoff
+    clock_skew_s: int | None = None  # clockSkew (Envoy: 60 s)
+    # cache: verified tokens kept, (size, maxTokenSize), None in either: Envoy's default;
+    # None: no cache
+    cache: tuple[int | None, int | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -322,7 +326,8 @@ class JwtService:
 
     name: str  # "namespace/name" of the GatewayExtension
     providers: tuple[JwtProvider, ...]
-    allow_missing: bool = False
+    allow_missing: bool = False  # AllowMissing: no token passes, a bad one does not
+    allow_failed: bool = False  # AllowMissingOrFailed: no token or a bad one passes
 
 
 @dataclass(frozen=True)
@@ -543,6 +548,8 @@ class RateLimitService:
     timeout_ms: int = 100
     fail_open: bool = True
     x_ratelimit_headers: bool = False
+    percent_enabled: int | None = None  # None: Envoy's default, every request
+    percent_enforced: int | None = None
 
 
 @dataclass(frozen=True)

@@ -151,3 +151,39 @@ def test_well_known_system_cas_verify_against_the_system_store(
              "an unknown wellKnownCACertificates to make the policy Invalid")
     assert "wellKnownCACertificates" in _conditions(lychgate)["Accepted"]["message"]
     wait_for(lambda: lychgate.pod(address) == 503, 10, "traffic to stop rather than go out in plaintext")
+
+
+def _bcp_tls(tls: str) -> str:
+    return f"""\
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: BackendConfigPolicy
+metadata: {{name: bcp-tls, namespace: default}}
+spec:
+  targetRefs: [{{group: "", kind: Service, name: secure}}]
+  tls: {tls}
+"""
+
+
+def test_backend_config_tls_with_only_sni_verifies_with_the_system_cas(
+    lychgate: Lychgate, tls_backend: tuple[CA, int]
+) -> None:
+    """BackendConfigPolicy `tls: {sni: ...}` and no trust source (kgateway: the system CAs
+    verify, for the sni): the backend's private CA is not in the proxy's system bundle, so
+    the handshake is refused (503) rather than skipped; the same backend is reached once
+    verification is switched off, so it is the verification that refused it."""
+    _, port = tls_backend
+    lychgate.write("gw.yaml", gateway_yaml())
+    lychgate.write("svc.yaml", service_yaml("secure", 443, port))
+    lychgate.write("route.yaml", ROUTE)
+    lychgate.write("policy.yaml", _bcp_tls("{sni: backend.example.com, insecureSkipVerify: false}"))
+    lychgate.start()
+    address = lychgate.address()
+
+    def accepted() -> bool:
+        ancestors = lychgate.status("BackendConfigPolicy", "bcp-tls").get("ancestors") or [{}]
+        return any(c["type"] == "Accepted" and c["status"] == "True" for c in ancestors[0].get("conditions", []))
+
+    wait_for(accepted, 15, "the policy to be Accepted")
+    wait_for(lambda: lychgate.pod(address) == 503, 15, "a certificate from a private CA to be refused")
+    lychgate.write("policy.yaml", _bcp_tls("{sni: backend.example.com, insecureSkipVerify: true}"))
+    lychgate.wait_pod(address, "tls-backend", timeout=20)

@@ -76,3 +76,39 @@ def test_an_unreachable_service_fails_open_or_closed(stack: Stack, fail_open: bo
     resp = stack.wait(f"{name}.example.com", lambda r: r.status_code == expected,
                       what=f"failOpen {fail_open} to answer {expected}")
     assert resp.status_code == expected
+
+
+def test_shadow_mode_counts_but_does_not_refuse(stack: Stack) -> None:
+    """percentEnforced (kgateway 2.5, Envoy filter_enforced): at 0 a request the service
+    says is over the limit still passes, and Envoy counts it; at 100 it gets 429.
+    percentEnabled 0 (filter_enabled) does not ask the service at all."""
+    rls = start(stack.servers)
+    stack.service("rls-shadow", rls.port)
+    entries = "[{entries: [{type: Generic, generic: {key: plan, value: %s}}]}]"
+    for mode in ("shadow", "enforced", "off"):
+        rls.limits[("api", (("plan", mode),))] = 0  # every request is over the limit
+    stack.write("shadow.yaml",
+                extension("rl-shadow", "rls-shadow", rls.port, "\n    percentEnabled: 100\n    percentEnforced: 0"),
+                extension("rl-enforced", "rls-shadow", rls.port, "\n    percentEnforced: 100"),
+                extension("rl-off", "rls-shadow", rls.port, "\n    percentEnabled: 0"),
+                *(stack.route(f"rl-{m}", f"rl-{m}.example.com") for m in ("shadow", "enforced", "off")),
+                *(limited(f"rl-{m}", f"rl-{m}", f"rl-{m}", entries % m) for m in ("shadow", "enforced", "off")))
+    stack.wait("rl-enforced.example.com", lambda r: r.status_code == 429, what="the limit to apply")
+    stack.wait("rl-shadow.example.com", lambda r: bool(rls.hits.get(("api", (("plan", "shadow"),)))),
+               what="the shadow limit to ask the service")
+    before = over_limit(stack)
+    for _ in range(3):
+        assert stack.get("rl-shadow.example.com").status_code == 200
+    assert over_limit(stack) == before + 3  # counted as over the limit, not refused
+    assert stack.get("rl-enforced.example.com").status_code == 429
+    asked = sum(rls.hits.values())
+    assert stack.get("rl-off.example.com").status_code == 200
+    assert sum(rls.hits.values()) == asked  # percentEnabled 0: the service is not asked
+
+
+def over_limit(stack: Stack, prefix: str = "default_rl-shadow") -> int:
+    """Envoy counts the service's "over limit" answers on the route's cluster, under the
+    filter's stat prefix (cluster.<cluster>.ratelimit.<prefix>.over_limit)."""
+    admin = stack.lg.proxies()["default/gw"]["admin"]
+    text = stack.lg.client.get(f"http://{admin}/stats?filter=ratelimit\\.{prefix}\\.over_limit$").text
+    return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.strip())

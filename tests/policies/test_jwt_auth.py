@@ -4,6 +4,7 @@ served by a JWKS server over HTTP, inline, or from a ConfigMap."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -237,3 +238,103 @@ spec:
     assert stack.get(host, "/get", headers=bearer(idp.token(email="dev1@kgateway.io"))).status_code == 403
     assert stack.get(host, "/status/200").status_code == 200  # the other rule is not protected
     stack.condition_when("GatewayExtension", "jwt-oldest", "Accepted", lambda c: c["status"] == "True")
+
+
+def test_allow_missing_or_failed_passes_bad_tokens_without_their_claims(stack: Stack) -> None:
+    """kgateway 2.5's AllowMissingOrFailed: a missing, expired or forged token passes (Envoy
+    `allow_missing_or_failed` beside the providers), but its claims are neither copied to
+    headers nor put in the metadata rbac reads; Strict refuses the same requests."""
+    idp = Issuer("https://shadow.example.com", "s1")
+    keys = json.dumps(idp.jwks())
+    provider = f"""      - name: idp
+        issuer: {idp.iss}
+        claimsToHeaders: [{{name: sub, header: x-sub}}]
+        jwks: {{local: {{inline: '{keys}'}}}}
+"""
+    sub_is_alice = """
+  rbac:
+    policy:
+      matchExpressions: ["metadata.filter_metadata['envoy.filters.http.jwt_authn']['payload']['sub'] == 'alice'"]"""
+    stack.write("jwt-shadow.yaml",
+                jwt_ext("jwt-shadow", provider, mode="AllowMissingOrFailed"),
+                jwt_ext("jwt-strict", provider, mode="Strict"),
+                stack.route("jwt-shadow", "jwt-shadow.example.com"),
+                stack.route("jwt-shadow-rbac", "jwt-shadow-rbac.example.com"),
+                stack.route("jwt-strict", "jwt-strict.example.com"),
+                policy("jwt-shadow", ref("jwt-shadow"), "  jwtAuth:\n    extensionRef: {name: jwt-shadow}"),
+                policy("jwt-shadow-rbac", ref("jwt-shadow-rbac"),
+                       "  jwtAuth:\n    extensionRef: {name: jwt-shadow}" + sub_is_alice),
+                policy("jwt-strict", ref("jwt-strict"), "  jwtAuth:\n    extensionRef: {name: jwt-strict}"))
+    stack.wait("jwt-strict.example.com", lambda r: r.status_code == 401, what="Strict to require a token")
+    stack.wait("jwt-shadow-rbac.example.com", lambda r: r.status_code == 403, what="rbac to apply")
+    good = idp.token(sub="alice")
+    expired = idp.token(sub="alice", exp=int(time.time()) - 3600)
+    forged = Issuer(idp.iss, "s1").token(sub="alice")  # same issuer and kid, another key
+    spoof = {"x-sub": "admin"}  # a client-written claim header must not survive either
+
+    ok = stack.get("jwt-shadow.example.com", headers={**bearer(good), **spoof})
+    assert ok.status_code == 200 and body_of(ok)["headers"]["x-sub"] == "alice"
+    for token, why in ((expired, "Jwt is expired"), (forged, "Jwt verification fails")):
+        strict = stack.get("jwt-strict.example.com", headers=bearer(token))
+        assert (strict.status_code, strict.text) == (401, why)
+        shadow = stack.get("jwt-shadow.example.com", headers={**bearer(token), **spoof})
+        assert shadow.status_code == 200
+        assert "x-sub" not in body_of(shadow)["headers"]
+        # No claims in the metadata either: rbac on `sub` refuses the forged alice.
+        assert stack.get("jwt-shadow-rbac.example.com", headers=bearer(token)).status_code == 403
+    anonymous = stack.get("jwt-shadow.example.com", headers=spoof)
+    assert anonymous.status_code == 200 and "x-sub" not in body_of(anonymous)["headers"]
+    assert stack.get("jwt-strict.example.com").status_code == 401
+    assert stack.get("jwt-shadow-rbac.example.com", headers=bearer(good)).status_code == 200
+
+
+def test_clock_skew_and_token_cache(stack: Stack) -> None:
+    """clockSkew is Envoy's clock_skew_seconds: a token that expired 30 s ago still passes
+    with 60s and is refused with 1s. cache turns on Envoy's verified-token cache: a token
+    seen again is a cache hit (jwt_authn stats), and without cache never is."""
+    idp = Issuer("https://skew.example.com", "k1")
+    keys = json.dumps(idp.jwks())
+
+    def ext(name: str, extra: str) -> str:
+        return jwt_ext(name, f"""      - name: idp
+        issuer: {idp.iss}
+{extra}
+        jwks: {{local: {{inline: '{keys}'}}}}
+""")
+
+    stack.write("jwt-skew.yaml",
+                ext("jwt-skew-wide", "        clockSkew: 60s\n        cache: {}"),
+                ext("jwt-skew-narrow", "        clockSkew: 1s"),
+                stack.route("jwt-skew-wide", "jwt-skew-wide.example.com"),
+                stack.route("jwt-skew-narrow", "jwt-skew-narrow.example.com"),
+                policy("jwt-skew-wide", ref("jwt-skew-wide"), "  jwtAuth:\n    extensionRef: {name: jwt-skew-wide}"),
+                policy("jwt-skew-narrow", ref("jwt-skew-narrow"),
+                       "  jwtAuth:\n    extensionRef: {name: jwt-skew-narrow}"))
+    for host in ("jwt-skew-wide.example.com", "jwt-skew-narrow.example.com"):
+        stack.wait(host, lambda r: r.status_code == 401, what="jwtAuth to apply")
+    now = int(time.time())
+    late = bearer(idp.token(sub="alice", iat=now - 600, exp=now - 30))
+    early = bearer(idp.token(sub="alice", nbf=now + 30))
+    assert stack.get("jwt-skew-wide.example.com", headers=late).status_code == 200
+    narrow = stack.get("jwt-skew-narrow.example.com", headers=late)
+    assert (narrow.status_code, narrow.text) == (401, "Jwt is expired")
+    assert stack.get("jwt-skew-wide.example.com", headers=early).status_code == 200
+    narrow = stack.get("jwt-skew-narrow.example.com", headers=early)
+    assert (narrow.status_code, narrow.text) == (401, "Jwt not yet valid")
+
+    # Each Envoy worker has a cache of its own, and each request here is a new connection
+    # that any worker may take: over 8 requests some worker sees the token twice.
+    fresh = bearer(idp.token(sub="bob"))
+    hits = jwt_stat(stack, "jwt_cache_hit")
+    for _ in range(8):
+        assert stack.get("jwt-skew-narrow.example.com", headers=fresh).status_code == 200
+    assert jwt_stat(stack, "jwt_cache_hit") == hits  # no cache there: every request verifies
+    for _ in range(8):
+        assert stack.get("jwt-skew-wide.example.com", headers=fresh).status_code == 200
+    assert jwt_stat(stack, "jwt_cache_hit") > hits
+
+
+def jwt_stat(stack: Stack, name: str) -> int:
+    admin = stack.lg.proxies()["default/gw"]["admin"]
+    text = stack.lg.client.get(f"http://{admin}/stats?filter=jwt_authn\\.{name}$").text
+    return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.strip())

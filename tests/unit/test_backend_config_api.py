@@ -49,11 +49,30 @@ def test_dns_older_names_read_as_the_newer_ones() -> None:
     assert policy.spec.dns.dns_refresh_rate is None and policy.spec.dns.dns_jitter is None
 
 
+@pytest.mark.parametrize(("tls", "system"), [
+    ({"sni": "api.example.com"}, True),  # kgateway: the system CAs verify it, for that name
+    ({"sni": "api.example.com", "insecureSkipVerify": False}, True),  # false is the same as unset
+    ({"secretRef": {"name": "a"}, "insecureSkipVerify": False}, False),
+    ({"insecureSkipVerify": True}, False),
+    ({"wellKnownCACertificates": "System"}, True),
+])
+def test_tls_trust_sources_kgateway_accepts(tls: dict[str, object], system: bool) -> None:
+    raw = yaml.safe_load(KGATEWAY_EXAMPLE)
+    raw["spec"] = {"targetRefs": raw["spec"]["targetRefs"], "tls": tls}
+    policy = parse(raw)
+    assert isinstance(policy, BackendConfigPolicy) and policy.spec.tls is not None
+    assert policy.spec.tls.system_trust is system
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"loadBalancer": {"random": {}, "roundRobin": {}}}, "exactly one of leastRequest, roundRobin, ringHash, maglev, random"),
     ({"loadBalancer": {}}, "exactly one of leastRequest"),
     ({"http1ProtocolOptions": {}, "http2ProtocolOptions": {}}, "at most one of http1ProtocolOptions, http2ProtocolOptions"),
-    ({"tls": {"sni": "a"}}, "exactly one of secretRef, files, insecureSkipVerify, wellKnownCACertificates"),
+    ({"tls": {"secretRef": {"name": "a"}, "insecureSkipVerify": True}},
+     "at most one of secretRef, files, insecureSkipVerify, wellKnownCACertificates"),
+    ({"tls": {"files": {"rootCA": "/ca.pem"}, "wellKnownCACertificates": "System", "sni": "a"}}, "at most one of"),
+    ({"tls": {}}, "sni is required when no trust source is set"),
+    ({"tls": {"insecureSkipVerify": False}}, "sni is required when no trust source is set"),
     ({"connectTimeout": "5 seconds"}, "spec.connectTimeout"),
     ({"dns": {"refreshRate": "60s", "dnsRefreshRate": "30s"}}, "refreshRate and dnsRefreshRate are two names"),
     ({"circuitBreakers": {"trackRemaining": True}}, "at least one of maxConnections"),

@@ -24,6 +24,7 @@ from pydantic import Field, SecretStr, WithJsonSchema, field_validator, model_va
 from lychgate.api.backend_common import AwsAuth, Host
 from lychgate.api.base import Model, flattened, renamed
 from lychgate.api.gateway import HeaderMatch
+from lychgate.api.headers import HTTPHeaderName
 from lychgate.api.lychgate import LocalObjectReference
 from lychgate.api.rate_limit import GlobalRateLimitPolicy
 
@@ -31,7 +32,7 @@ ProviderKind = Literal["openai", "azureopenai", "anthropic", "gemini", "vertexai
 KINDS: tuple[ProviderKind, ...] = ("openai", "azureopenai", "anthropic", "gemini", "vertexai", "bedrock")
 
 # A request header name (RFC 9110 token).
-HeaderName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")]
+HeaderName = HTTPHeaderName
 # The CRD says string: a SecretStr's JSON schema would carry format: password.
 Token = Annotated[SecretStr, Field(min_length=1), WithJsonSchema({"type": "string", "minLength": 1})]
 # gwv1.SectionName: what policies' targetRefs[].sectionName name a provider by.

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from lychgate.api.base import Model, renamed
+from lychgate.api.base import Duration, Model, renamed
 from lychgate.api.gateway import (
     BackendObjectReference,
     BackendRef,
@@ -111,14 +111,27 @@ class JWTProvider(Model):
     forward_token: bool | None = None
 
 
+class JWTCache(Model):
+    """Keep verified tokens so a repeated token skips parsing and the signature check
+    (Envoy `jwt_cache_config`); `{}` turns it on with Envoy's defaults (100 tokens a
+    worker, tokens up to 4096 bytes). A cached token is still checked for expiry."""
+
+    size: int | None = Field(None, ge=1, le=2**31 - 1)
+    max_token_size: int | None = Field(None, ge=1, le=2**31 - 1)
+
+
 class NamedJWTProvider(JWTProvider):
     name: str = Field(min_length=1, max_length=253)
+    # Tolerance on `exp`/`nbf`: whole seconds, 1s to 87600h (checked by translation); Envoy's default 60s.
+    clock_skew: Duration | None = None
+    cache: JWTCache | None = None
 
 
 class JWTProviders(Model):
     """GatewayExtension `jwt` (type JWT)."""
 
-    validation_mode: Literal["Strict", "AllowMissing"] | None = None
+    # AllowMissingOrFailed (kgateway 2.5): a missing or failing token passes, without claims
+    validation_mode: Literal["Strict", "AllowMissing", "AllowMissingOrFailed"] | None = None
     providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32)
     # kgateway's older name of providers
     jwt_providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32)

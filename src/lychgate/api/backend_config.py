@@ -16,14 +16,11 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from lychgate.api.base import Model, Resource, renamed
+from lychgate.api.base import Duration, Model, Resource, renamed
 from lychgate.api.gateway import BackendObjectReference
 from lychgate.api.lychgate import GROUP, Quantity
 from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
 from lychgate.api.status import PolicyStatus
-
-# metav1.Duration as kgateway constrains it: up to four number+unit parts.
-Duration = Annotated[str, Field(max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")]
 
 
 def field_name(model: type[Model], attr: str) -> str:
@@ -136,8 +133,25 @@ class TLS(Model):
 
     @model_validator(mode="after")
     def _source(self) -> TLS:
-        _one_of(self, ("secret_ref", "files", "insecure_skip_verify", "well_known_ca_certificates"), exactly=True)
+        """At most one trust source, as kgateway; none means the system CAs (as
+        `wellKnownCACertificates: System`), which need `sni` to check the certificate's
+        name against. `insecureSkipVerify: false` is the same as leaving it out."""
+        sources = ("secret_ref", "files", "insecure_skip_verify", "well_known_ca_certificates")
+        given = [n for n in sources if getattr(self, n) not in (None, False)]
+        if len(given) > 1:
+            raise ValueError("at most one of " + ", ".join(field_name(TLS, n) for n in sources) + " may be set")
+        if not given and self.sni is None:
+            raise ValueError("sni is required when no trust source is set (the system CAs then verify the "
+                             "backend's certificate for that name); set sni, or one of secretRef, files, "
+                             "wellKnownCACertificates, or insecureSkipVerify: true")
         return self
+
+    @property
+    def system_trust(self) -> bool:
+        """Verified with the system CAs: asked for, or no other trust source set."""
+        return self.well_known_ca_certificates == "System" or (
+            self.secret_ref is None and self.files is None and not self.insecure_skip_verify
+            and self.well_known_ca_certificates is None)
 
 
 class SlowStart(Model):

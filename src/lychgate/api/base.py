@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Annotated, Any, ClassVar, NamedTuple, TypeVar
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+# metav1.Duration as kgateway constrains it: up to four number+unit parts.
+Duration = Annotated[str, Field(max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")]
 
 
 class Model(BaseModel):

@@ -13,6 +13,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from lychgate.api.base import Model, Resource
+from lychgate.api.headers import HTTPHeaderName
 
 GROUP = "gateway.networking.k8s.io"
 X_GROUP = "gateway.networking.x-k8s.io"  # experimental kinds (XListenerSet, ...)
@@ -228,9 +229,12 @@ class HTTPRouteMatch(Model):
     method: HTTPMethod | None = None
 
 
+# Gateway API HTTPHeader (also kgateway's ListenerPolicy earlyRequestHeaderModifier): a
+# token name; a value of 1 to 4096 characters, unconstrained otherwise as in the Gateway
+# API (CR, LF and NUL, which Envoy refuses, are refused by translation, naming the field).
 class HTTPHeader(Model):
-    name: str = Field(min_length=1)
-    value: str
+    name: HTTPHeaderName
+    value: str = Field(min_length=1, max_length=4096)
 
 
 class HeaderModifier(Model):

@@ -38,6 +38,7 @@ from lychgate.api.auth import (
 from lychgate.api.base import Model, Resource, renamed
 from lychgate.api.direct_response import DirectResponseSpec
 from lychgate.api.gateway import BackendRef
+from lychgate.api.headers import EnvoyHeaderName, HTTPHeaderName, HTTPHeaderValue
 from lychgate.api.lychgate import GROUP
 from lychgate.api.rate_limit import GlobalRateLimitPolicy
 from lychgate.api.status import ConditionsStatus, PolicyStatus
@@ -111,8 +112,8 @@ class ExtProcPolicy(Model):
 
 
 class HeaderTransformation(Model):
-    name: str = Field(min_length=1, max_length=256)
-    value: str = ""
+    name: EnvoyHeaderName
+    value: str = ""  # an Inja template: free, as in kgateway
 
 
 class BodyTransformation(Model):
@@ -216,8 +217,8 @@ class SecretRefWithKey(Model):
 class PolicyHTTPHeader(Model):
     """A header and its value, written inline or read from a Secret (`secretRef`)."""
 
-    name: str | None = Field(None, min_length=1)
-    value: str | None = Field(None, min_length=1, max_length=4096)
+    name: HTTPHeaderName | None = None
+    value: HTTPHeaderValue | None = None
     secret_ref: SecretRefWithKey | None = None
 
     @model_validator(mode="after")
@@ -244,7 +245,7 @@ class SecretHeaderMapping(Model):
     """One header set from one key of a Secret (kgateway's earlier `*HeadersFromSecret` shape)."""
 
     secret_ref: SecretObjectRef
-    header: str = Field(min_length=1, max_length=256)
+    header: HTTPHeaderName
     key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
 
 
@@ -574,6 +575,10 @@ class RateLimitProvider(Model):
     fail_open: bool = True
     timeout: str = Field("100ms", max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")
     x_rate_limit_headers: Literal["Off", "DraftVersion03"] = Field("Off", alias="xRateLimitHeaders")
+    # kgateway 2.5: the share of requests that ask the service, and the share of those its
+    # "over limit" refuses (shadow mode: enabled 100, enforced 0). Unset: 100.
+    percent_enabled: int | None = Field(None, ge=0, le=100)
+    percent_enforced: int | None = Field(None, ge=0, le=100)
 
 
 class RateLimitQuotaProvider(Model):

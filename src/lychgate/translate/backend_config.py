@@ -228,11 +228,16 @@ def _tls(store: Store, policy: api.BackendConfigPolicy, value: api.TLS) -> Setti
     insecure = bool(value.insecure_skip_verify)
     if value.verify_subject_alt_names and insecure:
         raise Invalid(f"{path}.verifySubjectAltNames", "cannot be checked with insecureSkipVerify")
+    sans = tuple(value.verify_subject_alt_names)
+    if value.system_trust and not sans and value.sni is not None:
+        # kgateway: a certificate the system CAs verify must also be valid for sni, else
+        # any certificate a public CA issued to anyone would do.
+        sans = (value.sni,)
     return {"tls": ir.BackendTLS(
         sni=value.sni, ca=None if insecure else ca,
         ca_file=value.files.root_ca if value.files is not None else None,
-        system_ca=value.well_known_ca_certificates == "System", insecure=insecure,
-        certificate=cert, certificate_files=cert_files, sans=tuple(value.verify_subject_alt_names),
+        system_ca=value.system_trust, insecure=insecure,
+        certificate=cert, certificate_files=cert_files, sans=sans,
         min_version=params.min_version, max_version=params.max_version,
         cipher_suites=tuple(params.cipher_suites), ecdh_curves=tuple(params.ecdh_curves),
         signature_algorithms=tuple(params.signature_algorithms), alpn=tuple(value.alpn_protocols),

@@ -276,6 +276,7 @@ def rate_limit_service(store: Store, namespace: str, name: str) -> tuple[ir.Rate
         name=f"{ext.namespace}/{ext.name}", cluster=cluster_name(ext), domain=limit.domain, authority=grpc.authority,
         timeout_ms=duration_ms(limit.timeout, ""), fail_open=limit.fail_open,
         x_ratelimit_headers=limit.x_rate_limit_headers == "DraftVersion03",
+        percent_enabled=limit.percent_enabled, percent_enforced=limit.percent_enforced,
     ), extension_cluster(store, ext, grpc, grpc=True)
 
 

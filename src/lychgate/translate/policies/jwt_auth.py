@@ -2,7 +2,9 @@
 
 The GatewayExtension (`spec.jwt`) lists providers, OR-ed: a request passes when
 a token verifies against any of them. `validationMode: AllowMissing` lets
-requests without a token through (a token that is present must still verify).
+requests without a token through (a token that is present must still verify);
+`AllowMissingOrFailed` lets through a token that fails too, without its claims
+(kgateway's mode for trying a policy on live traffic: it authenticates nobody).
 Keys come inline, from a ConfigMap (data key `jwks`) in the extension's
 namespace, or from a remote JWKS URL served by a Service or static Backend.
 A ConfigMap or Service that is missing leaves the extension unresolved, and
@@ -62,6 +64,8 @@ def validate(ext: GatewayExtension) -> None:
                 header_name(src.header.header, f"{path}.tokenSource.header.header")
         for j, claim in enumerate(p.claims_to_headers):
             header_name(claim.header, f"{path}.claimsToHeaders[{j}].header")
+        if p.clock_skew is not None:
+            _clock_skew(p.clock_skew, f"{path}.clockSkew")
         jwks = p.jwks
         if (jwks.local is None) == (jwks.remote is None):
             raise Invalid(f"{path}.jwks", "exactly one of local or remote must be set")
@@ -76,6 +80,19 @@ def validate(ext: GatewayExtension) -> None:
                 raise Invalid(f"{path}.jwks.remote.url", f"{jwks.remote.url!r} is not an http(s) URL with a host")
             check_backend(jwks.remote.backend_ref, f"{path}.jwks.remote.backendRef")
             _remote_fetch(jwks.remote, f"{path}.jwks.remote")
+
+
+MAX_CLOCK_SKEW_S = 87600 * 3600  # kgateway's bound: ten years
+
+
+def _clock_skew(value: str, path: str) -> int:
+    """clockSkew in whole seconds, as kgateway bounds it (1s..87600h, no fraction of a second)."""
+    ms = duration_ms(value, path, 1)
+    if ms % 1000:
+        raise Invalid(path, f"{value!r} has a fraction of a second; Envoy counts whole seconds")
+    if not 1 <= ms // 1000 <= MAX_CLOCK_SKEW_S:
+        raise Invalid(path, f"{value!r} is outside 1s..87600h")
+    return ms // 1000
 
 
 def _remote_fetch(remote: RemoteJWKS, path: str) -> dict[str, Any]:
@@ -143,6 +160,7 @@ def jwt_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionSe
             remote_url = remote.url
             fetch = _remote_fetch(remote, path)
         src = p.token_source
+        cache = (p.cache.size, p.cache.max_token_size) if p.cache is not None else None
         providers.append(ir.JwtProvider(
             name=f"{namespace}/{name}/{p.name}", issuer=p.issuer, audiences=tuple(p.audiences),
             header=src.header.header if src and src.header else None,
@@ -151,9 +169,12 @@ def jwt_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionSe
             claims_to_headers=tuple((c.name, c.header) for c in p.claims_to_headers),
             forward=bool(p.forward_token), local_jwks=local,
             remote_url=remote_url, remote_cluster=remote_cluster, **fetch,
+            clock_skew_s=_clock_skew(p.clock_skew, f"{path}.clockSkew") if p.clock_skew is not None else None,
+            cache=cache,
         ))
     service = ir.JwtService(name=f"{namespace}/{name}", providers=tuple(providers),
-                            allow_missing=spec.validation_mode == "AllowMissing")
+                            allow_missing=spec.validation_mode == "AllowMissing",
+                            allow_failed=spec.validation_mode == "AllowMissingOrFailed")
     return service, clusters
 
 

@@ -2,7 +2,11 @@
 
 The filter holds the providers of every usable JWT GatewayExtension (named
 `<namespace>/<extension>/<provider>`) and one requirement per extension: any
-of its providers, plus `allow_missing` for `validationMode: AllowMissing`.
+of its providers, plus `allow_missing` for `validationMode: AllowMissing` or
+`allow_missing_or_failed` for `AllowMissingOrFailed` (as kgateway 2.5 maps
+them). Every provider writes why a token failed to dynamic metadata
+(`failed_status`), as kgateway does, so access logs show the requests an
+AllowMissingOrFailed policy would have refused.
 It is off by default; a route with jwtAuth enables it naming its extension's
 requirement. Verified claims land in dynamic metadata
 (`envoy.filters.http.jwt_authn` → `payload`), where rbac's CEL reads them.
@@ -30,6 +34,7 @@ from lychgate.xds.translator.policy_filters import (
 
 FILTER = "envoy.filters.http.jwt_authn"
 PAYLOAD_KEY = "payload"
+FAILED_STATUS_KEY = "failed_status"
 JWKS_FETCH_TIMEOUT_MS = 5000
 DEFAULT_CACHE_MS = 5 * 60 * 1000  # kgateway's default cacheDuration
 
@@ -37,10 +42,19 @@ DEFAULT_CACHE_MS = 5 * 60 * 1000  # kgateway's default cacheDuration
 def provider(p: ir.JwtProvider) -> jwt_pb.JwtProvider:
     out = jwt_pb.JwtProvider(
         issuer=p.issuer, audiences=list(p.audiences), forward=p.forward,
-        payload_in_metadata=PAYLOAD_KEY,
+        payload_in_metadata=PAYLOAD_KEY, failed_status_in_metadata=FAILED_STATUS_KEY,
         claim_to_headers=[jwt_pb.JwtClaimToHeader(claim_name=c, header_name=h) for c, h in p.claims_to_headers],
         clear_route_cache=bool(p.claims_to_headers),
     )
+    if p.clock_skew_s is not None:
+        out.clock_skew_seconds = p.clock_skew_s
+    if p.cache is not None:
+        size, max_token = p.cache
+        out.jwt_cache_config.SetInParent()  # `cache: {}`: on, with Envoy's defaults
+        if size is not None:
+            out.jwt_cache_config.jwt_cache_size = size
+        if max_token is not None:
+            out.jwt_cache_config.jwt_max_token_size = max_token
     if p.header is not None:
         out.from_headers.append(jwt_pb.JwtHeader(name=p.header, value_prefix=p.prefix or ""))
     if p.query is not None:
@@ -63,7 +77,9 @@ def provider(p: ir.JwtProvider) -> jwt_pb.JwtProvider:
 
 def requirement(service: ir.JwtService) -> jwt_pb.JwtRequirement:
     anyof = [jwt_pb.JwtRequirement(provider_name=p.name) for p in service.providers]
-    if service.allow_missing:
+    if service.allow_failed:
+        anyof.append(jwt_pb.JwtRequirement(allow_missing_or_failed=empty_pb2.Empty()))
+    elif service.allow_missing:
         anyof.append(jwt_pb.JwtRequirement(allow_missing=empty_pb2.Empty()))
     if len(anyof) == 1:
         return anyof[0]

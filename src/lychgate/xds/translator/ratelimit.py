@@ -1,10 +1,14 @@
 """rateLimit.global → one Envoy ratelimit filter per RateLimit GatewayExtension,
 off by default; a route with a global limit enables its extension's filter with
-the route's descriptors (RateLimitPerRoute.rate_limits)."""
+the route's descriptors (RateLimitPerRoute.rate_limits).
+
+The extension's percentEnabled / percentEnforced are the filter's filter_enabled
+/ filter_enforced: a request outside the first is not asked about; one outside
+the second is asked and counted (over_limit) but not refused (shadow mode)."""
 
 from __future__ import annotations
 
-from envoy.config.core.v3 import config_source_pb2
+from envoy.config.core.v3 import base_pb2, config_source_pb2
 from envoy.config.ratelimit.v3 import rls_pb2 as rls_config_pb2
 from envoy.config.route.v3 import route_components_pb2 as route_pb
 from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
@@ -12,6 +16,7 @@ from envoy.extensions.filters.http.ratelimit.v3 import rate_limit_pb2 as rl_pb
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
+from envoy.type.v3 import percent_pb2
 
 from lychgate import ir
 from lychgate.xds.translator.ext_authz import grpc_service
@@ -31,8 +36,15 @@ def filter_name(service: ir.RateLimitService) -> str:
     return PREFIX + service.name
 
 
+def _percent(value: int, key: str) -> base_pb2.RuntimeFractionalPercent:
+    return base_pb2.RuntimeFractionalPercent(
+        default_value=percent_pb2.FractionalPercent(numerator=value, denominator=percent_pb2.FractionalPercent.HUNDRED),
+        runtime_key=key,
+    )
+
+
 def rate_limit(service: ir.RateLimitService) -> rl_pb.RateLimit:
-    return rl_pb.RateLimit(
+    out = rl_pb.RateLimit(
         domain=service.domain,
         timeout=ms(service.timeout_ms),
         failure_mode_deny=not service.fail_open,
@@ -43,6 +55,13 @@ def rate_limit(service: ir.RateLimitService) -> rl_pb.RateLimit:
                                     else ratelimit_pb2.OFF),
         stat_prefix=stat_name(service.name),
     )
+    # Runtime keys of their own, so that no runtime layer set for another filter moves them.
+    key = f"lychgate.ratelimit.{stat_name(service.name)}"
+    if service.percent_enabled is not None:
+        out.filter_enabled.CopyFrom(_percent(service.percent_enabled, f"{key}.filter_enabled"))
+    if service.percent_enforced is not None:
+        out.filter_enforced.CopyFrom(_percent(service.percent_enforced, f"{key}.filter_enforced"))
+    return out
 
 
 def _action(entry: ir.DescriptorEntry) -> route_pb.RateLimit.Action:
