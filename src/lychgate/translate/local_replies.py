@@ -26,7 +26,7 @@ import json
 from lychgate import envoy_limits, ir_listener
 from lychgate.api.core import Secret
 from lychgate.api.direct_response import BodyFormat
-from lychgate.api.format_dict import unpaired_percent
+from lychgate.api.format_dict import stray_percent
 from lychgate.api.listener_policy import LocalReplyConfig, LocalReplyMapper
 from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import PolicyHeaderFilter, PolicyHTTPHeader
@@ -50,7 +50,7 @@ def compile_local_replies(store: Store, kind: str, namespace: str, config: Local
 def _format(fmt: BodyFormat | None, path: str) -> ir_listener.ReplyFormat | None:
     if fmt is None:
         return None
-    if fmt.text is not None and unpaired_percent(fmt.text):
+    if fmt.text is not None and stray_percent(fmt.text):
         raise Invalid(f"{path}.text", f"{fmt.text!r} {_PERCENT}")
     return ir_listener.ReplyFormat(
         text=fmt.text, content_type=fmt.content_type,
@@ -92,7 +92,7 @@ def _entry(store: Store, kind: str, namespace: str, h: PolicyHTTPHeader, path: s
     """The (name, format string) pairs one entry makes: an inline value, or a Secret's."""
     if h.value is not None:
         assert h.name is not None  # the model requires a name beside an inline value
-        if unpaired_percent(h.value):
+        if stray_percent(h.value):
             raise Invalid(f"{path}.value", f"{h.value!r} {_PERCENT}")
         return [(header_name(h.name, f"{path}.name"), h.value)]
     ref = h.secret_ref
