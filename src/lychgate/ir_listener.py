@@ -148,12 +148,19 @@ class HTTPSettings:
     xff_trusted_cidrs: tuple[tuple[str, int], ...] = ()
     skip_xff_append: bool | None = None
     server_header_transformation: str | None = None
+    server_name: str | None = None
+    strip_host_port: str | None = None  # "matching" (the listener's port) or "any"
+    strip_trailing_host_dot: bool | None = None
+    normalize_path: bool | None = None
+    merge_slashes: bool | None = None
     stream_idle_timeout_ms: int | None = None
     idle_timeout_ms: int | None = None
+    max_connection_duration_ms: int | None = None
     max_request_headers_kb: int | None = None
     preserve_http1_header_case: bool | None = None
     accept_http10: bool | None = None
     default_host_for_http10: str | None = None
+    proxy_100_continue: bool | None = None
     generate_request_id: bool | None = None
     preserve_external_request_id: bool | None = None
     pack_trace_reason: bool | None = None
@@ -165,6 +172,7 @@ class HTTPSettings:
     http2_initial_stream_window: int | None = None
     http2_initial_connection_window: int | None = None
     http2_max_concurrent_streams: int | None = None
+    http2_allow_connect: bool | None = None
     forward_client_cert: str | None = None
     client_cert_details: tuple[str, ...] = ()  # subject, cert, chain, dns, uri
     request_headers_timeout_ms: int | None = None
@@ -184,3 +192,4 @@ class PortSettings:
     proxy_protocol: bool = False
     allow_without_proxy_protocol: bool = False
     buffer_limit_bytes: int | None = None
+    transport_socket_connect_timeout_ms: int | None = None  # on every filter chain of the port

@@ -5,16 +5,21 @@ ListenerPolicy (one object, replaced by each test) and sees the setting change
 what a client or the backend gets: the health path answered by Envoy, the
 client address Envoy trusts (in the access log), PROXY protocol v1 and v2
 clients, header limits and changes, request ids, HTTP/1.0, timeouts, HTTP/2
-settings and upgrades.
+settings and upgrades, Host and path normalisation, the Server name,
+100-continue, the connection lifetime and the TLS handshake deadline.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import socket
+import ssl
 import struct
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,7 @@ import h2.events
 import httpx
 import pytest
 
+from tests.certs import CA
 from tests.harness import free_port, service_yaml, wait_for
 from tests.policies.conftest import Stack
 from tests.policies.servers import body_of
@@ -277,3 +283,148 @@ def test_http1_header_case_preserved_towards_the_backend(stack: Stack, raw_backe
     listener_policy(stack, "preserveHttp1HeaderCase: true")
     wait_for(lambda: raw(stack, request) and b"\r\nX-MiXeD-Case: 1\r\n" in raw_backend[-1], 15,
              "the header to keep its case")
+
+
+def test_host_path_server_name_and_100_continue(stack: Stack, raw_backend: list[bytes]) -> None:
+    """What the backend and the client see of Host and path normalisation, the Server
+    header and `Expect: 100-continue`: lychgate's defaults, then each changed."""
+    def seen(request: bytes) -> tuple[bytes, bytes]:
+        """(the client's answer, the bytes the backend got, in lower case: an earlier test may
+        leave header case preserved) for one request."""
+        before = len(raw_backend)
+        answer = raw(stack, request)
+        return answer, raw_backend[-1].lower() if len(raw_backend) > before else b""
+
+    def get(path: str, host: str = "raw.example.com", extra: str = "") -> bytes:
+        return f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n".encode()
+
+    upload = (b"POST /upload HTTP/1.1\r\nHost: raw.example.com\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
+              b"Connection: close\r\n\r\nhi")
+    # Defaults: a dotted FQDN matches no host, a port reaches the backend, paths are
+    # normalised and slashes merged, Envoy answers 100-continue itself and names itself.
+    assert raw(stack, get("/dot", "raw.example.com.")).startswith(b"HTTP/1.1 404")
+    answer, backend = seen(get("/port", "raw.example.com:9999"))
+    assert b"\r\nhost: raw.example.com:9999\r\n" in backend and b"\r\nserver: envoy\r\n" in answer
+    assert seen(get("//a//b/../c"))[1].startswith(b"get /a/c http/1.1")
+    answer, backend = seen(upload)
+    assert answer.startswith(b"HTTP/1.1 100 Continue") and b"expect:" not in backend
+
+    listener_policy(stack, """
+        serverName: lychgate-edge
+        stripTrailingHostDot: true
+        stripHostPortMode: AnyPort
+        normalizePath: false
+        mergeSlashes: false
+        proxy100Continue: true
+    """)
+    wait_for(lambda: raw(stack, get("/dot", "raw.example.com.")).startswith(b"HTTP/1.1 200"), 15,
+             "a dotted FQDN to match its host")
+    assert b"\r\nhost: raw.example.com\r\n" in raw_backend[-1].lower()  # forwarded without the dot...
+    answer, backend = seen(get("/port", "raw.example.com:9999"))
+    assert b"\r\nhost: raw.example.com\r\n" in backend  # ...and without the port
+    assert b"\r\nserver: lychgate-edge\r\n" in answer
+    assert seen(get("//a//b/../c"))[1].startswith(b"get //a//b/../c http/1.1")  # the path as sent
+    answer, backend = seen(upload)
+    assert b"\r\nexpect: 100-continue\r\n" in backend  # the backend decides on 100-continue
+    assert answer.startswith(b"HTTP/1.1 200")
+
+
+TLS_PORT = 8443
+
+
+def _tls_listener(stack: Stack) -> None:
+    """An HTTPS listener beside the module's HTTP one (other tests use only port 8080)."""
+    ca = CA()
+    cert, key = ca.issue("tls.example.com", ["tls.example.com"])
+    stack.write("secret-lp-cert.yaml", f"""
+        apiVersion: v1
+        kind: Secret
+        metadata: {{name: lp-cert}}
+        type: kubernetes.io/tls
+        data: {{tls.crt: {base64.b64encode(cert).decode()}, tls.key: {base64.b64encode(key).decode()}}}
+    """)
+    gateway = stack.lg.manifests / "00-gateway.yaml"
+    text = gateway.read_text()
+    if "lp-cert" not in text:
+        listener = (f"    - {{name: https, protocol: HTTPS, port: {TLS_PORT}, allowedRoutes: {{namespaces: {{from: All}}}}, "
+                    "tls: {certificateRefs: [{name: lp-cert}]}}\n")
+        stack.lg.write("00-gateway.yaml", text.replace("  addresses:", listener + "  addresses:"))
+
+    def handshakes() -> bool:
+        context = ssl.create_default_context(cadata=ca.pem.decode())
+        try:
+            with socket.create_connection((stack.addr, TLS_PORT), timeout=2) as s, \
+                    context.wrap_socket(s, server_hostname="tls.example.com"):
+                return True
+        except OSError:
+            return False
+
+    wait_for(handshakes, 15, "the HTTPS listener")
+
+
+def _stalled_handshake_lifetime(stack: Stack, limit: float) -> float:
+    """Seconds until Envoy closes a connection whose client sent its ClientHello and then
+    nothing more (`limit` if it is still open then)."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    tls = context.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_hostname="tls.example.com")
+    with contextlib.suppress(ssl.SSLWantReadError):
+        tls.do_handshake()
+    with socket.create_connection((stack.addr, TLS_PORT), timeout=limit) as s:
+        start = time.monotonic()
+        s.sendall(outgoing.read())  # the ClientHello; the client never answers the server's flight
+        try:
+            while s.recv(65536):
+                pass
+        except TimeoutError:
+            return limit
+        except ConnectionResetError:
+            pass
+        return time.monotonic() - start
+
+
+def _closed_after_a_while(stack: Stack, wait: float) -> bool:
+    """Does Envoy close a keep-alive connection `wait` seconds old? It answers a request
+    then with `connection: close` (HTTP/1.1: how a drain ends a connection in use; an idle
+    one is closed at the drain timeout, 5 s later)."""
+    with socket.create_connection((stack.addr, PORT), timeout=5) as s:
+        request = f"GET /lifetime HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
+        s.sendall(request)
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        time.sleep(wait)
+        s.sendall(request)
+        answer = s.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200")
+        return b"\r\nconnection: close\r\n" in answer.lower()
+
+
+def _h2_settings(stack: Stack) -> dict[int, int]:
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    with socket.create_connection((stack.addr, PORT), timeout=5) as s:
+        s.sendall(conn.data_to_send())
+        for event in conn.receive_data(s.recv(65536)):
+            if isinstance(event, h2.events.RemoteSettingsChanged):
+                return {int(k): v.new_value for k, v in event.changed_settings.items()}
+    return {}
+
+
+def test_connection_lifetime_extended_connect_and_tls_handshake_deadline(stack: Stack) -> None:
+    enable_connect = int(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL)
+    _tls_listener(stack)
+    # Defaults: a connection lives while it is used (the idle timeout is 60 s), a stalled TLS
+    # handshake until that timeout too, and HTTP/2 clients are not offered extended CONNECT.
+    assert not _closed_after_a_while(stack, 1)
+    assert _stalled_handshake_lifetime(stack, 2) == 2
+    assert _h2_settings(stack).get(enable_connect) != 1
+
+    listener_policy(stack, "http2ProtocolOptions: {allowConnect: true}", listener="transportSocketConnectTimeout: 500ms")
+    wait_for(lambda: _h2_settings(stack).get(enable_connect) == 1, 15, "SETTINGS_ENABLE_CONNECT_PROTOCOL")
+    # The client that never finishes its handshake is closed at the deadline.
+    assert 0.3 < _stalled_handshake_lifetime(stack, 5) < 3
+    assert not _closed_after_a_while(stack, 1)
+
+    # Drained at 700 ms although idle for far less than the idle timeout. (It bounds a stalled
+    # handshake too: the connection manager, and its clock, start with the connection.)
+    listener_policy(stack, "maxConnectionDuration: 700ms")
+    wait_for(lambda: _closed_after_a_while(stack, 1), 15, "a connection older than 700ms to be closed")

@@ -23,6 +23,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
+from lychgate.api.backend_config import TCPKeepalive
 from lychgate.api.base import Model, Resource
 from lychgate.api.client_validation import ClientCertificateValidationConfig
 from lychgate.api.direct_response import BodyFormat
@@ -325,6 +326,9 @@ class ListenerHTTP2ProtocolOptions(Model):
     initial_stream_window_size: int | str | None = None
     initial_connection_window_size: int | str | None = None
     max_concurrent_streams: int | None = Field(None, ge=1, le=2147483647)
+    # RFC 8441 extended CONNECT: WebSocket over HTTP/2 (Envoy turns it into a websocket upgrade,
+    # which the listener's upgradeConfig or a route's httpUpgrade must still allow).
+    allow_connect: bool | None = None
 
 
 class SetCurrentClientCertDetails(Model):
@@ -346,6 +350,7 @@ class UuidRequestIdConfig(Model):
 
 
 ServerHeaderTransformation = Literal["Overwrite", "AppendIfAbsent", "PassThrough"]
+StripHostPortMode = Literal["MatchingPort", "AnyPort"]
 HeadersWithUnderscoresAction = Literal["Allow", "RejectRequest", "DropHeader"]
 EscapedSlashesAction = Literal["KeepUnchanged", "RejectRequest", "UnescapeAndRedirect", "UnescapeAndForward"]
 
@@ -363,21 +368,31 @@ class HTTPSettings(Model):
     xff_trusted_cidrs: list[str] = Field(default_factory=list, alias="xffTrustedCIDRs")
     skip_xff_append: bool | None = Field(None, alias="skipXFFAppend")
     server_header_transformation: ServerHeaderTransformation | None = None
+    server_name: str | None = Field(None, min_length=1)  # the Server header Envoy writes
+    # What Envoy does to the Host and path before routing (and forwards as changed).
+    strip_host_port_mode: StripHostPortMode | None = None
+    strip_trailing_host_dot: bool | None = None
+    normalize_path: bool | None = None  # lychgate's default, as kgateway's: true
+    merge_slashes: bool | None = None  # lychgate's default, as kgateway's: true
     stream_idle_timeout: str | None = None
     idle_timeout: str | None = None
+    max_connection_duration: str | None = Field(None, max_length=32)
     http2_protocol_options: ListenerHTTP2ProtocolOptions | None = None
     health_check: EnvoyHealthCheck | None = None
     preserve_http1_header_case: bool | None = None
     accept_http10: bool | None = None
     default_host_for_http10: str | None = Field(None, min_length=1)
+    proxy100_continue: bool | None = None
     early_request_header_modifier: HeaderModifier | None = None
     forward_client_cert_details: ForwardClientCertDetails | None = None
     max_request_headers_kb: int | None = Field(None, ge=1, le=8192)
     uuid_request_id_config: UuidRequestIdConfig | None = None
+    # kgateway's bounds; Envoy's proto has no maximum for max_headers_count. 0 requests per
+    # connection: no limit (Envoy's meaning of 0). Each has an edge default (docs/edge.md).
+    max_headers_count: int | None = Field(None, ge=1, le=2147483647)
+    max_requests_per_connection: int | None = Field(None, ge=0, le=2147483647)
     # lychgate's own (kgateway has no such field); each has an edge default (docs/edge.md).
     request_headers_timeout: str | None = None
-    max_headers_count: int | None = Field(None, ge=1, le=8192)
-    max_requests_per_connection: int | None = Field(None, ge=1)
     headers_with_underscores_action: HeadersWithUnderscoresAction | None = None
     escaped_slashes_action: EscapedSlashesAction | None = None
     local_replies: LocalReplyConfig | None = None
@@ -393,6 +408,10 @@ class ProxyProtocolConfig(Model):
 class ListenerConfig(Model):
     proxy_protocol: ProxyProtocolConfig | None = None
     per_connection_buffer_limit_bytes: int | None = Field(None, ge=0)
+    # kgateway's shape, loaded so a manifest gets a status; translation refuses it
+    # (translate/listener_settings.py says why).
+    tcp_keepalive: TCPKeepalive | None = None
+    transport_socket_connect_timeout: str | None = None  # the TLS handshake's deadline
     http_settings: HTTPSettings | None = Field(None, alias="httpSettings")
 
 

@@ -8,7 +8,7 @@ of a Gateway:
 2. For a port, a ListenerPolicy's configuration is its `perPort[]` entry for
    that port if it has one (which replaces `default` entirely, as in kgateway),
    else its `default`. Settings written inline in the spec (`spec.httpSettings`,
-   `spec.proxyProtocol`, `spec.perConnectionBufferLimitBytes`: kgateway's other
+   `spec.proxyProtocol`, `spec.perConnectionBufferLimitBytes`, ...: kgateway's other
    shape) are its `default`, and cannot be mixed with `default`/`perPort`. An
    HTTPListenerPolicy's settings apply to every port.
 3. Each field (accessLog, tracing, useRemoteAddress, proxyProtocol, ...) is
@@ -392,7 +392,9 @@ def _inline_fields(policy: ListenerPolicy) -> list[str]:
     """The listener configuration written directly in the spec (kgateway's inline shape)."""
     spec = policy.spec
     fields = (("spec.proxyProtocol", spec.proxy_protocol), ("spec.perConnectionBufferLimitBytes",
-              spec.per_connection_buffer_limit_bytes), ("spec.httpSettings", spec.http_settings))
+              spec.per_connection_buffer_limit_bytes), ("spec.tcpKeepalive", spec.tcp_keepalive),
+              ("spec.transportSocketConnectTimeout", spec.transport_socket_connect_timeout),
+              ("spec.httpSettings", spec.http_settings))
     return [path for path, value in fields if value is not None]
 
 

@@ -36,6 +36,7 @@ _XFCC = {"Sanitize": "SANITIZE", "ForwardOnly": "FORWARD_ONLY", "AppendForward":
 _UNDERSCORES = {"Allow": "ALLOW", "RejectRequest": "REJECT_REQUEST", "DropHeader": "DROP_HEADER"}
 _ESCAPED_SLASHES = {"KeepUnchanged": "KEEP_UNCHANGED", "RejectRequest": "REJECT_REQUEST",
                     "UnescapeAndRedirect": "UNESCAPE_AND_REDIRECT", "UnescapeAndForward": "UNESCAPE_AND_FORWARD"}
+_STRIP_PORT = {"MatchingPort": "matching", "AnyPort": "any"}
 _WINDOW = (65535, 2147483647)
 _SIMPLE = (  # (spec field, model attribute, IR field): copied as they are
     ("useRemoteAddress", "use_remote_address", "use_remote_address"),
@@ -45,6 +46,11 @@ _SIMPLE = (  # (spec field, model attribute, IR field): copied as they are
     ("preserveHttp1HeaderCase", "preserve_http1_header_case", "preserve_http1_header_case"),
     ("acceptHttp10", "accept_http10", "accept_http10"),
     ("defaultHostForHttp10", "default_host_for_http10", "default_host_for_http10"),
+    ("proxy100Continue", "proxy100_continue", "proxy_100_continue"),
+    ("serverName", "server_name", "server_name"),
+    ("stripTrailingHostDot", "strip_trailing_host_dot", "strip_trailing_host_dot"),
+    ("normalizePath", "normalize_path", "normalize_path"),
+    ("mergeSlashes", "merge_slashes", "merge_slashes"),
     ("generateRequestId", "generate_request_id", "generate_request_id"),
     ("preserveExternalRequestId", "preserve_external_request_id", "preserve_external_request_id"),
     ("maxHeadersCount", "max_headers_count", "max_headers_count"),
@@ -90,6 +96,17 @@ def compile_http(store: Store, kind: str, namespace: str, s: HTTPSettings, path:
                                                                           f"{path}.streamIdleTimeout")}
     if s.idle_timeout is not None:
         out["idleTimeout"] = {"idle_timeout_ms": duration_ms(s.idle_timeout, f"{path}.idleTimeout")}
+    if s.max_connection_duration is not None:
+        # Envoy drains a connection after its first request at 0s (measured), which nobody
+        # means by it: refused.
+        where = f"{path}.maxConnectionDuration"
+        ms = duration_ms(s.max_connection_duration, where)
+        if ms == 0:
+            raise Invalid(where, "0s would have Envoy close every connection after its first request; "
+                          "leave the field out for no limit")
+        out["maxConnectionDuration"] = {"max_connection_duration_ms": ms}
+    if s.strip_host_port_mode is not None:
+        out["stripHostPortMode"] = {"strip_host_port": _STRIP_PORT[s.strip_host_port_mode]}
     if s.request_headers_timeout is not None:
         out["requestHeadersTimeout"] = {"request_headers_timeout_ms": duration_ms(
             s.request_headers_timeout, f"{path}.requestHeadersTimeout")}
@@ -121,6 +138,7 @@ def compile_http(store: Store, kind: str, namespace: str, s: HTTPSettings, path:
             "http2_initial_connection_window": _window(h2.initial_connection_window_size,
                                                        f"{where}.initialConnectionWindowSize"),
             "http2_max_concurrent_streams": h2.max_concurrent_streams,
+            "http2_allow_connect": h2.allow_connect,
         }
     if s.forward_client_cert_details is not None:
         x = s.forward_client_cert_details
@@ -176,11 +194,27 @@ def _window(value: int | str | None, path: str) -> int | None:
 
 
 def compile_port(config: ListenerConfig, path: str) -> Compiled:
-    """The settings of whole Envoy listeners: PROXY protocol and the buffer limit."""
+    """The settings of whole Envoy listeners: PROXY protocol, the buffer limit and the
+    TLS handshake deadline. Raises Invalid for tcpKeepalive (see below)."""
     out: Compiled = {}
+    if config.tcp_keepalive is not None:
+        # Envoy sets keepalive on the listening socket (the accepted ones inherit it), and
+        # refuses to change a running listener's socket options unless SO_REUSEPORT is on
+        # (measured with Envoy 1.40: the update is rejected, "duplicate address"; a renamed
+        # listener cannot bind the port either). lychgate turns SO_REUSEPORT off so that a
+        # port another program holds is refused and reported (xds/translator/listener.py);
+        # with keepalive, adding, changing or removing it would leave the listener refusing
+        # every update until the proxy restarts.
+        raise Invalid(f"{path}.tcpKeepalive", "is not supported: Envoy cannot change the socket "
+                      "options of a running listener without SO_REUSEPORT, which lychgate keeps off "
+                      "(a port taken by another program must fail, not be shared); remove it, or set "
+                      "keepalive in the network in front of the gateway")
     if config.proxy_protocol is not None:
         out["proxyProtocol"] = {"proxy_protocol": True, "allow_without_proxy_protocol":
                                 bool(config.proxy_protocol.allow_requests_without_proxy_protocol)}
     if config.per_connection_buffer_limit_bytes is not None:
         out["perConnectionBufferLimitBytes"] = {"buffer_limit_bytes": config.per_connection_buffer_limit_bytes}
+    if config.transport_socket_connect_timeout is not None:
+        out["transportSocketConnectTimeout"] = {"transport_socket_connect_timeout_ms": duration_ms(
+            config.transport_socket_connect_timeout, f"{path}.transportSocketConnectTimeout")}
     return out

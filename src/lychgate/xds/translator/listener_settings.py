@@ -1,12 +1,14 @@
 """ListenerPolicy settings of connection managers and listeners (besides access logs and tracing).
 
 Connection manager: client address (useRemoteAddress, xffNumTrustedHops,
-xffTrustedCIDRs, skipXFFAppend), Server header, timeouts, header limits and
-case, HTTP/1.0, request ids, upgrades, early header changes, HTTP/2 windows,
-x-forwarded-client-cert, and the health check path Envoy answers itself (a
-filter first in the chain, so no backend or policy is involved). Listener:
-the PROXY protocol listener filter (first, before TLS inspection) and the
-per-connection buffer limit.
+xffTrustedCIDRs, skipXFFAppend), Server header and name, Host and path
+normalisation, timeouts and connection lifetime, header limits and case,
+HTTP/1.0, 100-continue, request ids, upgrades, early header changes, HTTP/2
+windows and extended CONNECT, x-forwarded-client-cert, and the health check
+path Envoy answers itself (a filter first in the chain, so no backend or
+policy is involved). Listener: the PROXY protocol listener filter (first,
+before TLS inspection), the per-connection buffer limit and the transport
+(TLS handshake) deadline of its filter chains.
 """
 
 from __future__ import annotations
@@ -57,9 +59,30 @@ def _client_address(s: ir_listener.HTTPSettings, hcm: HCM) -> None:
         hcm.original_ip_detection_extensions.append(_typed("envoy.extensions.http.original_ip_detection.xff", xff))
 
 
+def _host_and_path(s: ir_listener.HTTPSettings, hcm: HCM) -> None:
+    """Before routing: the route lookup, the filters and the backend see the result. (The
+    scope key of a split table too: Envoy runs early header mutations after these.)"""
+    if s.strip_host_port == "matching":
+        hcm.strip_matching_host_port = True
+    elif s.strip_host_port == "any":
+        hcm.strip_any_host_port = True
+    if s.strip_trailing_host_dot is not None:
+        hcm.strip_trailing_host_dot = s.strip_trailing_host_dot
+    if s.normalize_path is not None:  # both on by default (listener.py)
+        hcm.normalize_path.value = s.normalize_path
+    if s.merge_slashes is not None:
+        hcm.merge_slashes = s.merge_slashes
+
+
 def _protocol(s: ir_listener.HTTPSettings, hcm: HCM) -> None:
     if s.server_header_transformation is not None:
         hcm.server_header_transformation = HCM.ServerHeaderTransformation.Value(s.server_header_transformation)
+    if s.server_name is not None:
+        hcm.server_name = s.server_name
+    if s.proxy_100_continue is not None:
+        hcm.proxy_100_continue = s.proxy_100_continue
+    if s.max_connection_duration_ms is not None:
+        hcm.common_http_protocol_options.max_connection_duration.FromMilliseconds(s.max_connection_duration_ms)
     if s.stream_idle_timeout_ms is not None:
         hcm.stream_idle_timeout.FromMilliseconds(s.stream_idle_timeout_ms)
     if s.idle_timeout_ms is not None:
@@ -81,6 +104,8 @@ def _protocol(s: ir_listener.HTTPSettings, hcm: HCM) -> None:
         h2.initial_connection_window_size.value = s.http2_initial_connection_window
     if s.http2_max_concurrent_streams is not None:
         h2.max_concurrent_streams.value = s.http2_max_concurrent_streams
+    if s.http2_allow_connect is not None:
+        h2.allow_connect = s.http2_allow_connect
     for upgrade in s.upgrades:
         hcm.upgrade_configs.append(HCM.UpgradeConfig(upgrade_type=upgrade))
 
@@ -138,6 +163,7 @@ class ListenerSettingsFeature(Feature):
         if s is None:
             return
         _client_address(s, hcm)
+        _host_and_path(s, hcm)
         _protocol(s, hcm)
         _request_id(s, hcm)
         _headers(s, hcm)
@@ -150,6 +176,12 @@ class ListenerSettingsFeature(Feature):
             return
         if settings.buffer_limit_bytes is not None:
             listener.per_connection_buffer_limit_bytes.value = settings.buffer_limit_bytes
+        if settings.transport_socket_connect_timeout_ms is not None:
+            # Every chain of the port, as kgateway: a chain without TLS is connected at once
+            # (the raw socket has no handshake), so the deadline only closes TLS clients.
+            for chain in listener.filter_chains:
+                chain.transport_socket_connect_timeout.FromMilliseconds(
+                    settings.transport_socket_connect_timeout_ms)
         if settings.proxy_protocol:
             proxy = proxy_protocol_pb2.ProxyProtocol(
                 allow_requests_without_proxy_protocol=settings.allow_without_proxy_protocol)
