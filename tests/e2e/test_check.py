@@ -90,11 +90,15 @@ def _run_findings(lg: Lychgate, kinds: set[str]) -> set[Finding]:
     for p in lg.problems():
         problem = Problem(**{**p, "fields": tuple(tuple(f) for f in p["fields"])})
         found |= set(problem_findings(problem))
+    # An object its manifest problem refused also says so in its status (status/invalid.py):
+    # the same verdict on the same field, which check reports once, from the manifest.
+    refused = {(f.object, f.field) for f in found}
     for kind in kinds:
         for obj in lg.objects(kind):
             # Lines are check's: this compares the verdicts, not the line lookup.
             found |= {Finding(None, None, f.object, f.field, f.message, f.severity)
-                      for f in object_findings(obj, obj.get("status") or {}, lambda _path: None)}
+                      for f in object_findings(obj, obj.get("status") or {}, lambda _path: None)
+                      if (f.object, f.field) not in refused}
     return found
 
 
