@@ -61,6 +61,9 @@ def run(
         "--waypoint/--no-waypoint", help="Serve the lychgate-waypoint class (ambient mesh waypoints).")] = None,
     inference_extension: Annotated[bool | None, typer.Option(
         "--inference-extension/--no-inference-extension", help="Serve InferencePool backends.")] = None,
+    gcp_metadata_server: Annotated[str | None, typer.Option(
+        help="HOST:PORT of the GCE metadata server for GCP Backends' identity tokens "
+             "[default: metadata.google.internal:80].")] = None,
 ) -> None:
     """Serve the manifests in DIRECTORY through local Envoy proxies, live."""
     if not directory.exists():
@@ -73,6 +76,7 @@ def run(
         xds_tls_require_client_cert=xds_tls_require_client_cert,
         policy_merge=_json_option("--policy-merge", policy_merge),
         waypoint_enabled=waypoint, inference_extension_enabled=inference_extension,
+        gcp_metadata_server=gcp_metadata_server,
     )
     logsetup.setup(settings.log_level)
     from lychgate.local import run_local
@@ -117,6 +121,9 @@ def controller(
     leader_election: Annotated[bool | None, typer.Option("--leader-election/--no-leader-election", help="Elect one writer among replicas.")] = None,
     leader_election_lease_name: Annotated[str | None, typer.Option(help="Lease name (default: lychgate).")] = None,
     proxy_image: Annotated[str | None, typer.Option(help="Default Envoy image of the proxies.")] = None,
+    gcp_metadata_server: Annotated[str | None, typer.Option(
+        help="HOST:PORT of the GCE metadata server for GCP Backends' identity tokens "
+             "(default: metadata.google.internal:80).")] = None,
     state_dir: Annotated[Path | None, typer.Option(help="Scratch space (strict validation).")] = None,
 ) -> None:
     """Run the control plane in Kubernetes: watch the API server, write status, deploy proxies.
@@ -140,7 +147,7 @@ def controller(
             waypoint_enabled=waypoint, inference_extension_enabled=inference_extension,
             agentgateway_enabled=agentgateway, leader_election=leader_election,
             leader_election_lease_name=leader_election_lease_name, proxy_image=proxy_image,
-            state_dir=state_dir,
+            gcp_metadata_server=gcp_metadata_server, state_dir=state_dir,
         )
     except SettingsError as err:  # e.g. a LYCHGATE_* variable holding invalid JSON
         import re

@@ -121,6 +121,7 @@ class Forward:
     session: SessionPersistence | None = None  # the rule's sessionPersistence
     ai: AIRoute | None = None  # the backend is an AI Backend (xds/translator/ai_gateway.py)
     mcp: bool = False  # a backend is an MCP Backend (xds/translator/mcp_gateway.py)
+    gcp: bool = False  # a backend is a GCP Backend: an identity token is fetched (xds/translator/gcp_authn.py)
 
     @property
     def pickers(self) -> tuple[EndpointPicker, ...]:
@@ -1004,6 +1005,8 @@ class Cluster:
     ai_endpoints: tuple[AIEndpoint, ...] = ()  # an AI Backend's providers (discovery "ai")
     # An MCP Backend ("<namespace>/<name>", discovery "mcp"): its one endpoint is the MCP relay.
     mcp_backend: str = ""
+    # A GCP Backend: the audience of the identity token its requests carry (translate/gcp.py).
+    gcp_audience: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1068,6 +1071,8 @@ class GatewayIR:
     ai_extension_port: int = 0
     # The loopback port of the MCP relay its MCP Backends' clusters reach (lychgate.mcp); 0: none.
     mcp_relay_port: int = 0
+    # HOST:PORT of the GCE metadata server its GCP Backends' tokens come from; "": none.
+    gcp_metadata_server: str = ""
 
     @property
     def ref(self) -> str:

@@ -94,6 +94,10 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="GatewayClass name -> {name, namespace} of its GatewayParameters.",
     )
+    gcp_metadata_server: str = Field(
+        "metadata.google.internal:80",
+        description="HOST:PORT of the GCE metadata server proxies ask for the identity tokens of GCP Backends "
+        "(the default is what GCE and GKE answer; point it at another metadata endpoint elsewhere).")
     waypoint_enabled: bool = Field(False, description="Serve the lychgate-waypoint class.")
     inference_extension_enabled: bool = Field(False, description="Serve InferencePool backends.")
     agentgateway_enabled: bool = Field(False, description="Agent gateway integration.")
@@ -144,6 +148,14 @@ class Settings(BaseSettings):
     @classmethod
     def _lower_log_level(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("gcp_metadata_server")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, port = split_host_port(value)
+        if not 1 <= port <= 65535 or any(c.isspace() for c in host):
+            raise ValueError(f"{value!r} is not HOST:PORT")
+        return value
 
     @field_validator("gateway_class_parameters_refs")
     @classmethod

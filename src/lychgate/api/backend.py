@@ -2,9 +2,11 @@
 
 Field for field kgateway's `Backend` (api/v1alpha1/kgateway/backend_types.go):
 `static` hosts and ports outside the cluster, a `dynamicForwardProxy` that goes
-wherever the request's Host names, an `aws.lambda` function, `priorityGroups`
-(failover between groups of other Backends), `ai` (LLM providers, api/ai.py) and
-`mcp` (MCP servers served as one, api/mcp.py).
+wherever the request's Host names, an `aws.lambda` function (or `aws.ec2`
+instances found by tag, which lychgate loads but refuses to serve), a `gcp`
+service called with the Google identity token of the proxy's service account,
+`priorityGroups` (failover between groups of other Backends), `ai` (LLM providers,
+api/ai.py) and `mcp` (MCP servers served as one, api/mcp.py).
 Routes name it as a backendRef (`group: gateway.lychgate.dev, kind: Backend`); so
 do GatewayExtensions. `type` is deprecated in kgateway and inferred from the one
 configuration given.
@@ -52,8 +54,36 @@ class AwsLambda(Model):
     payload_transform_mode: Literal["None", "Envoy"] = "Envoy"
 
 
+class AwsTagKeyValueFilter(Model):
+    key: str = Field(min_length=1, max_length=128)
+    value: str = Field(min_length=1, max_length=256)
+
+
+class AwsTagFilter(Model):
+    """Instances carrying tag `key` (any value), or the tag `keyValue.key` with `keyValue.value`."""
+
+    key: str | None = Field(None, min_length=1, max_length=128)
+    key_value: AwsTagKeyValueFilter | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> AwsTagFilter:
+        if (self.key is None) == (self.key_value is None):
+            raise ValueError("exactly one of key or keyValue must be specified")
+        return self
+
+
+class AwsEc2(Model):
+    """kgateway's EC2 discovery: running instances of the region matching every filter.
+    Loaded so kgateway manifests load; translation refuses it (translate/aws_lambda.py)."""
+
+    port: int = Field(80, ge=1, le=65535)
+    address_type: Literal["PrivateIP", "PublicIP"] = "PrivateIP"
+    filters: list[AwsTagFilter] | None = Field(None, max_length=16)
+
+
 class AwsBackend(Model):
-    lambda_: AwsLambda = Field(alias="lambda")
+    lambda_: AwsLambda | None = Field(None, alias="lambda")
+    ec2: AwsEc2 | None = None
     # kgateway's older place of the account: lambda.accountId is read first
     account_id: AccountId | None = None
     auth: AwsAuth | None = None
@@ -61,16 +91,37 @@ class AwsBackend(Model):
 
     @model_validator(mode="after")
     def _account(self) -> AwsBackend:
-        if self.lambda_.account_id is None and self.account_id is None:
+        if (self.lambda_ is None) == (self.ec2 is None):
+            raise ValueError("exactly one of lambda or ec2 must be specified")
+        if self.lambda_ is not None and self.lambda_.account_id is None and self.account_id is None:
             raise ValueError("lambda.accountId (or the older accountId) must be specified")
         return self
 
     @property
+    def function(self) -> AwsLambda:
+        """`lambda`, for code that serves only Lambda Backends (ec2 is refused first)."""
+        assert self.lambda_ is not None
+        return self.lambda_
+
+    @property
     def account(self) -> str:
         """The function's account: `lambda.accountId`, else the older `accountId`, as kgateway reads them."""
-        account = self.lambda_.account_id or self.account_id
+        account = self.function.account_id or self.account_id
         assert account is not None
         return account
+
+
+class GcpBackend(Model):
+    """A Google Cloud service (Cloud Run, Cloud Functions...) at `host`:443 over TLS,
+    called with an identity token for `audience` (translate/gcp.py)."""
+
+    host: str = Field(min_length=1, description="The service's host name: where requests go, its SNI and Host.")
+    audience: str | None = Field(None, min_length=1, description='The identity token\'s audience; '
+                                                                 'default "https://<host>".')
+
+    @property
+    def audience_url(self) -> str:
+        return self.audience or f"https://{self.host}"
 
 
 class PriorityGroup(Model):
@@ -80,7 +131,7 @@ class PriorityGroup(Model):
     backend_refs: list[LocalObjectReference] = Field(min_length=1)
 
 
-BackendType = Literal["AI", "AWS", "Static", "DynamicForwardProxy", "PriorityGroups", "MCP"]
+BackendType = Literal["AI", "AWS", "Static", "DynamicForwardProxy", "GCP", "PriorityGroups", "MCP"]
 
 
 class BackendSpec(Model):
@@ -89,6 +140,7 @@ class BackendSpec(Model):
     aws: AwsBackend | None = None
     static: StaticBackend | None = None
     dynamic_forward_proxy: DynamicForwardProxyBackend | None = None
+    gcp: GcpBackend | None = Field(None, description="A Google Cloud service called with the proxy's identity token.")
     mcp: MCPBackend | None = Field(None, description="MCP servers behind one MCP endpoint.")
     priority_groups: list[PriorityGroup] | None = Field(
         None, min_length=1, description="Ordered failover levels: traffic goes to the first group whose Backends "
@@ -98,11 +150,11 @@ class BackendSpec(Model):
     @model_validator(mode="after")
     def _one(self) -> BackendSpec:
         given = [t for t, v in (("AI", self.ai), ("AWS", self.aws), ("Static", self.static),
-                                ("DynamicForwardProxy", self.dynamic_forward_proxy),
+                                ("DynamicForwardProxy", self.dynamic_forward_proxy), ("GCP", self.gcp),
                                 ("PriorityGroups", self.priority_groups), ("MCP", self.mcp)) if v is not None]
         if len(given) != 1:
-            raise ValueError("exactly one of ai, aws, static, dynamicForwardProxy, mcp, or priorityGroups must be "
-                             "specified")
+            raise ValueError("exactly one of ai, aws, static, dynamicForwardProxy, gcp, mcp, or priorityGroups must "
+                             "be specified")
         if self.type is not None and self.type != given[0]:
             raise ValueError("backend configuration must match the specified type")
         return self
@@ -117,6 +169,8 @@ class BackendSpec(Model):
             return "Static"
         if self.mcp is not None:
             return "MCP"
+        if self.gcp is not None:
+            return "GCP"
         return "DynamicForwardProxy" if self.dynamic_forward_proxy is not None else "PriorityGroups"
 
 

@@ -48,6 +48,11 @@ from lychgate.translate.policies.extensions import rate_limit_service
 from lychgate.translate.policies.rate_limit import descriptor_entry
 from lychgate.translate.secrets import secret_field
 
+ASSUME_ROLE_REFUSED = ("lychgate does not assume IAM roles: that needs AWS STS, which lychgate does not call, and the "
+                       "AI extension signs Bedrock requests only with a Secret's keys or its own default credential "
+                       "chain; use type: Secret, or give the extension the role's credentials (web identity, Pod "
+                       "Identity)")
+
 TLS_PORT = 443
 AUTH_KEY = "Authorization"  # the Secret key kgateway reads a SecretRef token from
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -209,6 +214,8 @@ def _aws_credentials(store: Store, namespace: str, config: BedrockConfig,
     without `auth` (the extension's own AWS credentials)."""
     if config.auth is None:
         return None, None, None
+    if config.auth.assume_role is not None:
+        raise Invalid(f"{path}.auth.assumeRole", ASSUME_ROLE_REFUSED)
     assert config.auth.secret_ref is not None
     name, where = config.auth.secret_ref.name, f"{path}.auth.secretRef"
     secret = _secret(store, namespace, name, where)

@@ -1,5 +1,5 @@
 """Backend objects as backendRefs: static hosts, dynamic forward proxy, AWS Lambda
-(translate/aws_lambda.py), priority groups (translate/priority_groups.py), MCP servers
+(translate/aws_lambda.py), Google Cloud services (translate/gcp.py), priority groups (translate/priority_groups.py), MCP servers
 (translate/mcp_config.py).
 
 A route (or GatewayExtension) naming `group: gateway.lychgate.dev, kind: Backend`
@@ -18,7 +18,14 @@ from lychgate import ir
 from lychgate.api.backend import GROUPS, Backend
 from lychgate.api.base import ObjectKey
 from lychgate.store import Store
-from lychgate.translate import ai_backends, aws_lambda, backend_config, mcp_config, priority_groups
+from lychgate.translate import (
+    ai_backends,
+    aws_lambda,
+    backend_config,
+    gcp,
+    mcp_config,
+    priority_groups,
+)
 from lychgate.translate.conditions import condition
 from lychgate.translate.grants import grant_allows
 from lychgate.translate.policies.common import Invalid, Unresolved
@@ -56,6 +63,11 @@ def ai_route_of(clusters: Iterable[ir.Cluster | None]) -> ir.AIRoute | None:
     return ir.AIRoute(groups=len({e.priority for e in cluster.ai_endpoints}))
 
 
+def gcp_of(clusters: Iterable[ir.Cluster | None]) -> bool:
+    """A rule to a GCP Backend: its listener fetches identity tokens for its requests."""
+    return any(c is not None and c.gcp_audience is not None for c in clusters)
+
+
 def mcp_of(clusters: Iterable[ir.Cluster | None]) -> bool:
     """A rule to an MCP Backend: Envoy's MCP filter reads its requests."""
     return any(c is not None and c.discovery == "mcp" for c in clusters)
@@ -68,7 +80,11 @@ def problem(store: Store, backend: Backend) -> str:
             ai_backends.providers_of(store, backend)
         except (Invalid, Unresolved) as err:
             return str(err)
+    if backend.spec.gcp is not None:
+        return gcp.problem(backend)
     if backend.spec.aws is not None:
+        if refused := aws_lambda.refusal(backend):
+            return refused
         try:
             aws_lambda.function(store, backend)
         except aws_lambda.LambdaProblem as err:
@@ -96,6 +112,8 @@ def cluster(store: Store, backend: Backend) -> ir.Cluster:
         tls = ir.UpstreamTLS(sni=host, ca=None, sans=(("Hostname", host),)) if scheme == "https" else None
         return ir.Cluster(name=name, endpoints=(ir.Endpoint(host, port),), discovery="static" if _is_ip(host) else "dns",
                           tls=tls, config=config, aws_lambda=aws_lambda.function(store, backend))
+    if backend.spec.gcp is not None:
+        return gcp.cluster(backend, name, config, _is_ip(backend.spec.gcp.host))
     if backend.spec.mcp is not None:  # the relay beside Envoy (its port: mcp_config.finish) serves its targets
         return ir.Cluster(name=name, endpoints=(), discovery="mcp", config=config,
                           mcp_backend=f"{backend.namespace}/{backend.name}")

@@ -26,6 +26,7 @@ from lychgate.translate import (
     backend_config,
     backends,
     backendtls,
+    gcp,
     hostnames,
     inference,
     listener_policy,
@@ -181,6 +182,7 @@ def translate(
     global_policy_namespace: str = "",
     ai_extension_port: int = ai_config.DEFAULT_EXTENSION_PORT,
     mcp_relay_port: int = DEFAULT_RELAY_PORT,
+    gcp_metadata_server: str = gcp.DEFAULT_METADATA_SERVER,
 ) -> Translation:
     """Translate the store. With a `state` kept across calls, a call after changes
     to routes, Services, EndpointSlices or ReferenceGrants only redoes the routes
@@ -196,6 +198,7 @@ def translate(
         out.ai = ai_config.build(store, out.gateways)
         mcp_config.finish(out.gateways, mcp_relay_port)
         out.mcp = mcp_config.build(store, out.gateways)
+        gcp.finish(out.gateways, gcp_metadata_server)
     return out
 
 

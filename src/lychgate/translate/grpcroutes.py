@@ -19,6 +19,7 @@ from lychgate.api.gateway import (
 )
 from lychgate.api.policy import is_policy_ref
 from lychgate.store import Store
+from lychgate.translate.backends import gcp_of
 from lychgate.translate.quarantine import Entry
 from lychgate.translate.routes import (
     NO_BACKEND_BODY,
@@ -70,7 +71,8 @@ def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRul
         if ref.weight:
             backends.append(ir.WeightedCluster(cluster.name if cluster else None, ref.weight, req, resp))
     session = session_of(rule.session_persistence, str(rule.name or index), backends, out)
-    action: ir.Action = (ir.Forward(tuple(backends), session=session) if any(b.cluster for b in backends)
+    gcp = gcp_of(out.clusters.get(b.cluster or "") for b in backends)
+    action: ir.Action = (ir.Forward(tuple(backends), session=session, gcp=gcp) if any(b.cluster for b in backends)
                          else ir.DirectResponse(500, NO_BACKEND_BODY))
     for m, match in enumerate(rule.matches or [GRPCRouteMatch()]):
         out.routes.append(ir.Route(source=_source(route, index, m, rule), match=_match(match, f"matches[{m}]"), action=action,

@@ -41,6 +41,10 @@ def member_problem(store: Store, backend: Backend, ref_name: str) -> str:
         return f"Backend {backend.namespace}/{ref_name} not found"
     if member.spec.priority_groups is not None:
         return f"Backend {backend.namespace}/{ref_name} has priorityGroups itself; priority groups do not nest"
+    if member.spec.gcp is not None:
+        # Its token is fetched for the routes to it (xds/translator/gcp_authn.py); a group's
+        # members are reached through the group's cluster, where no route asks for one.
+        return f"Backend {backend.namespace}/{ref_name} is a GCP Backend, which priority groups cannot hold"
     return ""
 
 

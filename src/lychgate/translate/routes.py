@@ -25,7 +25,7 @@ from lychgate.api.gateway import (
 from lychgate.api.policy import is_policy_ref
 from lychgate.store import Store
 from lychgate.translate import backend_config, delegation, direct_response, rule_filters
-from lychgate.translate.backends import ai_route_of, aws_lambda_of, mcp_of
+from lychgate.translate.backends import ai_route_of, aws_lambda_of, gcp_of, mcp_of
 from lychgate.translate.delegation_cache import Subtree, SubtreeCache
 from lychgate.translate.quarantine import Entry
 from lychgate.translate.references import Resolution, resolve_service
@@ -331,6 +331,7 @@ def _forward(
         aws_lambda=aws_lambda_of(out.clusters.get(b.cluster or "") for b in backends),
         ai=ai_route_of(out.clusters.get(b.cluster or "") for b in backends),
         mcp=mcp_of(out.clusters.get(b.cluster or "") for b in backends),
+        gcp=gcp_of(out.clusters.get(b.cluster or "") for b in backends),
         session=session_of(rule.session_persistence, label, backends, out),
     )
 

@@ -32,6 +32,7 @@ from lychgate.xds.translator import (  # noqa: F401
     ext_authz,
     ext_proc,
     fault,
+    gcp_authn,
     grpc_stats,
     header_stage,
     http_upgrade,

@@ -20,7 +20,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 
 from lychgate import ir
-from lychgate.xds.translator import ai_gateway, mcp_gateway, tunnel
+from lychgate.xds.translator import ai_gateway, gcp_authn, mcp_gateway, tunnel
 from lychgate.xds.translator.cluster_policy import (
     DNS_CLUSTER,
     SYSTEM_CA_BUNDLE,
@@ -55,6 +55,8 @@ def patch(cluster: ir.Cluster, out: cluster_pb2.Cluster, assignment: endpoint_pb
     if cluster.aws_lambda is not None:
         # Envoy's aws_lambda filter acts only on clusters marked as Lambda gateways.
         out.metadata.filter_metadata["com.amazonaws.lambda"].update({"egress_gateway": True})
+    if cluster.gcp_audience is not None:  # the token's audience, and no request without one
+        gcp_authn.patch_cluster(cluster, out)
     out.ClearField("eds_cluster_config")
     if cluster.discovery == "ai":
         as_dns_cluster(out)

@@ -52,8 +52,13 @@ def http_options(out: cluster_pb2.Cluster) -> Iterator[hpo.HttpProtocolOptions]:
 
 def add_upstream_filter(options: hpo.HttpProtocolOptions, name: str, config: object) -> None:
     """An HTTP filter in the cluster's upstream chain, before the codec Envoy requires last."""
+    codec = "envoy.filters.http.upstream_codec"
+    if options.http_filters and options.http_filters[-1].name == codec:  # another feature's filter came first
+        del options.http_filters[-1]
     options.http_filters.add(name=name, typed_config=pack(config))
-    options.http_filters.add(name="envoy.filters.http.upstream_codec", typed_config=pack(upstream_codec_pb2.UpstreamCodec()))
+    options.http_filters.add(name=codec, typed_config=pack(upstream_codec_pb2.UpstreamCodec()))
+
+
 DNS_CLUSTER = "envoy.clusters.dns"  # the DNS cluster extension (backend_cluster.py makes them)
 # The proxy's trust store for `wellKnownCACertificates: System` (Debian/Ubuntu and the proxy image).
 SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
