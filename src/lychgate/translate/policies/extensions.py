@@ -156,6 +156,12 @@ def extension_cluster(store: Store, ext: GatewayExtension, svc: ExtGrpcService |
                 f"{GROUP}/GatewayExtension from namespace {ext.namespace}",
             )
         raise Unresolved("BackendNotFound", f"GatewayExtension {ext.namespace}/{ext.name}: {res.message}")
+    if res.cluster.gcp_audience is not None:
+        # Its identity token comes with routed requests (xds/translator/gcp_authn.py); Envoy's calls
+        # to an extension would go without one, and the Backend's cluster refuses those.
+        raise Unresolved("InvalidKind", f"GatewayExtension {ext.namespace}/{ext.name}: Backend "
+                                        f"{ref.namespace or ext.namespace}/{ref.name} is a GCP Backend, which "
+                                        "extension services cannot be (calls to them would carry no identity token)")
     return dataclasses.replace(res.cluster, name=cluster_name(ext), protocol="h2c" if grpc else res.cluster.protocol)
 
 
