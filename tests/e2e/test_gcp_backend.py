@@ -134,6 +134,7 @@ spec:
   rules:
   - matches: [{{path: {{type: PathPrefix, value: /run}}}}]
     backendRefs: [{{group: gateway.lychgate.dev, kind: Backend, name: run}}]
+    retry: {{codes: [503], attempts: 2}}
   - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
     backendRefs: [{{group: gateway.lychgate.dev, kind: Backend, name: run-api}}]
   - matches: [{{path: {{type: PathPrefix, value: /fleet}}}}]
@@ -162,7 +163,13 @@ def test_requests_carry_the_metadata_servers_token_and_never_go_without(
     assert len(token) == 1 and token[0].startswith("Bearer ")
     assert claims(token[0].removeprefix("Bearer "))["aud"] == f"https://{HOST}"
     assert answer["host"] == HOST  # auto host rewrite: the service's own name
-    assert "x-lychgate-gcp-token" not in answer["headers"]
+    assert answer["headers"]["x-lychgate-gcp-token"] == token  # the filters' own copy: the same token
+
+    # A retried request (the service failed the first attempt) still carries it.
+    retried = _get(address, "/run/retried?fail=503&times=1")
+    assert retried.status_code == 200, retried.text
+    assert claims(retried.json()["headers"]["authorization"][0].removeprefix("Bearer "))["aud"] == f"https://{HOST}"
+    assert recorder.hits["/run/retried?fail=503&times=1"] == 2
     assert metadata.asked[-1].path == IDENTITY_PATH and metadata.asked[-1].flavor == "Google"
     assert metadata.asked[-1].audience == f"https://{HOST}"
 

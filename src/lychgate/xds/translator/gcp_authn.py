@@ -12,9 +12,12 @@ sent one. lychgate fails closed instead, in three parts:
 - in the listeners whose routes reach a GCP Backend (only those), off by default and
   on in those routes: a header_mutation filter that drops any `TOKEN_HEADER` the
   client sent, then gcp_authn, which writes the token ("Bearer ...") to `TOKEN_HEADER`;
-- in the GCP Backend's cluster, an upstream Lua filter that moves `TOKEN_HEADER` to
+- in the GCP Backend's cluster, an upstream Lua filter that copies `TOKEN_HEADER` to
   `Authorization` (replacing the client's) or, when there is none, answers 503 before
   any connection to the service: a request only ever reaches it with the proxy's token.
+  `TOKEN_HEADER` stays on the request (the service sees its own token twice): what an
+  upstream filter changes, the router's retries inherit (measured), so a filter that
+  removed it would find no token on the second attempt.
 
 The check sits in the cluster, not the route, so a rule that splits traffic between a
 GCP Backend and another backend leaves the other's requests (and their Authorization)
@@ -56,8 +59,7 @@ FILTER = "envoy.filters.http.gcp_authn"
 STRIP_FILTER = "envoy.filters.http.header_mutation/gcp_authn"
 CHECK_FILTER = "envoy.filters.http.lua/gcp_authn"
 METADATA_CLUSTER = "lychgate_gcp_metadata"
-# Where gcp_authn puts the token, between the listener and the cluster's check; never
-# what the client sent (STRIP_FILTER), never what reaches the service (CHECK_FILTER).
+# Where gcp_authn puts the token, for the cluster's check; never what the client sent (STRIP_FILTER).
 TOKEN_HEADER = "x-lychgate-gcp-token"
 TOKEN_TIMEOUT_S = 10  # kgateway's: how long a request waits for its token
 METADATA_CONNECT_TIMEOUT_S = 5
@@ -72,7 +74,6 @@ function envoy_on_request(handle)
     return
   end
   headers:replace("authorization", token)
-  headers:remove("{TOKEN_HEADER}")
 end
 """
 
