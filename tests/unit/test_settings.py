@@ -24,3 +24,12 @@ def test_host_port() -> None:
     assert split_host_port("[::1]:9095") == ("::1", 9095)
     with pytest.raises(ValueError):
         split_host_port("localhost")
+
+
+def test_gcp_metadata_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().gcp_metadata_server == "metadata.google.internal:80"  # what GCE and GKE answer
+    monkeypatch.setenv("LYCHGATE_GCP_METADATA_SERVER", "169.254.169.254:80")
+    assert Settings().gcp_metadata_server == "169.254.169.254:80"
+    for bad in ("metadata.google.internal", "host:0", "host:99999", "a b:80"):
+        with pytest.raises(ValidationError, match="gcp_metadata_server"):
+            Settings(gcp_metadata_server=bad)
