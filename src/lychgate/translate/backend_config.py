@@ -26,7 +26,7 @@ from lychgate.api.base import ObjectKey
 from lychgate.api.core import Secret, Service
 from lychgate.store import Store
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
-from lychgate.translate.policies.common import Invalid, duration_ms, envoy_check, quantity_bytes
+from lychgate.translate.policies.common import Invalid, duration_ms, envoy_check, header_name, quantity_bytes
 from lychgate.translate.secrets import secret_value, tls_secret
 
 KIND = "BackendConfigPolicy"
@@ -268,7 +268,8 @@ def _slow_start(value: api.SlowStart | None, path: str) -> ir.SlowStart | None:
 def hash_policy(value: api.HashPolicy, path: str) -> ir.HashPolicy:
     terminal = bool(value.terminal)
     if value.header is not None:
-        return ir.HashPolicy(header=value.header.name, terminal=terminal)
+        # Envoy's hash_policy header_name must be a header name, or the route is NACKed.
+        return ir.HashPolicy(header=header_name(value.header.name, f"{path}.header.name"), terminal=terminal)
     if value.cookie is not None:
         c = value.cookie
         attributes = ((("Secure", ""),) if c.secure else ()) + ((("HttpOnly", ""),) if c.http_only else ()) \
