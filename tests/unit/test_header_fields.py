@@ -104,13 +104,11 @@ def _extension(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _jwt(provider: dict[str, Any]) -> list[dict[str, Any]]:
-    return _extension({"jwt": {"providers": [{"name": "idp", "jwks": {"local": {"inline": JWKS}}, **provider}]}}) \
-        + [traffic_policy({"jwtAuth": {"extensionRef": {"name": "ext"}}})]
+    return [*_extension({"jwt": {"providers": [{"name": "idp", "jwks": {"local": {"inline": JWKS}}, **provider}]}}), traffic_policy({"jwtAuth": {"extensionRef": {"name": "ext"}}})]
 
 
 def _ext_auth(http: dict[str, Any], extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    return _extension({"extAuth": {"httpService": {"backendRef": {"name": "web", "port": 80}, **http}, **(extra or {})}}) \
-        + [traffic_policy({"extAuth": {"extensionRef": {"name": "ext"}}})]
+    return [*_extension({"extAuth": {"httpService": {"backendRef": {"name": "web", "port": 80}, **http}, **(extra or {})}}), traffic_policy({"extAuth": {"extensionRef": {"name": "ext"}}})]
 
 
 API_KEYS = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "keys", "namespace": "default"},
@@ -146,9 +144,7 @@ FIELDS: list[tuple[Any, str]] = [
      "authorizationResponse.headersToClient[0]"),
     (lambda n: _ext_auth({"authorizationResponse": {"headersToClientOnSuccess": [n]}}),
      "authorizationResponse.headersToClientOnSuccess[0]"),
-    (lambda n: _extension({"rateLimit": {"grpcService": {"backendRef": {"name": "web", "port": 80}}, "domain": "d"}})
-     + [traffic_policy({"rateLimit": {"global": {"extensionRef": {"name": "ext"},
-                                                  "descriptors": [{"entries": [{"type": "Header", "header": n}]}]}}})],
+    (lambda n: [*_extension({"rateLimit": {"grpcService": {"backendRef": {"name": "web", "port": 80}}, "domain": "d"}}), traffic_policy({"rateLimit": {"global": {"extensionRef": {"name": "ext"}, "descriptors": [{"entries": [{"type": "Header", "header": n}]}]}}})],
      "descriptors[0].entries[0].header"),
     (lambda n: [{"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "BackendConfigPolicy",
                  "metadata": {"name": "b", "namespace": "default"},
@@ -173,14 +169,15 @@ def _problems(objects: list[dict[str, Any]], tmp_path: Path) -> str:
     from lychgate.translate.gateway import translate
 
     path = tmp_path / "objects.yaml"
-    path.write_text(yaml.safe_dump_all(BASE_OBJECTS + [*(ROUTE,) * (not any(o["kind"] == "HTTPRoute" for o in objects)),
-                                                         *objects]))
+    route = [] if any(o["kind"] == "HTTPRoute" for o in objects) else [ROUTE]
+    path.write_text(yaml.safe_dump_all([*BASE_OBJECTS, *route, *objects]))
     store = Store()
     store.upsert(builtin_class())
     source = FileSource(path, store)
     source.load_all()
     result = translate(store, lambda gw: "127.0.1.1")
-    return "\n".join([str(p) for p in source.all_problems()] + [json.dumps({str(k): v for k, v in result.status.items()})]).replace("\\\\", "\\")
+    statuses = json.dumps({str(k): v for k, v in result.status.items()})
+    return "\n".join([*(str(p) for p in source.all_problems()), statuses]).replace("\\\\", "\\")
 
 
 @pytest.mark.parametrize("name", ["x tenant", "x-a\r\nx-b", "x-a\nx-b"])

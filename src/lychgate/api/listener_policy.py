@@ -148,7 +148,7 @@ class LogHeaderMatch(HeaderMatch):
     """kgateway's gwv1.HTTPHeaderMatch, but the name may be a request pseudo-header
     (`:method`, `:path`): Envoy's access-log header filter matches those too."""
 
-    name: EnvoyHeaderName  # type: ignore[assignment]
+    name: EnvoyHeaderName
 
 
 class HeaderFilter(Model):
