@@ -903,7 +903,7 @@ class BackendTLS:
     """TLS origination of a BackendConfigPolicy (a BackendTLSPolicy wins over it)."""
 
     sni: str | None = None
-    ca: str | None = None  # PEM; None with system_ca False and not insecure: no verification asked
+    ca: str | None = None  # PEM; with neither ca nor ca_file, the system CAs verify unless insecure
     ca_file: str | None = None
     system_ca: bool = False
     insecure: bool = False

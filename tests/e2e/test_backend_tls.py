@@ -7,6 +7,7 @@ test; the policy's CA is a ConfigMap, as in a cluster.
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 import threading
 from collections.abc import Iterator
@@ -187,3 +188,71 @@ def test_backend_config_tls_with_only_sni_verifies_with_the_system_cas(
     wait_for(lambda: lychgate.pod(address) == 503, 15, "a certificate from a private CA to be refused")
     lychgate.write("policy.yaml", _bcp_tls("{sni: backend.example.com, insecureSkipVerify: true}"))
     lychgate.wait_pod(address, "tls-backend", timeout=20)
+
+
+@pytest.fixture
+def mtls_backend(tmp_path: Path) -> Iterator[tuple[CA, Path, int]]:
+    """An echo server answering over TLS as backend.example.com (a private CA) that
+    refuses any handshake without a client certificate from the client CA; the client
+    certificate's files are in the returned directory."""
+    backend_ca, client_ca = CA("backend CA"), CA("client CA")
+    certs = backend_ca.write_tls_dir(tmp_path / "backend", "backend.example.com", ["backend.example.com"])
+    client = client_ca.write_tls_dir(tmp_path / "client", "gateway", ["gateway.example.com"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(cadata=client_ca.pem.decode())
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(echo_app("mtls-backend"))
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield backend_ca, client, port
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def _tls_secret(name: str, client: Path, ca: CA | None) -> str:
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+    ca_line = f"\n  ca.crt: {b64(ca.pem)}" if ca is not None else ""
+    return (f"apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: default}}\ntype: kubernetes.io/tls\n"
+            f"data:\n  tls.crt: {b64((client / 'tls.crt').read_bytes())}\n"
+            f"  tls.key: {b64((client / 'tls.key').read_bytes())}{ca_line}\n")
+
+
+def test_a_client_certificate_alone_is_no_licence_to_skip_verification(
+    lychgate: Lychgate, mtls_backend: tuple[CA, Path, int]
+) -> None:
+    """BackendConfigPolicy `tls.secretRef` to a Secret with only tls.crt/tls.key, and `files`
+    without rootCA: the backend's certificate is still verified, with the system CAs
+    (kgateway checks nothing then). The backend's private CA is not in the system bundle,
+    so it is not reached (503); it is once its CA is given as ca.crt / rootCA. The backend
+    requires a client certificate, so reaching it proves the certificate is presented."""
+    backend_ca, client, port = mtls_backend
+    (client / "backend-ca.crt").write_bytes(backend_ca.pem)
+    lychgate.write("gw.yaml", gateway_yaml())
+    lychgate.write("svc.yaml", service_yaml("secure", 443, port))
+    lychgate.write("route.yaml", ROUTE)
+    lychgate.write("secret.yaml", _tls_secret("client-only", client, None))
+    lychgate.write("policy.yaml", _bcp_tls("{secretRef: {name: client-only}, sni: backend.example.com}"))
+    lychgate.start()
+    address = lychgate.address()
+
+    def accepted() -> bool:
+        ancestors = lychgate.status("BackendConfigPolicy", "bcp-tls").get("ancestors") or [{}]
+        return any(c["type"] == "Accepted" and c["status"] == "True" for c in ancestors[0].get("conditions", []))
+
+    wait_for(accepted, 15, "the policy to be Accepted")
+    wait_for(lambda: lychgate.pod(address) == 503, 15, "a certificate from a private CA to be refused")
+    lychgate.write("secret.yaml", _tls_secret("client-only", client, backend_ca))
+    lychgate.wait_pod(address, "mtls-backend", timeout=20)
+
+    files = f"{{tlsCertificate: {client / 'tls.crt'}, tlsKey: {client / 'tls.key'}}}"
+    lychgate.write("policy.yaml", _bcp_tls(f"{{files: {files}, sni: backend.example.com}}"))
+    wait_for(lambda: lychgate.pod(address) == 503, 15, "files without rootCA to verify with the system CAs")
+    with_ca = f"{{tlsCertificate: {client / 'tls.crt'}, tlsKey: {client / 'tls.key'}, rootCA: {client / 'backend-ca.crt'}}}"
+    lychgate.write("policy.yaml", _bcp_tls(f"{{files: {with_ca}, sni: backend.example.com}}"))
+    lychgate.wait_pod(address, "mtls-backend", timeout=20)

@@ -186,6 +186,33 @@ def test_header_values_from_secrets(stack: Stack) -> None:
     assert (seen["token"], seen["x-tenant"], seen["x-region"]) == ("rotated", "acme", "eu")
 
 
+def test_a_secret_value_is_sent_as_written_not_as_a_format_string(stack: Stack) -> None:
+    """Envoy reads added header values as format strings; a Secret's value is data, so
+    `%REQ(:PATH)%` in it reaches the backend as written (not the request's path) and a
+    lone '%' (which Envoy would NACK as a format string) is sent too, in every shape a
+    Secret becomes a header: `set` by name, every entry of the Secret, and the older
+    `requestHeadersFromSecret` / `responseHeadersFromSecret`."""
+    text = "100% off %REQ(:PATH)%"
+    stack.write("percent-creds.yaml", f"""
+apiVersion: v1
+kind: Secret
+metadata: {{name: percent-creds}}
+stringData: {{x-offer: "{text}"}}""")
+    stack.write("percent.yaml", stack.route("percent", "percent.example.com"), policy("percent", "percent", """
+  headerModifiers:
+    request:
+      set: [{name: x-offer, secretRef: {name: percent-creds}}]
+    response:
+      add: [{secretRef: {name: percent-creds}}]
+    requestHeadersFromSecret: [{secretRef: {name: percent-creds}, header: x-older, key: x-offer}]
+    responseHeadersFromSecret: [{secretRef: {name: percent-creds}, header: x-offer-back, key: x-offer}]"""))
+    resp = stack.wait("percent.example.com", lambda r: "x-older" in body_of(r)["headers"], path="/deal",
+                      what="headers from the Secret")
+    seen = body_of(resp)["headers"]
+    assert seen["x-offer"] == text and seen["x-older"] == text
+    assert resp.headers["x-offer-back"] == text and resp.headers["x-offer"] == text
+
+
 def test_filter_stage_puts_header_changes_before_authorization(stack: Stack) -> None:
     auth = stack.servers.auth("staged")
     stack.service("auth-staged", auth.port)

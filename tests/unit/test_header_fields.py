@@ -11,9 +11,12 @@ sent on. kgateway's pattern refuses all of those."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from lychgate.api.registry import ManifestError, parse
 
@@ -75,3 +78,115 @@ def test_route_and_listener_header_names_are_gateway_api_tokens() -> None:
     with pytest.raises(ManifestError) as err:
         parse(listener)
     assert "earlyRequestHeaderModifier.add[0].name" in str(err.value)
+
+
+# --- every other header-name field: refused naming the field, a token passes -----------------
+
+ROUTE = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "r", "namespace": "default"},
+         "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}
+JWKS = '{"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "k"}]}'
+
+
+def _route(rule: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{**ROUTE, "spec": {**ROUTE["spec"], "rules": [{**ROUTE["spec"]["rules"][0], **rule}]}}]
+
+
+def _grpc_route(name: str) -> list[dict[str, Any]]:
+    return [{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+             "metadata": {"name": "g", "namespace": "default"},
+             "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"matches": [{"headers": [{"name": name, "value": "v"}]}],
+                                                               "backendRefs": [{"name": "web", "port": 80}]}]}}]
+
+
+def _extension(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "GatewayExtension",
+             "metadata": {"name": "ext", "namespace": "default"}, "spec": spec}]
+
+
+def _jwt(provider: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*_extension({"jwt": {"providers": [{"name": "idp", "jwks": {"local": {"inline": JWKS}}, **provider}]}}), traffic_policy({"jwtAuth": {"extensionRef": {"name": "ext"}}})]
+
+
+def _ext_auth(http: dict[str, Any], extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    return [*_extension({"extAuth": {"httpService": {"backendRef": {"name": "web", "port": 80}, **http}, **(extra or {})}}), traffic_policy({"extAuth": {"extensionRef": {"name": "ext"}}})]
+
+
+API_KEYS = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "keys", "namespace": "default"},
+            "stringData": {"client1": "k-123"}}
+
+# (the objects, with NAME where the header name goes; the field path the refusal names)
+FIELDS: list[tuple[Any, str]] = [
+    # kgateway types these gwv1.HTTPHeaderName (Gateway API), so the manifest is refused on load
+    (lambda n: [traffic_policy({"cors": {"allowOrigins": ["https://a.example"], "allowHeaders": [n]}})], "cors.allowHeaders[0]"),
+    (lambda n: [traffic_policy({"cors": {"allowOrigins": ["https://a.example"], "exposeHeaders": [n]}})], "cors.exposeHeaders[0]"),
+    (lambda n: [traffic_policy({"internalRedirect": {"responseHeadersToCopy": [n]}})],
+     "internalRedirect.responseHeadersToCopy[0]"),
+    (lambda n: _route({"matches": [{"headers": [{"name": n, "value": "v"}]}]}), "matches[0].headers[0].name"),
+    (lambda n: _route({"filters": [{"type": "CORS", "cors": {"allowHeaders": [n]}}]}), "cors.allowHeaders[0]"),
+    (_grpc_route, "matches[0].headers[0].name"),
+    # kgateway leaves these plain strings: the translation refuses them, in the status
+    (lambda n: _jwt({"tokenSource": {"header": {"header": n}}}), "tokenSource.header.header"),
+    (lambda n: _jwt({"claimsToHeaders": [{"name": "sub", "header": n}]}), "claimsToHeaders[0].header"),
+    (lambda n: [API_KEYS, traffic_policy({"apiKeyAuth": {"secretRef": {"name": "keys"}, "keySources": [{"header": n}]}})],
+     "apiKeyAuth.keySources[0].header"),
+    (lambda n: [API_KEYS, traffic_policy({"apiKeyAuth": {"secretRef": {"name": "keys"}, "clientIdHeader": n}})],
+     "apiKeyAuth.clientIdHeader"),
+    (lambda n: [traffic_policy({"acl": {"defaultAction": "deny", "denyResponse": {"headers": [{"name": n, "value": "v"}]}}})],
+     "acl.denyResponse.headers[0].name"),
+    (lambda n: [traffic_policy({"acl": {"defaultAction": "deny", "denyResponse": {"blockedByHeaderName": n}}})],
+     "acl.denyResponse.blockedByHeaderName"),
+    (lambda n: _ext_auth({}, {"headersToForward": [n]}), "extAuth.headersToForward[0]"),
+    (lambda n: _ext_auth({"authorizationRequest": {"headersToAdd": {n: "v"}}}),
+     "authorizationRequest.headersToAdd"),
+    (lambda n: _ext_auth({"authorizationResponse": {"headersToBackend": [n]}}),
+     "authorizationResponse.headersToBackend[0]"),
+    (lambda n: _ext_auth({"authorizationResponse": {"headersToClient": [n]}}),
+     "authorizationResponse.headersToClient[0]"),
+    (lambda n: _ext_auth({"authorizationResponse": {"headersToClientOnSuccess": [n]}}),
+     "authorizationResponse.headersToClientOnSuccess[0]"),
+    (lambda n: [*_extension({"rateLimit": {"grpcService": {"backendRef": {"name": "web", "port": 80}}, "domain": "d"}}), traffic_policy({"rateLimit": {"global": {"extensionRef": {"name": "ext"}, "descriptors": [{"entries": [{"type": "Header", "header": n}]}]}}})],
+     "descriptors[0].entries[0].header"),
+    (lambda n: [{"apiVersion": "gateway.lychgate.dev/v1alpha1", "kind": "BackendConfigPolicy",
+                 "metadata": {"name": "b", "namespace": "default"},
+                 "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "web"}],
+                          "loadBalancer": {"ringHash": {"hashPolicies": [{"header": {"name": n}}]}}}}],
+     "hashPolicies[0].header.name"),
+]
+
+BASE_OBJECTS: list[dict[str, Any]] = [
+    {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "gw", "namespace": "default"},
+     "spec": {"gatewayClassName": "lychgate", "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080}]}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+     "spec": {"ports": [{"port": 80}]}},
+]
+
+
+def _problems(objects: list[dict[str, Any]], tmp_path: Path) -> str:
+    """What lychgate says about the objects: load problems, and every status message."""
+    from lychgate.controlplane import builtin_class
+    from lychgate.sources.files import FileSource
+    from lychgate.store import Store
+    from lychgate.translate.gateway import translate
+
+    path = tmp_path / "objects.yaml"
+    route = [] if any(o["kind"] == "HTTPRoute" for o in objects) else [ROUTE]
+    path.write_text(yaml.safe_dump_all([*BASE_OBJECTS, *route, *objects]))
+    store = Store()
+    store.upsert(builtin_class())
+    source = FileSource(path, store)
+    source.load_all()
+    result = translate(store, lambda gw: "127.0.1.1")
+    statuses = json.dumps({str(k): v for k, v in result.status.items()})
+    return "\n".join([*(str(p) for p in source.all_problems()), statuses]).replace("\\\\", "\\")
+
+
+@pytest.mark.parametrize("name", ["x tenant", "x-a\r\nx-b", "x-a\nx-b"])
+@pytest.mark.parametrize(("objects", "field"), FIELDS, ids=[f for _, f in FIELDS])
+def test_header_name_fields_refuse_what_is_not_a_token(objects: Any, field: str, name: str, tmp_path: Path) -> None:
+    assert field in _problems(objects(name), tmp_path)
+
+
+@pytest.mark.parametrize(("objects", "field"), FIELDS, ids=[f for _, f in FIELDS])
+def test_header_name_fields_take_a_token(objects: Any, field: str, tmp_path: Path) -> None:
+    problems = _problems(objects("x-tenant"), tmp_path)
+    assert field not in problems and "invalid" not in problems.lower()

@@ -209,7 +209,7 @@ class PathMatch(Model):
 
 class HeaderMatch(Model):
     type: Literal["Exact", "RegularExpression"] = "Exact"
-    name: str = Field(min_length=1)
+    name: HTTPHeaderName  # Gateway API HTTPHeaderMatch / GRPCHeaderMatch: a token
     value: str
 
 
@@ -318,8 +318,8 @@ class ExternalAuth(Model):
 class CORS(Model):
     allow_origins: list[str] = Field(default_factory=list, max_length=64)
     allow_methods: list[str] = Field(default_factory=list, max_length=9)
-    allow_headers: list[str] = Field(default_factory=list, max_length=64)
-    expose_headers: list[str] = Field(default_factory=list, max_length=64)
+    allow_headers: list[HTTPHeaderName] = Field(default_factory=list, max_length=64)
+    expose_headers: list[HTTPHeaderName] = Field(default_factory=list, max_length=64)
     allow_credentials: bool | None = None
     max_age: int = 5
 
@@ -467,7 +467,7 @@ class GRPCMethodMatch(Model):
 
 class GRPCHeaderMatch(Model):
     type: Literal["Exact", "RegularExpression"] = "Exact"
-    name: str = Field(min_length=1)
+    name: HTTPHeaderName  # Gateway API GRPCHeaderName: the same token pattern
     value: str
 
 

@@ -29,6 +29,7 @@ from lychgate.api.client_validation import ClientCertificateValidationConfig
 from lychgate.api.direct_response import BodyFormat
 from lychgate.api.format_dict import FormatDictionary
 from lychgate.api.gateway import BackendRef, HeaderMatch, HeaderModifier
+from lychgate.api.headers import EnvoyHeaderName
 from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import (
     LocalPolicyTargetReference,
@@ -143,8 +144,15 @@ class ComparisonFilter(Model):
     value: int = Field(ge=0, le=4294967295)
 
 
+class LogHeaderMatch(HeaderMatch):
+    """kgateway's gwv1.HTTPHeaderMatch, but the name may be a request pseudo-header
+    (`:method`, `:path`): Envoy's access-log header filter matches those too."""
+
+    name: EnvoyHeaderName
+
+
 class HeaderFilter(Model):
-    header: HeaderMatch
+    header: LogHeaderMatch
 
 
 class ResponseFlagFilter(Model):

@@ -202,8 +202,8 @@ class CorsPolicy(Model):
     allow_origins: list[str] = Field(default_factory=list, max_length=64)
     allow_credentials: bool | None = None
     allow_methods: list[str] = Field(default_factory=list, max_length=9)
-    allow_headers: list[str] = Field(default_factory=list, max_length=64)
-    expose_headers: list[str] = Field(default_factory=list, max_length=64)
+    allow_headers: list[HTTPHeaderName] = Field(default_factory=list, max_length=64)
+    expose_headers: list[HTTPHeaderName] = Field(default_factory=list, max_length=64)
     max_age: int | None = Field(None, ge=1)
     disable: PolicyDisable | None = None
 
@@ -298,7 +298,7 @@ class InternalRedirect(Model):
     redirect_response_codes: list[Literal[301, 302, 303, 307, 308]] = Field(
         default_factory=list, max_length=5)
     allow_cross_scheme_redirect: bool | None = None
-    response_headers_to_copy: list[str] = Field(default_factory=list, max_length=16)
+    response_headers_to_copy: list[HTTPHeaderName] = Field(default_factory=list, max_length=16)
     max_redirects: int | None = Field(None, ge=1)
 
 

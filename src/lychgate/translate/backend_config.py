@@ -26,7 +26,13 @@ from lychgate.api.base import ObjectKey
 from lychgate.api.core import Secret, Service
 from lychgate.store import Store
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
-from lychgate.translate.policies.common import Invalid, duration_ms, envoy_check, quantity_bytes
+from lychgate.translate.policies.common import (
+    Invalid,
+    duration_ms,
+    envoy_check,
+    header_name,
+    quantity_bytes,
+)
 from lychgate.translate.secrets import secret_value, tls_secret
 
 KIND = "BackendConfigPolicy"
@@ -229,14 +235,26 @@ def _tls(store: Store, policy: api.BackendConfigPolicy, value: api.TLS) -> Setti
     if value.verify_subject_alt_names and insecure:
         raise Invalid(f"{path}.verifySubjectAltNames", "cannot be checked with insecureSkipVerify")
     sans = tuple(value.verify_subject_alt_names)
-    if value.system_trust and not sans and value.sni is not None:
+    ca_file = value.files.root_ca if value.files is not None else None
+    # A secretRef without ca.crt (only a client certificate) or files without rootCA
+    # name no CA: the system CAs verify, as with no trust source at all. kgateway sends
+    # no validation context then (the backend's certificate is not checked); lychgate
+    # fails closed, and insecureSkipVerify stays the one explicit way to skip the check.
+    implicit = not insecure and not value.system_trust and ca is None and ca_file is None
+    if implicit and not sans and value.sni is None:
+        source = "the secretRef's Secret has no ca.crt" if value.secret_ref is not None \
+            else "files sets no rootCA"
+        raise Invalid(f"{path}.sni", f"required when {source}: the system CAs then verify the backend's "
+                                     "certificate, and sni (or verifySubjectAltNames) names what it must be "
+                                     "valid for; or give the backend's CA (ca.crt, rootCA)")
+    system = value.system_trust or implicit
+    if system and not sans and value.sni is not None:
         # kgateway: a certificate the system CAs verify must also be valid for sni, else
         # any certificate a public CA issued to anyone would do.
         sans = (value.sni,)
     return {"tls": ir.BackendTLS(
-        sni=value.sni, ca=None if insecure else ca,
-        ca_file=value.files.root_ca if value.files is not None else None,
-        system_ca=value.system_trust, insecure=insecure,
+        sni=value.sni, ca=None if insecure else ca, ca_file=ca_file,
+        system_ca=system, insecure=insecure,
         certificate=cert, certificate_files=cert_files, sans=sans,
         min_version=params.min_version, max_version=params.max_version,
         cipher_suites=tuple(params.cipher_suites), ecdh_curves=tuple(params.ecdh_curves),
@@ -256,7 +274,8 @@ def _slow_start(value: api.SlowStart | None, path: str) -> ir.SlowStart | None:
 def hash_policy(value: api.HashPolicy, path: str) -> ir.HashPolicy:
     terminal = bool(value.terminal)
     if value.header is not None:
-        return ir.HashPolicy(header=value.header.name, terminal=terminal)
+        # Envoy's hash_policy header_name must be a header name, or the route is NACKed.
+        return ir.HashPolicy(header=header_name(value.header.name, f"{path}.header.name"), terminal=terminal)
     if value.cookie is not None:
         c = value.cookie
         attributes = ((("Secure", ""),) if c.secure else ()) + ((("HttpOnly", ""),) if c.http_only else ()) \

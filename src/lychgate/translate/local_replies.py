@@ -34,7 +34,7 @@ from lychgate.store import Store
 from lychgate.translate.access_logs import compile_filter
 from lychgate.translate.grants import grant_allows
 from lychgate.translate.policies.common import Invalid, Unresolved, envoy_check, header_name
-from lychgate.translate.secrets import secret_value
+from lychgate.translate.secrets import literal_header_value, secret_value
 
 _PERCENT = "has an unpaired '%' (command operators look like %RESPONSE_CODE%; write a literal percent sign as %%)"
 
@@ -113,5 +113,4 @@ def _entry(store: Store, kind: str, namespace: str, h: PolicyHTTPHeader, path: s
         if value is None:
             raise Unresolved("SecretNotFound", f"{path}.secretRef: Secret {ns}/{ref.name} has no key {key}")
         pairs = [(header_name(h.name or key, f"{path}.name"), value)]
-    # Envoy reads header values as format strings: '%%' is a literal '%'.
-    return [(name, value.replace("%", "%%")) for name, value in pairs]
+    return [(name, literal_header_value(value)) for name, value in pairs]

@@ -186,6 +186,16 @@ def tls_secret(store: Store, namespace: str, name: str) -> tuple[ir.Certificate 
     return cert, ca, ""
 
 
+def literal_header_value(text: str) -> str:
+    """A Secret's value as an Envoy header value that means exactly that text.
+
+    Envoy reads the values of headers it adds (route and virtual-host header ops, local
+    replies, tunnel CONNECT headers) as format strings: `%REQ(:path)%` would be replaced
+    and an unpaired '%' NACKs the configuration. A Secret's value is data, never a
+    template, so each '%' is doubled: '%%' is Envoy's literal percent sign."""
+    return text.replace("%", "%%")
+
+
 def secret_value(secret: Secret, key: str) -> str | None:
     """A Secret's value under `key` as text (data is base64, stringData plain), or None."""
     raw = secret_field(secret, key)

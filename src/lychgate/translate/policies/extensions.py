@@ -98,6 +98,12 @@ def validate(ext: GatewayExtension) -> None:
             req = http.authorization_request
             for name in req.headers_to_add if req else {}:
                 header_name(name, f"spec.extAuth.httpService.authorizationRequest.headersToAdd[{name}]")
+            resp = http.authorization_response
+            for label, names in (("headersToBackend", resp.headers_to_backend if resp else []),
+                                 ("headersToClient", resp.headers_to_client if resp else []),
+                                 ("headersToClientOnSuccess", resp.headers_to_client_on_success if resp else [])):
+                for i, name in enumerate(names):  # matched exactly: a name no header can have never matches
+                    header_name(name, f"spec.extAuth.httpService.authorizationResponse.{label}[{i}]")
         for i, name in enumerate(auth.headers_to_forward):
             header_name(name, f"spec.extAuth.headersToForward[{i}]", pseudo=True)
     if spec.ext_proc is not None:

@@ -28,7 +28,7 @@ from lychgate.translate.policies.common import (
     header_name,
 )
 from lychgate.translate.policies.fields import PolicyField, register
-from lychgate.translate.secrets import secret_value
+from lychgate.translate.secrets import literal_header_value, secret_value
 
 _FROM = "referencedFrom"  # set by normalize: the namespace of the policy that names the Secret
 
@@ -45,11 +45,12 @@ def _from_secret(store: Store, header: dict[str, Any], path: str) -> list[tuple[
     key = ref.get("key") or header.get("name")
     if key is None:  # neither: every entry is a header
         keys = sorted({*secret.data, *secret.string_data})
-        return [(header_name(k, f"{path}.secretRef (key {k})"), secret_value(secret, k) or "") for k in keys]
+        return [(header_name(k, f"{path}.secretRef (key {k})"), literal_header_value(secret_value(secret, k) or ""))
+                for k in keys]
     value = secret_value(secret, key)
     if value is None:
         raise Unresolved("SecretNotFound", f"{path}.secretRef: Secret {ns}/{name} has no key {key}")
-    return [(header_name(header.get("name") or key, f"{path}.name"), value)]
+    return [(header_name(header.get("name") or key, f"{path}.name"), literal_header_value(value))]
 
 
 def _ops(store: Store, value: dict[str, Any] | None, path: str) -> ir.HeaderOps:

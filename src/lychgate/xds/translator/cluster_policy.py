@@ -184,16 +184,17 @@ def upstream_tls(tls: ir.BackendTLS) -> base_pb2.TransportSocket:
             certificate_chain=base_pb2.DataSource(filename=tls.certificate_files[0]),
             private_key=base_pb2.DataSource(filename=tls.certificate_files[1])))
     if not tls.insecure:
+        # Verified unless insecure: with no CA of its own, the system bundle (a context
+        # without trusted_ca would make Envoy accept any certificate).
         trusted = (base_pb2.DataSource(inline_string=tls.ca) if tls.ca is not None
                    else base_pb2.DataSource(filename=tls.ca_file) if tls.ca_file is not None
-                   else base_pb2.DataSource(filename=SYSTEM_CA_BUNDLE) if tls.system_ca else None)
-        if trusted is not None:
-            common.validation_context.trusted_ca.CopyFrom(trusted)
-            common.validation_context.match_typed_subject_alt_names.extend(
-                tls_common_pb2.SubjectAltNameMatcher(
-                    san_type=tls_common_pb2.SubjectAltNameMatcher.SanType.Value(san_type(name)),
-                    matcher=string_pb2.StringMatcher(exact=name))
-                for name in tls.sans)
+                   else base_pb2.DataSource(filename=SYSTEM_CA_BUNDLE))
+        common.validation_context.trusted_ca.CopyFrom(trusted)
+        common.validation_context.match_typed_subject_alt_names.extend(
+            tls_common_pb2.SubjectAltNameMatcher(
+                san_type=tls_common_pb2.SubjectAltNameMatcher.SanType.Value(san_type(name)),
+                matcher=string_pb2.StringMatcher(exact=name))
+            for name in tls.sans)
     context = tls_pb2.UpstreamTlsContext(common_tls_context=common, allow_renegotiation=tls.allow_renegotiation)
     if tls.sni is not None:
         context.sni = tls.sni
