@@ -364,3 +364,27 @@ def test_every_crd_rule_compiles() -> None:
     assert len(found) > 40
     for rule in found:
         _program(rule)
+
+
+def test_oauth2_takes_http_only_to_a_loopback_provider() -> None:
+    """lychgate run's local identity provider (examples/oauth2) speaks http on 127.0.0.1: no
+    packet leaves the host, so lychgate takes it; the CRD, as kgateway's, does not."""
+    from lychgate.api.policy import GatewayExtension
+    from lychgate.translate.policies import oauth2 as oauth2_policy
+
+    for issuer in ("http://127.0.0.1:9003", "http://localhost:9003", "http://[::1]:9003"):
+        ext = GatewayExtension.model_validate(manifest("local", *oauth2(issuerURI=issuer)))
+        oauth2_policy.validate(ext)  # no Invalid
+        assert crd_errors(manifest("local", *oauth2(issuerURI=issuer))), issuer
+
+
+def test_endpoints_a_discovery_document_lists_must_be_https() -> None:
+    """An https issuer whose document sends the browser or the token request over http fails
+    closed, as an http endpoint written in the spec would be refused."""
+    from lychgate.translate.policies import oauth2 as oauth2_policy
+    from lychgate.translate.policies.common import Unresolved
+
+    doc = {"authorization_endpoint": "https://idp.example.com/auth", "token_endpoint": "http://idp.example.com/t"}
+    assert oauth2_policy._discovered(doc, "authorization_endpoint", "https://idp.example.com").startswith("https")
+    with pytest.raises(Unresolved, match="must be an https URL"):
+        oauth2_policy._discovered(doc, "token_endpoint", "https://idp.example.com")
