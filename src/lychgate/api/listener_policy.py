@@ -165,7 +165,7 @@ GrpcStatus = Literal[
 
 
 class GrpcStatusFilter(Model):
-    # kgateway's MinItems: an empty list would log nothing (or, with exclude, everything).
+    # kgateway's MinItems (an empty list used to reach Envoy as written).
     statuses: list[GrpcStatus] = Field(default_factory=list, min_length=1)
     exclude: bool | None = None
 
