@@ -133,7 +133,10 @@ class Converter:
         if "anyOf" in node:
             branches = [b for b in node["anyOf"] if b.get("type") != "null"]
             if len(branches) == 1:
-                return self.convert(branches[0], where)
+                # An optional field's own schema keys (json_schema_extra: CEL rules, bounds)
+                # sit beside the anyOf: they belong to the value's schema.
+                own = {k: v for k, v in node.items() if k in KEEP or k.startswith("x-kubernetes-")}
+                return {**self.convert(branches[0], where), **own}
             types = {b.get("type") for b in branches}
             if types == {"integer", "string"}:
                 return {"x-kubernetes-int-or-string": True}

@@ -9,9 +9,10 @@ to authenticate. What a value means is checked by translation
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
+from pydantic.json_schema import JsonDict
 
 from lychgate.api.base import Duration, Model, renamed
 from lychgate.api.gateway import (
@@ -21,6 +22,16 @@ from lychgate.api.gateway import (
     SecretObjectReference,
 )
 from lychgate.api.matchers import StringMatcher
+from lychgate.api.rules import (
+    CEL,
+    at_least_one_of,
+    at_most_one_of,
+    duration_rules,
+    exactly_one_of,
+    field_rules,
+)
+
+JWT_CHECKS = "translate/policies/jwt_auth.py"
 
 
 class NamespacedObjectReference(Model):
@@ -42,6 +53,8 @@ class PolicyDisable(Model):
 class JWTAuth(Model):
     """TrafficPolicy `jwtAuth`: the JWT GatewayExtension whose providers check requests."""
 
+    RULES = (exactly_one_of("extension_ref", "disable", checked_by=JWT_CHECKS),)
+
     extension_ref: NamespacedObjectReference | None = None
     disable: PolicyDisable | None = None
 
@@ -52,6 +65,8 @@ class HeaderSource(Model):
 
 
 class JWTTokenSource(Model):
+    RULES = (exactly_one_of("header", "query_parameter", checked_by=JWT_CHECKS),)
+
     header: HeaderSource | None = None
     query_parameter: str | None = None
 
@@ -62,6 +77,9 @@ class JWTClaimToHeader(Model):
 
 
 class LocalJWKS(Model):
+    # `key` is inline's older name (one of the two, see _older_name).
+    RULES = (exactly_one_of(("inline", "key"), "config_map_ref", checked_by=JWT_CHECKS),)
+
     inline: str | None = Field(None, min_length=1, max_length=16384)
     key: str | None = Field(None, min_length=1, max_length=16384)  # kgateway's older name of inline
     config_map_ref: LocalObjectReference | None = None  # data key `jwks`
@@ -91,13 +109,16 @@ class JWKSRetryPolicy(Model):
 class RemoteJWKS(Model):
     url: str = Field(min_length=1, max_length=2048)
     backend_ref: BackendObjectReference
-    cache_duration: str | None = None
+    cache_duration: str | None = Field(None, max_length=32, json_schema_extra=field_rules(
+        *duration_rules(JWT_CHECKS, minimum="1ms", name="cacheDuration")))
     async_fetch: JWKSAsyncFetch | None = None
     retry_policy: JWKSRetryPolicy | None = None
     timeout: str | None = None
 
 
 class JWKS(Model):
+    RULES = (exactly_one_of("local", "remote", checked_by=JWT_CHECKS),)
+
     local: LocalJWKS | None = None
     remote: RemoteJWKS | None = None
 
@@ -132,7 +153,10 @@ class JWTProviders(Model):
 
     # AllowMissingOrFailed (kgateway 2.5): a missing or failing token passes, without claims
     validation_mode: Literal["Strict", "AllowMissing", "AllowMissingOrFailed"] | None = None
-    providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32)
+    # Names are unique (kgateway: listType=map; translate/policies/jwt_auth.py says which is twice).
+    providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32, json_schema_extra=field_rules(
+        CEL("self.all(p, self.exists_one(q, q.name == p.name))", "provider names must be unique",
+            JWT_CHECKS)))
     # kgateway's older name of providers
     jwt_providers: list[NamedJWTProvider] = Field(default_factory=list, max_length=32)
 
@@ -162,6 +186,8 @@ class BasicAuthPolicy(Model):
 
 
 class APIKeySource(Model):
+    RULES = (at_least_one_of("header", "query", "cookie", checked_by="translate/policies/api_key_auth.py"),)
+
     header: str | None = Field(None, min_length=1, max_length=256)
     query: str | None = Field(None, min_length=1, max_length=256)
     cookie: str | None = Field(None, min_length=1, max_length=256)
@@ -175,6 +201,8 @@ class APIKeyAuth(Model):
     """TrafficPolicy `apiKeyAuth` (older name `apiKeyAuthentication`): keys from
     Secrets (each entry: client id -> key). `hideAPIKey` is the older, inverted
     spelling of `forwardCredential`."""
+
+    RULES = (exactly_one_of("secret_ref", "secret_selector", "disable", checked_by="translate/policies/api_key_auth.py"),)
 
     key_sources: list[APIKeySource] = Field(default_factory=list, max_length=16)
     forward_credential: bool | None = None
@@ -198,9 +226,14 @@ class APIKeyAuth(Model):
 class AuthorizationPolicy(Model):
     """Matches when any CEL expression is true, and (if set) the client is in allowedCIDRs."""
 
-    match_expressions: list[str] = Field(default_factory=list, max_length=256)
-    allowed_cidrs: list[str] = Field(default_factory=list, max_length=256, alias="allowedCIDRs")
-    blocked_cidrs: list[str] = Field(default_factory=list, max_length=256, alias="blockedCIDRs")
+    RULES = (CEL("has(self.matchExpressions) || has(self.allowedCIDRs) || has(self.blockedCIDRs)",
+                 "at least one of matchExpressions, allowedCIDRs, or blockedCIDRs must be specified",
+                 "translate/policies/rbac.py"),)
+
+    match_expressions: list[Annotated[str, Field(min_length=1, max_length=16384)]] = Field(
+        default_factory=list, min_length=1, max_length=256)
+    allowed_cidrs: list[str] = Field(default_factory=list, min_length=1, max_length=256, alias="allowedCIDRs")
+    blocked_cidrs: list[str] = Field(default_factory=list, min_length=1, max_length=256, alias="blockedCIDRs")
 
 
 class Authorization(Model):
@@ -215,6 +248,8 @@ class Authorization(Model):
 
 class CSRFPolicy(Model):
     """TrafficPolicy `csrf`: origin checks on state-changing requests (Envoy csrf)."""
+
+    RULES = (at_most_one_of("percentage_enabled", "percentage_shadowed", checked_by="translate/policies/csrf.py"),)
 
     percentage_enabled: int | None = Field(None, ge=0, le=100)
     percentage_shadowed: int | None = Field(None, ge=0, le=100)
@@ -265,6 +300,18 @@ class ACLPolicy(Model):
 
 # --- oauth2 ----------------------------------------------------------------------------
 
+# kgateway's HttpsUri and issuerURI patterns (oauth2.go): the CRD refuses http:// endpoints, which
+# would carry the client secret, codes and tokens in the clear. translate/policies/oauth2.py
+# refuses them too, but for a loopback host (lychgate run's local identity provider).
+HTTPS_URI = (r"^https://([a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?"
+             r"(:[0-9]{1,5})?(/[a-zA-Z0-9\-._~!$&'()*+,;=:@%]*)*/?(\?[a-zA-Z0-9\-._~!$&'()*+,;=:@%/?]*)?$")
+ISSUER_URI = (r"^https://([a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?"
+              r"(:[0-9]{1,5})?(/[a-zA-Z0-9\-._~!$&'()*+,;=:@%]*)*/?$")
+
+
+def _https(pattern: str = HTTPS_URI) -> JsonDict:
+    return field_rules(pattern=pattern)
+
 
 class OAuth2Policy(Model):
     """TrafficPolicy `oauth2`: the OAuth2 GatewayExtension that logs users in."""
@@ -301,7 +348,7 @@ class OAuth2JWKSBackend(Model):
 
 
 class OAuth2JWTConfig(Model):
-    jwks_uri: str | None = Field(None, alias="jwksURI")
+    jwks_uri: str | None = Field(None, alias="jwksURI", json_schema_extra=_https())
     jwks_backend: OAuth2JWKSBackend | None = None  # kgateway's newer name of jwksBackendRef
     jwks_backend_ref: BackendObjectReference | None = None
 
@@ -319,15 +366,15 @@ class OAuth2Provider(Model):
     """GatewayExtension `oauth2` (type OAuth2): an OpenID Connect / OAuth2 authorization-code login."""
 
     backend_ref: BackendRef
-    authorization_endpoint: str | None = None
-    token_endpoint: str | None = None
+    authorization_endpoint: str | None = Field(None, json_schema_extra=_https())
+    token_endpoint: str | None = Field(None, json_schema_extra=_https())
     redirect_uri: str | None = Field(None, alias="redirectURI")
     logout_path: str = Field("/logout", min_length=1)
     forward_access_token: bool | None = None
     scopes: list[str] = Field(default_factory=list)
     credentials: OAuth2Credentials
-    issuer_uri: str | None = Field(None, alias="issuerURI")
-    end_session_endpoint: str | None = None
+    issuer_uri: str | None = Field(None, alias="issuerURI", json_schema_extra=_https(ISSUER_URI))
+    end_session_endpoint: str | None = Field(None, json_schema_extra=_https())
     cookies: OAuth2CookieConfig | None = None
     jwt: OAuth2JWTConfig | None = None
     deny_redirect: OAuth2DenyRedirectMatcher | None = None

@@ -11,48 +11,45 @@ the generated CRD); what the values mean together is checked by translation
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, TypeVar
 
-from pydantic import Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import AfterValidator, Field, model_validator
+from pydantic.json_schema import JsonDict
 
 from lychgate.api.base import Duration, Model, Resource, renamed
 from lychgate.api.gateway import BackendObjectReference
 from lychgate.api.lychgate import GROUP, Quantity
 from lychgate.api.policy import LocalPolicyTargetReference, LocalPolicyTargetSelector
+from lychgate.api.rules import (
+    CEL,
+    at_least_one_of,
+    at_most_one_of,
+    duration_rules,
+    exactly_one_of,
+    field_rules,
+)
+from lychgate.api.rules import wire_name as field_name
 from lychgate.api.status import PolicyStatus
 
-
-def field_name(model: type[Model], attr: str) -> str:
-    """The name users write for a model attribute (`respectTTL`, `connectTimeout`)."""
-    info = model.model_fields[attr]
-    return info.alias or (info.validation_alias if isinstance(info.validation_alias, str) else to_camel(attr))
-
-
-def _one_of(model: Model, names: tuple[str, ...], exactly: bool) -> None:
-    given = [n for n in names if getattr(model, n) is not None]
-    if len(given) > 1 or (exactly and not given):
-        wanted = ", ".join(field_name(type(model), n) for n in names)
-        raise ValueError(f"{'exactly' if exactly else 'at most'} one of {wanted} may be set")
+CHECKS = "translate/backend_config.py"
 
 
 class CircuitBreakers(Model):
+    RULES = (at_least_one_of("max_connections", "max_pending_requests", "max_requests", "max_retries"),)
+
     max_connections: int | None = Field(None, ge=1)
     max_pending_requests: int | None = Field(None, ge=1)
     max_requests: int | None = Field(None, ge=1)
     max_retries: int | None = Field(None, ge=0)
     track_remaining: bool | None = None
 
-    @model_validator(mode="after")
-    def _some(self) -> CircuitBreakers:
-        if all(v is None for v in (self.max_connections, self.max_pending_requests, self.max_requests,
-                                   self.max_retries)):
-            raise ValueError("at least one of maxConnections, maxPendingRequests, maxRequests, maxRetries must be set")
-        return self
-
 
 class DNS(Model):
-    refresh_rate: Duration | None = None
+    RULES = (CEL("!(has(self.jitter) && has(self.refreshRate)) || duration(self.jitter) <= duration(self.refreshRate)",
+                 "jitter must be less than or equal to refreshRate", CHECKS),)
+
+    refresh_rate: Duration | None = Field(None, json_schema_extra=field_rules(
+        *duration_rules(CHECKS, minimum="1ms", name="refreshRate")[1:]))
     jitter: Duration | None = None
     respect_ttl: bool | None = Field(None, alias="respectTTL")
     # kgateway's older names of refreshRate and jitter
@@ -103,6 +100,9 @@ class SecretReference(Model):
 
 
 class TLSFiles(Model):
+    RULES = (CEL("has(self.tlsCertificate) || has(self.tlsKey) || has(self.rootCA)",
+                 "At least one of tlsCertificate, tlsKey, or rootCA must be set in TLSFiles", CHECKS),)
+
     tls_certificate: str | None = Field(None, min_length=1)
     tls_key: str | None = Field(None, min_length=1)
     root_ca: str | None = Field(None, alias="rootCA", min_length=1)
@@ -156,7 +156,9 @@ class TLS(Model):
 
 class SlowStart(Model):
     window: Duration | None = None
-    aggression: str | None = Field(None, pattern=r"^-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$")
+    aggression: str | None = Field(None, pattern=r"^-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$", json_schema_extra=field_rules(
+        CEL("(self.matches('^-?(?:[0-9]+(?:\\\\.[0-9]*)?|\\\\.[0-9]+)$') && double(self) > 0.0)",
+            "Aggression, if specified, must be a string representing a number greater than 0.0", CHECKS)))
     min_weight_percent: int | None = Field(None, ge=0, le=100)
 
 
@@ -178,15 +180,12 @@ class SourceIP(Model):
 
 
 class HashPolicy(Model):
+    RULES = (exactly_one_of("header", "cookie", "source_ip"),)
+
     header: HeaderHash | None = None
     cookie: CookieHash | None = None
     source_ip: SourceIP | None = Field(None, alias="sourceIP")
     terminal: bool | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> HashPolicy:
-        _one_of(self, ("header", "cookie", "source_ip"), exactly=True)
-        return self
 
 
 class LeastRequest(Model):
@@ -229,6 +228,8 @@ class ZoneAware(Model):
 
 
 class LoadBalancer(Model):
+    RULES = (exactly_one_of("least_request", "round_robin", "ring_hash", "maglev", "random"),)
+
     healthy_panic_threshold: int | None = Field(None, ge=0, le=100)
     update_merge_window: Duration | None = None
     least_request: LeastRequest | None = None
@@ -242,7 +243,6 @@ class LoadBalancer(Model):
 
     @model_validator(mode="after")
     def _algorithm(self) -> LoadBalancer:
-        _one_of(self, ("least_request", "round_robin", "ring_hash", "maglev", "random"), exactly=True)
         if self.locality_type is not None and self.zone_aware is not None:
             raise ValueError("localityType and zoneAware are mutually exclusive")
         if self.zone_aware is not None and (self.ring_hash is not None or self.maglev is not None):
@@ -277,6 +277,8 @@ class HealthCheckTcp(Model):
 
 
 class HealthCheck(Model):
+    RULES = (exactly_one_of("http", "grpc", "tcp"),)
+
     timeout: Duration
     interval: Duration
     unhealthy_threshold: int = Field(ge=0)
@@ -284,11 +286,6 @@ class HealthCheck(Model):
     http: HealthCheckHttp | None = None
     grpc: HealthCheckGrpc | None = None
     tcp: HealthCheckTcp | None = None
-
-    @model_validator(mode="after")
-    def _kind(self) -> HealthCheck:
-        _one_of(self, ("http", "grpc", "tcp"), exactly=True)
-        return self
 
 
 class OutlierDetection(Model):
@@ -318,14 +315,11 @@ class TunnelHeaderSecret(Model):
 class TunnelHeader(Model):
     """A header of the CONNECT request: a literal `value`, or one read from a Secret."""
 
+    RULES = (exactly_one_of("value", "secret_ref"),)
+
     name: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
     value: str | None = None
     secret_ref: TunnelHeaderSecret | None = None
-
-    @model_validator(mode="after")
-    def _source(self) -> TunnelHeader:
-        _one_of(self, ("value", "secret_ref"), exactly=True)
-        return self
 
 
 class Tunnel(Model):
@@ -335,9 +329,37 @@ class Tunnel(Model):
     headers: list[TunnelHeader] = Field(default_factory=list, max_length=16)
 
 
+# What a BackendConfigPolicy can configure: a Service, or a Backend under either group. kgateway
+# also takes networking.istio.io/Hostname, which lychgate has no clusters for: refused, not ignored.
+BACKEND_TARGET = ("(r.group == '' && r.kind == 'Service') || "
+                  "((r.group == 'gateway.lychgate.dev' || r.group == 'gateway.kgateway.dev') && r.kind == 'Backend')")
+
+
+R = TypeVar("R", LocalPolicyTargetReference, LocalPolicyTargetSelector)
+
+
+def _backend_target(ref: R) -> R:
+    """A policy on any other kind would apply nowhere and, having no Gateway to report on, say
+    nothing (translate/backend_config.py writes status per Gateway): refused here instead."""
+    if not ((ref.group in ("", "core") and ref.kind == "Service")
+            or (ref.group in ("gateway.lychgate.dev", "gateway.kgateway.dev") and ref.kind == "Backend")):
+        raise ValueError(f"{ref.group or 'core'}/{ref.kind} cannot be targeted; use a Service (group \"\") or "
+                         "a Backend (group gateway.lychgate.dev or gateway.kgateway.dev)")
+    return ref
+
+
+def _targets(field: str) -> JsonDict:
+    return field_rules(CEL(f"self.all(r, {BACKEND_TARGET})",
+                           f"{field} must reference either a Kubernetes Service or a Backend", "the model"))
+
+
 class BackendConfigPolicySpec(Model):
-    target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
-    target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list)
+    RULES = (at_most_one_of("http1_protocol_options", "http2_protocol_options"),)
+
+    target_refs: list[Annotated[LocalPolicyTargetReference, AfterValidator(_backend_target)]] = Field(
+        default_factory=list, min_length=1, max_length=16, json_schema_extra=_targets("targetRefs"))
+    target_selectors: list[Annotated[LocalPolicyTargetSelector, AfterValidator(_backend_target)]] = Field(
+        default_factory=list, json_schema_extra=_targets("targetSelectors"))
     connect_timeout: Duration | None = None
     dns: DNS | None = None
     per_connection_buffer_limit_bytes: int | None = Field(None, ge=0)
@@ -353,10 +375,6 @@ class BackendConfigPolicySpec(Model):
     upstream_proxy_protocol: UpstreamProxyProtocol | None = None
     tunnel: Tunnel | None = None
 
-    @model_validator(mode="after")
-    def _protocols(self) -> BackendConfigPolicySpec:
-        _one_of(self, ("http1_protocol_options", "http2_protocol_options"), exactly=False)
-        return self
 
 
 class BackendConfigPolicy(Resource):

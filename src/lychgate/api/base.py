@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, TypeVar
 
-from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AliasGenerator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema as cs
+
+if TYPE_CHECKING:
+    from lychgate.api.rules import Rule
 
 # metav1.Duration as kgateway constrains it: up to four number+unit parts.
 Duration = Annotated[str, Field(max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")]
@@ -27,6 +39,23 @@ class Model(BaseModel):
         frozen=True,
         defer_build=True,
     )
+
+    # Rules across this model's fields (api/rules.py): checked on load (OneOf) and written
+    # into the CRD as x-kubernetes-validations (all of them).
+    RULES: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _field_rules(self) -> Any:
+        for rule in type(self).RULES:
+            rule.check(self)
+        return self
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: cs.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core)
+        if cls.RULES:
+            handler.resolve_ref_schema(schema)["x-kubernetes-validations"] = [r.cel(cls) for r in cls.RULES]
+        return schema
 
     @model_validator(mode="before")
     @classmethod

@@ -22,6 +22,7 @@ import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic.json_schema import JsonDict
 
 from lychgate.api.backend_config import TCPKeepalive
 from lychgate.api.base import Model, Resource
@@ -36,6 +37,7 @@ from lychgate.api.policy import (
     LocalPolicyTargetSelector,
     PolicyHeaderFilter,
 )
+from lychgate.api.rules import CEL, at_most_one_of, field_rules
 from lychgate.api.status import PolicyStatus
 from lychgate.api.trace_attributes import CustomAttribute
 
@@ -130,6 +132,10 @@ class OpenTelemetryAccessLogService(Model):
 class FileSink(Model):
     """A file Envoy appends one line per request to: `stringFormat` or `jsonFormat`."""
 
+    # kgateway demands exactly one; lychgate's own default format stands in for neither
+    # (docs/observability.md), so the CRD refuses only both, as translate/access_logs.py does.
+    RULES = (at_most_one_of("string_format", "json_format", checked_by="translate/access_logs.py"),)
+
     path: str = Field(min_length=1)
     string_format: str | None = None
     # Format dictionary: keys to Envoy command operators (`%REQ(:PATH)%`), nested allowed.
@@ -167,7 +173,8 @@ GrpcStatus = Literal[
 
 
 class GrpcStatusFilter(Model):
-    statuses: list[GrpcStatus] = Field(default_factory=list)
+    # kgateway's MinItems (an empty list used to reach Envoy as written).
+    statuses: list[GrpcStatus] = Field(default_factory=list, min_length=1)
     exclude: bool | None = None
 
 
@@ -186,8 +193,14 @@ class RuntimeFilter(Model):
     use_independent_randomness: bool | None = None
 
 
+# kgateway's Min/MaxProperties: one condition (translate/access_logs.py says which are too many).
+_ONE_PROPERTY = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})
+
+
 class FilterType(Model):
     """Exactly one condition a request must meet to be logged."""
+
+    model_config = _ONE_PROPERTY
 
     status_code_filter: ComparisonFilter | None = None
     duration_filter: ComparisonFilter | None = None
@@ -203,8 +216,8 @@ class FilterType(Model):
 class AccessLogFilter(FilterType):
     """One condition (inline), or `andFilter` / `orFilter` of several."""
 
-    and_filter: list[FilterType] = Field(default_factory=list)
-    or_filter: list[FilterType] = Field(default_factory=list)
+    and_filter: list[FilterType] = Field(default_factory=list, json_schema_extra=field_rules(minItems=2))
+    or_filter: list[FilterType] = Field(default_factory=list, json_schema_extra=field_rules(minItems=2))
 
 
 class AccessLog(Model):
@@ -241,6 +254,8 @@ class OpenTelemetryTracingConfig(Model):
 
 
 class TracingProvider(Model):
+    model_config = _ONE_PROPERTY  # kgateway's; translate/tracing.py asks for openTelemetry
+
     open_telemetry: OpenTelemetryTracingConfig | None = None
 
 
@@ -323,7 +338,7 @@ class GrpcStatsConfig(Model):
 
 
 class UpgradeConfig(Model):
-    enabled_upgrades: list[str] = Field(default_factory=list)
+    enabled_upgrades: list[str] = Field(default_factory=list, min_length=1)
 
 
 class EnvoyHealthCheck(Model):
@@ -366,6 +381,19 @@ EscapedSlashesAction = Literal["KeepUnchanged", "RejectRequest", "UnescapeAndRed
 class HTTPSettings(Model):
     """What an HTTP listener's connection manager does besides routing."""
 
+    # kgateway's rules; translate/listener_settings.py refuses the same with the field's path.
+    RULES = (
+        CEL("!has(self.xffTrustedCIDRs) || (has(self.useRemoteAddress) && !self.useRemoteAddress)",
+            "useRemoteAddress must be set to false if xffTrustedCIDRs is set", "translate/listener_settings.py"),
+        CEL("!has(self.xffNumTrustedHops) || !has(self.xffTrustedCIDRs)",
+            "only one of xffNumTrustedHops and xffTrustedCIDRs may be set", "translate/listener_settings.py"),
+        CEL("!has(self.forwardClientCertDetails) || !has(self.forwardClientCertDetails.details) || "
+            "!has(self.forwardClientCertDetails.mode) || self.forwardClientCertDetails.mode == 'AppendForward' || "
+            "self.forwardClientCertDetails.mode == 'SanitizeSet'",
+            "forwardClientCertDetails.details requires mode to be AppendForward or SanitizeSet (or unset)",
+            "translate/listener_settings.py"),
+    )
+
     access_log: list[AccessLog] = Field(default_factory=list, max_length=16)
     tracing: Tracing | None = None
     upgrade_config: UpgradeConfig | None = None
@@ -373,7 +401,7 @@ class HTTPSettings(Model):
     preserve_external_request_id: bool | None = None
     generate_request_id: bool | None = None
     xff_num_trusted_hops: int | None = Field(None, ge=0)
-    xff_trusted_cidrs: list[str] = Field(default_factory=list, alias="xffTrustedCIDRs")
+    xff_trusted_cidrs: list[str] = Field(default_factory=list, min_length=1, alias="xffTrustedCIDRs")
     skip_xff_append: bool | None = Field(None, alias="skipXFFAppend")
     server_header_transformation: ServerHeaderTransformation | None = None
     server_name: str | None = Field(None, min_length=1)  # the Server header Envoy writes
@@ -434,18 +462,28 @@ class ListenerPortConfig(Model):
     listener: ListenerConfig
 
 
+def _gateways_only(field: str) -> JsonDict:
+    # kgateway's rule; translate/listener_policy.py refuses the other kinds with a status.
+    return field_rules(CEL("self.all(r, r.kind == 'Gateway' && (!has(r.group) || r.group == 'gateway.networking.k8s.io'))",
+                           f"{field} may only reference Gateway resource", "translate/listener_policy.py"))
+
+
 class GatewayTargets(Model):
     """`targetRefs` / `targetSelectors`: Gateways of the policy's namespace, optionally one listener."""
 
-    target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
-    target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list, max_length=16)
+    target_refs: list[LocalPolicyTargetReference] = Field(
+        default_factory=list, min_length=1, max_length=16, json_schema_extra=_gateways_only("targetRefs"))
+    target_selectors: list[LocalPolicyTargetSelector] = Field(
+        default_factory=list, max_length=16, json_schema_extra=_gateways_only("targetSelectors"))
 
 
 class ListenerPolicySpec(GatewayTargets, ListenerConfig):
     """`default` / `perPort[]`, or the listener configuration inline (the other shape)."""
 
     default: ListenerDefaultConfig | None = None
-    per_port: list[ListenerPortConfig] = Field(default_factory=list, max_length=64)
+    per_port: list[ListenerPortConfig] = Field(default_factory=list, max_length=64, json_schema_extra=field_rules(
+        CEL("self.all(t1, self.exists_one(t2, t1.port == t2.port))",
+            "Port for listener configuration must be unique within the Gateway", "translate/listener_policy.py")))
 
 
 class ListenerPolicy(Resource):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
+from pydantic.json_schema import JsonDict
 
 from lychgate.api.ai import AIPolicy
 from lychgate.api.auth import (
@@ -41,6 +42,7 @@ from lychgate.api.gateway import BackendRef
 from lychgate.api.headers import EnvoyHeaderName, HTTPHeaderName, HTTPHeaderValue
 from lychgate.api.lychgate import GROUP
 from lychgate.api.rate_limit import GlobalRateLimitPolicy
+from lychgate.api.rules import CEL, duration_rules, exactly_one_of, field_rules
 from lychgate.api.status import ConditionsStatus, PolicyStatus
 from lychgate.api.trace_attributes import CustomAttribute
 
@@ -150,7 +152,8 @@ class TransformationPolicy(Model):
 class TokenBucket(Model):
     max_tokens: int = Field(ge=1)
     tokens_per_fill: int = Field(1, ge=1)
-    fill_interval: str
+    fill_interval: str = Field(json_schema_extra=field_rules(
+        *duration_rules("translate/policies/rate_limit.py", minimum="50ms")))
 
 
 class LocalRateLimitPolicy(Model):
@@ -260,6 +263,10 @@ class HeaderModifiers(Model):
 
 
 class Buffer(Model):
+    # The size bound (0 < size < 4Gi) is checked by translate/policies/buffer.py; kgateway's CRD
+    # rule for it needs the API server's quantity() library, which lychgate's CRDs leave out.
+    RULES = (exactly_one_of("max_request_size", "disable", checked_by="translate/policies/buffer.py"),)
+
     max_request_size: int | str | None = None
     disable: PolicyDisable | None = None
     filter_stage: FilterStageSpec | None = None
@@ -270,11 +277,22 @@ class Timeouts(Model):
     stream_idle: str | None = None
 
 
+# kgateway's RetryOnCondition enum (retries.go); translate/policies/timeouts.py refuses the others.
+RETRY_ON = ["5xx", "gateway-error", "reset", "reset-before-request", "connect-failure", "envoy-ratelimited",
+            "retriable-4xx", "refused-stream", "retriable-status-codes", "http3-post-connect-failure", "cancelled",
+            "deadline-exceeded", "internal", "resource-exhausted", "unavailable"]
+
+
 class Retry(Model):
-    retry_on: list[str] = Field(default_factory=list)
+    RULES = (CEL("has(self.retryOn) || has(self.statusCodes)", "retryOn or statusCodes must be set.",
+                 "translate/policies/timeouts.py"),)
+
+    retry_on: list[str] = Field(default_factory=list, min_length=1, json_schema_extra=field_rules(
+        items={"type": "string", "enum": RETRY_ON}))
     attempts: int = Field(1, ge=0)
     per_try_timeout: str | None = None
-    status_codes: list[int] = Field(default_factory=list)
+    status_codes: list[int] = Field(default_factory=list, min_length=1, json_schema_extra=field_rules(
+        items={"type": "integer", "minimum": 400, "maximum": 599}))
     backoff_base_interval: str | None = None
     retry_host_predicates: list[Literal["PreviousHosts", "OmitCanaryHosts"]] = Field(default_factory=list)
     rate_limited_back_off: RateLimitedRetryBackOff | None = None
@@ -303,7 +321,8 @@ class InternalRedirect(Model):
 
 
 class FaultDelay(Model):
-    fixed_delay: str
+    fixed_delay: str = Field(json_schema_extra=field_rules(
+        *duration_rules("translate/policies/fault_injection.py", minimum="1ms", maximum="1h")))
     percentage: int = Field(100, ge=0, le=100)
 
 
@@ -431,9 +450,19 @@ class RequestMirrorPolicy(Model):
 RENAMED_FIELDS = (("api_key_auth", "api_key_authentication"), ("acl", "http_acl"), ("jwt_auth", "jwt"))
 
 
+def _target_kinds(field: str) -> JsonDict:
+    # kgateway's rule; translate/policies/attachment.py refuses the other kinds with a status.
+    return field_rules(CEL("self.all(r, (r.kind == 'Gateway' || r.kind == 'HTTPRoute' || r.kind == 'GRPCRoute' "
+                           "|| r.kind.endsWith('ListenerSet')))",
+                           f"{field} may only reference Gateway, HTTPRoute, GRPCRoute, or ListenerSet resources",
+                           "translate/policies/attachment.py"))
+
+
 class TrafficPolicySpec(Model):
-    target_refs: list[LocalPolicyTargetReference] = Field(default_factory=list, max_length=16)
-    target_selectors: list[LocalPolicyTargetSelector] = Field(default_factory=list, max_length=16)
+    target_refs: list[LocalPolicyTargetReference] = Field(
+        default_factory=list, min_length=1, max_length=16, json_schema_extra=_target_kinds("targetRefs"))
+    target_selectors: list[LocalPolicyTargetSelector] = Field(
+        default_factory=list, max_length=16, json_schema_extra=_target_kinds("targetSelectors"))
     ext_auth: ExtAuthPolicy | None = None
     ext_proc: ExtProcPolicy | None = None
     transformation: TransformationPolicy | None = None
@@ -485,9 +514,16 @@ class TrafficPolicy(Resource):
 # --- GatewayExtension ----------------------------------------------------------------
 
 
+EXTENSIONS = "translate/policies/extensions.py"
+
+
 class RetryBackoff(Model):
-    base_interval: str
-    max_interval: str | None = None
+    RULES = (CEL("has(self.maxInterval) ? duration(self.maxInterval) >= duration(self.baseInterval) : true",
+                 "maxInterval must be greater than or equal to baseInterval", EXTENSIONS),)
+
+    base_interval: str = Field(json_schema_extra=field_rules(
+        *duration_rules(EXTENSIONS, minimum="1ms", name="retry.BaseInterval")))
+    max_interval: str | None = Field(None, json_schema_extra=field_rules(*duration_rules(EXTENSIONS)))
 
 
 class ExtSvcRetryPolicy(Model):
@@ -497,10 +533,13 @@ class ExtSvcRetryPolicy(Model):
     backoff: RetryBackoff | None = None
 
 
+_timeout = field_rules(*duration_rules(EXTENSIONS, minimum="1ms", name="timeout"))
+
+
 class ExtGrpcService(Model):
     backend_ref: BackendRef
     authority: str | None = None
-    request_timeout: str | None = None
+    request_timeout: str | None = Field(None, json_schema_extra=_timeout)
     retry: ExtSvcRetryPolicy | None = None
 
 
@@ -518,7 +557,7 @@ class AuthorizationResponse(Model):
 class ExtHttpService(Model):
     backend_ref: BackendRef
     path_prefix: str | None = None
-    request_timeout: str | None = None
+    request_timeout: str | None = Field(None, json_schema_extra=_timeout)
     authorization_request: AuthorizationRequest | None = None
     authorization_response: AuthorizationResponse | None = None
     retry: ExtSvcRetryPolicy | None = None
@@ -588,7 +627,23 @@ class RateLimitQuotaProvider(Model):
     domain: str = Field(min_length=1)
 
 
+# The `type` each field goes with (jwtProviders: the oldest shape of jwt).
+_TYPED = (("ExtAuth", "extAuth"), ("ExtProc", "extProc"), ("RateLimit", "rateLimit"),
+          ("RateLimitQuota", "rateLimitQuota"), ("OAuth2", "oauth2"))
+
+
 class GatewayExtensionSpec(Model):
+    # kgateway's ExactlyOneOf and type rules (its messages), with lychgate's rateLimitQuota and
+    # the oldest jwtProviders; translate/policies/extensions.py refuses the same with a status.
+    RULES = (
+        exactly_one_of("ext_auth", "ext_proc", "rate_limit", "rate_limit_quota", ("jwt", "jwt_providers"), "oauth2",
+                       checked_by=EXTENSIONS),
+        *(CEL(f"has(self.type) && self.type == '{t}' ? has(self.{f}) : true", f"{f} must be set when type is {t}",
+              EXTENSIONS) for t, f in _TYPED),
+        CEL("has(self.type) && (self.type == 'JWT' || self.type == 'JWTProviders') ? "
+            "(has(self.jwt) || has(self.jwtProviders)) : true", "JWT must be set when type is JWT", EXTENSIONS),
+    )
+
     # JWTProviders: kgateway's older name of the JWT type (with `jwtProviders` below).
     type: Literal["ExtAuth", "ExtProc", "RateLimit", "RateLimitQuota", "JWT", "JWTProviders", "OAuth2"] | None = None
     ext_auth: ExtAuthProvider | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from lychgate.api.base import Model
 
@@ -40,6 +40,10 @@ class CustomAttributeMetadata(Model):
 
 
 class CustomAttribute(Model):
+    # kgateway's Min/MaxProperties (the name and at most one source); translation asks for
+    # exactly one source (translate/tracing.py), as a name alone would add no attribute.
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 2})
+
     name: str = Field(min_length=1)
     literal: CustomAttributeLiteral | None = None
     environment: CustomAttributeEnvironment | None = None

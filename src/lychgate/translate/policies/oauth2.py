@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,10 +50,24 @@ DEFAULT_REDIRECT = "%REQ(x-forwarded-proto)%://%REQ(:authority)%/oauth2/redirect
 
 
 def _url(value: str, path: str) -> str:
+    """An https URL, as kgateway's CRD demands (HttpsUri): the client secret, the codes and the
+    tokens never cross a network in the clear. http:// only to a loopback address, which no
+    packet leaves (lychgate run's local identity provider, examples/oauth2)."""
     url = urlsplit(value)
     if url.scheme not in ("http", "https") or not url.hostname:
-        raise Invalid(path, f"{value!r} is not an http(s) URL with a host")
+        raise Invalid(path, f"{value!r} is not an https URL with a host")
+    if url.scheme == "http" and not _loopback(url.hostname):
+        raise Invalid(path, f"{value!r} must be an https URL (http:// is allowed only to a loopback address)")
     return value
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def validate(ext: GatewayExtension) -> None:
@@ -186,6 +201,10 @@ def _discovered(doc: dict[str, Any], key: str, issuer: str) -> str:
     value = doc.get(key)
     if not isinstance(value, str) or not value:
         raise Unresolved("DiscoveryFailed", f"the discovery document of issuer {issuer} has no {key}")
+    try:
+        _url(value, key)
+    except Invalid as err:  # fails closed, as for an endpoint written in the spec
+        raise Unresolved("DiscoveryFailed", f"the discovery document of issuer {issuer}: {err}") from None
     return value
 
 
