@@ -89,3 +89,35 @@ async def test_a_bucket_shared_across_the_gateway_passes(tmp_path: Path) -> None
     route = replace(vh.routes[0], policy=ir.RoutePolicy(rate_limit=bucket))
     listener = replace(gateway.listeners[0], virtual_hosts=(replace(vh, routes=(route,)),))
     assert await pre.check(build(replace(gateway, listeners=(listener,)))) == []
+
+
+async def test_tls_files_only_the_proxy_has_are_stood_in_for(tmp_path: Path) -> None:
+    """A BackendConfigPolicy's tls.files names paths in the proxy's container: where they do
+    not exist on the controller's machine (Kubernetes), Envoy would refuse to load them and
+    preflight would withhold a cluster the proxy takes; they are stood in for. A file that
+    does exist here is Envoy's to judge, as it is (local mode: the same machine)."""
+    from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
+
+    from lychgate.xds.translator import as_message
+
+    def with_files(cert: str, key: str, ca: str) -> object:
+        resources = build(_gateway(("ok", "/a")))
+        name = next(iter(resources.by_type[types.CLUSTER]))
+        cluster = as_message(resources.by_type[types.CLUSTER][name])
+        tls = tls_pb2.UpstreamTlsContext(sni="files.internal")
+        pair = tls.common_tls_context.tls_certificates.add()
+        pair.certificate_chain.filename, pair.private_key.filename = cert, key
+        tls.common_tls_context.validation_context.trusted_ca.filename = ca
+        cluster.transport_socket.name = "envoy.transport_sockets.tls"
+        cluster.transport_socket.typed_config.Pack(tls)
+        resources.add(types.CLUSTER, name, cluster)
+        return resources
+
+    pre = Preflight(envoy_binary(), tmp_path / "validate")
+    elsewhere = with_files("/etc/lychgate/client/tls.crt", "/etc/lychgate/client/tls.key", "/etc/lychgate/ca.crt")
+    assert await pre.check(elsewhere) == []  # type: ignore[arg-type]
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    here = with_files(str(garbage), str(garbage), "/etc/lychgate/ca.crt")
+    [blocked] = await pre.check(here)  # type: ignore[arg-type]
+    assert blocked.type_url == types.CLUSTER and "certificate" in blocked.error.lower(), blocked.error

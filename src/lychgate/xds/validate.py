@@ -40,6 +40,7 @@ from lychgate.xds.cache import decode, route_hash
 from lychgate.xds.replicas import LOCAL_CLUSTER
 from lychgate.xds.translator import Resources, as_message
 from lychgate.xds.translator.route_matcher import routes_of
+from lychgate.xds.validate_files import StandIns
 
 log = component_logger("xds")
 
@@ -83,6 +84,7 @@ class Preflight:
         self.binary = binary
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="lychgate-validate-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.stand_ins = StandIns(self.workdir)  # for files only the proxy has
         self.verdicts: dict[str, str | None] = {}
         self.blamed: dict[str, tuple[str, ...]] = {}
         self.runs = 0
@@ -157,7 +159,7 @@ class Preflight:
             if unit.listener is not None:
                 boot.static_resources.listeners.append(_inline_routes(unit.listener, unit.routes))
             if unit.cluster is not None:
-                boot.static_resources.clusters.append(unit.cluster)
+                boot.static_resources.clusters.append(self.stand_ins.cluster(unit.cluster))
         path = self.workdir / f"check-{self.runs}.pb"
         path.write_bytes(boot.SerializeToString())
         self.runs += 1
