@@ -9,6 +9,7 @@ between calls is compared with a fresh one.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from lychgate.api.base import ObjectKey
@@ -227,3 +228,47 @@ def untimed(status: dict[str, Any]) -> Any:
     if isinstance(status, list):
         return [untimed(v) for v in status]
     return status
+
+
+def test_routes_attach_once_the_client_ca_of_their_listener_appears() -> None:
+    """A ListenerPolicy asks an HTTPS listener to check clients against a CA ConfigMap that
+    does not exist yet: the listener is not served, and the route for it is not attached.
+    When the ConfigMap appears no Gateway and no route changed, yet the listener opens; the
+    next (incremental) pass must attach the route, as translation from scratch does."""
+    ca = CA()
+    cert, key = ca.issue("app.example.com", ["app.example.com"])
+    store, state = Store(), Aggregate()
+    for doc in (
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+         "metadata": {"name": "gw", "namespace": "apps"},
+         "spec": {"gatewayClassName": "lychgate", "listeners": [
+             {"name": "https", "protocol": "HTTPS", "port": 8443,
+              "tls": {"certificateRefs": [{"name": "cert"}]}}]}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cert", "namespace": "apps"},
+         "type": "kubernetes.io/tls",
+         "data": {"tls.crt": base64.b64encode(cert).decode(), "tls.key": base64.b64encode(key).decode()}},
+        {"apiVersion": LYCHGATE, "kind": "ListenerPolicy", "metadata": {"name": "mtls", "namespace": "apps"},
+         "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw",
+                                  "sectionName": "https"}],
+                  "default": {"clientCertificateValidation": {
+                      "mode": "Require", "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}]}}}},
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+         "metadata": {"name": "app", "namespace": "apps"},
+         "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]}},
+        service("apps"),
+    ):
+        store.upsert(obj(doc))
+    store.upsert(builtin_class())
+
+    def attached() -> tuple[int, str]:
+        result = translate(store, lambda _gw: "127.0.1.1", state=state)
+        listener = result.status[ObjectKey("Gateway", "apps", "gw")]["listeners"][0]
+        (parent,) = result.status[ObjectKey("HTTPRoute", "apps", "app")]["parents"]
+        accepted = next(c for c in parent["conditions"] if c["type"] == "Accepted")
+        return listener["attachedRoutes"], accepted["status"]
+
+    assert attached() == (0, "False")  # the listener is closed: nothing to attach to
+    store.upsert(obj({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ca", "namespace": "apps"},
+                      "data": {"ca.crt": ca.pem.decode()}}))
+    assert attached() == (1, "True")
+    assert snapshot(store, state) == snapshot(store, None)
