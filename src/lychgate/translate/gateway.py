@@ -228,6 +228,10 @@ def _translate(
             sets = listener_sets(store, gw)
             checks = functools.partial(listeners.client_validation, gw) if listeners is not None else None
             ctxs[key] = GatewayCtx(gw, validate_listeners(gw, store, sets, checks), sets)
+            if listeners is not None:
+                # The policies heard of each listener before its certificates and conflicts were settled.
+                listeners.not_served(gw, {l.name: why for l in ctxs[key].listeners
+                                          if l.owner is None and (why := l.not_served) is not None})
 
     deep = deep_merge_fields(policy_merge)
     changes = _update_routes(store, state, ctxs, quarantine, deep)

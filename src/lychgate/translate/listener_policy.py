@@ -277,6 +277,19 @@ class ListenerPolicyIndex:
                 att.mtls[listener] = ""
         return outcome
 
+    def not_served(self, gateway: Gateway, why: Mapping[str, tuple[str, str]]) -> None:
+        """The Gateway's own listeners the proxy does not serve for a reason of their own (a
+        certificate Secret missing, a conflict), with the reason and message of their status.
+        `client_validation` ran before that was known: a policy whose check would have
+        applied there did not, and says why instead of claiming it."""
+        for att in self.by_gateway.get((gateway.namespace, gateway.name), ()):
+            for listener in sorted(att.mtls_checked & why.keys()):
+                reason, message = why[listener]
+                att.mtls_checked.discard(listener)
+                att.mtls[listener] = (f"the listener is not served ({reason}: "
+                                      f"{message.removeprefix(f'listener {listener}: ')})")
+                att.mtls_reason = att.mtls_reason or "ListenerNotServed"
+
     def apply(self, gateway: ir.GatewayIR) -> ir.GatewayIR:
         """The Gateway's IR with the settings its policies give each listener and port."""
         key = (gateway.namespace, gateway.name)

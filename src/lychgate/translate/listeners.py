@@ -93,6 +93,13 @@ class ListenerState:
         """The proxy serves it: usable, and its certificates resolved."""
         return self.usable and self.refs_error is None
 
+    @property
+    def not_served(self) -> tuple[str, str] | None:
+        """Why the proxy does not serve it, as its status says (reason, message); None: it does."""
+        if not self.usable:
+            return self.invalid_reason or self.conflicted or "Invalid", self.invalid_message
+        return self.refs_error
+
     def allowed_kinds(self) -> list[str]:
         supported = SUPPORTED_KINDS.get(self.spec.protocol, ())
         asked = self.spec.allowed_routes.kinds
