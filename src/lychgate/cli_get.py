@@ -144,6 +144,7 @@ class Column:
     header: str
     cell: Callable[[Obj, Obj], str]
     needs_proxies: bool = False
+    accepted: bool = False  # it says whether the object is accepted (ACCEPTED, a route's PARENTS)
 
 
 def _get(*path: str, default: str = "") -> Callable[[Obj, Obj], str]:
@@ -155,9 +156,16 @@ def _get(*path: str, default: str = "") -> Callable[[Obj, Obj], str]:
     return cell
 
 
-ROUTE_PARENTS = Column("PARENTS", parents)
+def accepted_column(cell: Callable[[Obj, Obj], str]) -> Column:
+    return Column("ACCEPTED", cell, accepted=True)
+
+
+ROUTE_PARENTS = Column("PARENTS", parents, accepted=True)
+OWN_ACCEPTED = accepted_column(own_condition("Accepted"))
+# A refused object (status/invalid.py) of a kind whose table has no column saying so.
+REFUSED_CELL = "False (Invalid)"
 COLUMNS: dict[str, tuple[Column, ...]] = {
-    "Backend": (Column("TYPE", _get("spec", "type")), Column("ACCEPTED", own_condition("Accepted"))),
+    "Backend": (Column("TYPE", _get("spec", "type")), OWN_ACCEPTED),
     "DirectResponse": (Column("STATUS", lambda o, _c: str(_spec(o).get("status", ""))),),
     "Namespace": (Column("STATUS", _get("status", "phase", default="Active")),),
     "Service": (Column("TYPE", _get("spec", "type", default="ClusterIP")),
@@ -172,18 +180,20 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "ConfigMap": (Column("DATA", lambda o, _c: str(len(o.get("data") or {}))),),
     "Pod": (Column("READY", own_condition("Ready")), Column("STATUS", _get("status", "phase", default="Running")),
             Column("IP", _get("status", "podIP", default="<none>"))),
-    "GatewayClass": (Column("CONTROLLER", _get("spec", "controllerName")), Column("ACCEPTED", own_condition("Accepted"))),
+    "GatewayClass": (Column("CONTROLLER", _get("spec", "controllerName")), OWN_ACCEPTED),
+    # ACCEPTED beside PROGRAMMED: a Gateway whose newest manifest is refused stays Programmed
+    # (its last valid version runs) and says Accepted=False.
     "Gateway": (Column("CLASS", _get("spec", "gatewayClassName")),
                 Column("ADDRESS", lambda o, _c: ",".join(a.get("value", "") for a in _status(o).get("addresses") or [])),
-                Column("PORTS", _gateway_ports), Column("PROGRAMMED", own_condition("Programmed")),
+                Column("PORTS", _gateway_ports), OWN_ACCEPTED, Column("PROGRAMMED", own_condition("Programmed")),
                 Column("ADMIN", _gateway_admin, needs_proxies=True)),
     "ListenerSet": (Column("PARENT", _get("spec", "parentRef", "name")), Column("PORTS", _gateway_ports),
-                    Column("ACCEPTED", own_condition("Accepted")), Column("PROGRAMMED", own_condition("Programmed"))),
+                    OWN_ACCEPTED, Column("PROGRAMMED", own_condition("Programmed"))),
     "ReferenceGrant": (Column("FROM", _referencegrant("from")), Column("TO", _referencegrant("to"))),
     # TYPE: spec.type (deprecated in kgateway), else the one provider block that is set.
     "GatewayExtension": (Column("TYPE", lambda o, _c: _spec(o).get("type") or ",".join(
                              k for k, v in _spec(o).items() if k != "type" and v)),
-                         Column("ACCEPTED", own_condition("Accepted")), Column("RESOLVED", own_condition("ResolvedRefs"))),
+                         OWN_ACCEPTED, Column("RESOLVED", own_condition("ResolvedRefs"))),
     "InferencePool": (Column("SELECTOR", lambda o, _c: ",".join(
                           f"{k}={v}" for k, v in ((_spec(o).get("selector") or {}).get("matchLabels") or {}).items())),
                       Column("TARGET-PORTS", lambda o, _c: ",".join(
@@ -218,8 +228,8 @@ def columns_for(cls: type[Resource]) -> tuple[Column, ...]:
         return ((Column("HOSTNAMES", hostnames),) if "hostnames" in keys else ()) + (ROUTE_PARENTS,)
     if keys & {"targetRefs", "targetSelectors"}:  # a policy
         conditions = POLICY_CONDITIONS.get(cls.KIND, DEFAULT_POLICY_CONDITIONS)
-        return (*(Column(header, policy_condition(type_)) for type_, header in conditions),
-                Column("TARGETS", targets))
+        return (*(Column(header, policy_condition(type_), accepted=type_ == "Accepted")
+                  for type_, header in conditions), Column("TARGETS", targets))
     return ()
 
 
@@ -282,7 +292,14 @@ def age(obj: Obj) -> str:
     return f"{seconds}s"
 
 
-def rows(kind: Kind, items: list[Obj], ctx: Obj, all_namespaces: bool, prefix: str = "") -> list[dict[str, str]]:
+def rows(kind: Kind, items: list[Obj], ctx: Obj, all_namespaces: bool, prefix: str = "",
+         refused: frozenset[tuple[str, str]] = frozenset()) -> list[dict[str, str]]:
+    """One row per object. A refused one (`refused`: (namespace, name), status/invalid.py)
+    reads False where the table says whether an object is accepted, even when its status
+    cannot say it (a kind lychgate writes no status to, one never valid); a kind whose table
+    has no such column gets an ACCEPTED column while one of its objects is refused."""
+    says = [c.header for c in kind.columns if c.accepted]
+    extra = not says and any(_key(obj) in refused for obj in items)
     out = []
     for obj in items:
         row = {}
@@ -291,9 +308,20 @@ def rows(kind: Kind, items: list[Obj], ctx: Obj, all_namespaces: bool, prefix: s
         row["NAME"] = prefix + obj["metadata"]["name"]
         for column in kind.columns:
             row[column.header] = column.cell(obj, ctx)
+        if _key(obj) in refused:
+            for header in says:
+                if "False" not in row[header]:
+                    row[header] = REFUSED_CELL
+        if extra:
+            row["ACCEPTED"] = REFUSED_CELL if _key(obj) in refused else "True"
         row["AGE"] = age(obj)
         out.append(row)
     return out
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
 
 
 def print_table(table_rows: list[dict[str, str]]) -> None:
@@ -305,14 +333,21 @@ def print_table(table_rows: list[dict[str, str]]) -> None:
     Console(width=200).print(table)
 
 
-def _list(fetch: Fetch, kind: Kind, name: str | None, namespace: str, all_namespaces: bool) -> list[Obj]:
+@dataclass(frozen=True)
+class Listing:
+    items: list[Obj]
+    refused: frozenset[tuple[str, str]]  # (namespace, name) of the items a source refused
+
+
+def _list(fetch: Fetch, kind: Kind, name: str | None, namespace: str, all_namespaces: bool) -> Listing:
     params = {"kind": kind.kind}
     if kind.namespaced and not all_namespaces:
         params["namespace"] = namespace
     if name:
         params["name"] = name
-    items: list[Obj] = fetch("/api/v1/objects", **params)["items"]
-    return items
+    answer = fetch("/api/v1/objects", **params)
+    return Listing(answer["items"], frozenset((r.get("namespace") or "", r["name"])
+                                              for r in answer.get("refused") or []))
 
 
 def _context(fetch: Fetch, kinds: Iterable[Kind]) -> Obj:
@@ -325,18 +360,20 @@ def show_all(fetch: Fetch, namespace: str, all_namespaces: bool, output: str | N
     """`lychgate get all`: one table per kind that has objects, named `kind.group/name`."""
     kinds = [k for k in TABLE.values() if k.kind not in NOT_IN_ALL]
     found = [(k, _list(fetch, k, None, namespace, all_namespaces)) for k in kinds]
-    found = [(k, items) for k, items in found if items]
+    found = [(k, listing) for k, listing in found if listing.items]
     if output in ("json", "yaml"):
-        _dump({"apiVersion": "v1", "kind": "List", "items": [o for _, items in found for o in items]}, output)
+        _dump({"apiVersion": "v1", "kind": "List", "items": [o for _, listing in found for o in listing.items]},
+              output)
         return
     if not found:
         typer.echo("No resources found" + ("." if all_namespaces else f" in {namespace} namespace."), err=True)
         return
     ctx = _context(fetch, (k for k, _ in found))
-    for index, (kind, items) in enumerate(found):
+    for index, (kind, listing) in enumerate(found):
         if index:
             typer.echo("")
-        print_table(rows(kind, items, ctx, all_namespaces, prefix=f"{kind.resource}/"))
+        print_table(rows(kind, listing.items, ctx, all_namespaces, prefix=f"{kind.resource}/",
+                         refused=listing.refused))
 
 
 def show(fetch: Fetch, kind_name: str, name: str | None, namespace: str, all_namespaces: bool,
@@ -362,7 +399,8 @@ def show(fetch: Fetch, kind_name: str, name: str | None, namespace: str, all_nam
         typer.echo(f"error: unknown kind {kind_name!r}; try one of: "
                    f"{', '.join(sorted(k.plural for k in TABLE.values()))}, all, errors", err=True)
         raise typer.Exit(2)
-    items = _list(fetch, kind, name, namespace, all_namespaces)
+    listing = _list(fetch, kind, name, namespace, all_namespaces)
+    items = listing.items
     if name and not items:
         typer.echo(f'error: {kind.kind} "{name}" not found', err=True)
         raise typer.Exit(1)
@@ -376,7 +414,7 @@ def show(fetch: Fetch, kind_name: str, name: str | None, namespace: str, all_nam
         where = "" if not kind.namespaced else (" in any namespace" if all_namespaces else f" in {namespace} namespace")
         typer.echo(f"No resources found{where}.", err=True)
         return
-    print_table(rows(kind, items, _context(fetch, [kind]), all_namespaces))
+    print_table(rows(kind, items, _context(fetch, [kind]), all_namespaces, refused=listing.refused))
 
 
 def _dump(shown: Any, output: str) -> None:

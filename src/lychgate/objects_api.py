@@ -131,7 +131,11 @@ def routes(
                   if key.kind == kind and cp.store.get_key(key) is None
                   and (ns is None or key.namespace == ns) and (name is None or key.name == name)]
         items = [redact(obj) for _, obj in sorted(found, key=lambda kv: (kv[0].namespace, kv[0].name))]
-        return web.json_response({"kind": kind, "items": items})
+        # The items whose newest manifest a source refused (shown at their last valid version, or
+        # as written): `lychgate get` marks them even where their status cannot say it.
+        refused = [{"namespace": key.namespace, "name": key.name} for key, _ in sorted(
+            found, key=lambda kv: (kv[0].namespace, kv[0].name)) if key in cp.store.refused]
+        return web.json_response({"kind": kind, "items": items, "refused": refused})
 
     async def list_problems(_request: web.Request) -> web.Response:
         """Manifest problems: file, document, object and field of each error."""

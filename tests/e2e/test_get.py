@@ -31,7 +31,7 @@ NAMES = {
 }
 # What the columns must say about them (a row, split on runs of spaces).
 ROWS = {
-    "Gateway": ["gw", "lychgate", r"127\.\d+\.\d+\.\d+", "8080,8443,9000,9001", "True", r"127\.0\.0\.1:\d+"],
+    "Gateway": ["gw", "lychgate", r"127\.\d+\.\d+\.\d+", "8080,8443,9000,9001", "True", "True", r"127\.0\.0\.1:\d+"],
     "GatewayClass": ["lychgate", "gateway.lychgate.dev/lychgate", "True"],
     "ListenerSet": ["extra", "gw", "8081", "True", "True"],
     "HTTPRoute": ["app", "app.example.com", "gw/http=True"],

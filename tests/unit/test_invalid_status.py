@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,23 @@ class Lychgate:
         shown: dict[str, Any] = yaml.safe_load(capsys.readouterr().out)
         return shown
 
+    async def table(self, capsys: pytest.CaptureFixture[str], kind: str) -> dict[str, dict[str, str]]:
+        """`lychgate get KIND`: each row by name, as {header: cell}."""
+        entry = cli_get.resolve(kind)
+        assert entry is not None
+        answers = {}
+        for path, query in (("/api/v1/problems", ""), ("/api/v1/proxies", ""),
+                            ("/api/v1/objects", f"?kind={entry.kind}&namespace=default")):
+            answers[path] = json.loads((await self.handlers[path](make_mocked_request("GET", path + query))).text)
+        capsys.readouterr()
+        cli_get.show(lambda path, **_: answers[path], kind, None, "default", False, None)
+        header, *lines = capsys.readouterr().out.splitlines()
+        starts = [m.start() for m in re.finditer(r"\S+", header)]  # cells start under their header
+        heads = header.split()
+        cells = [{h: line[a:b].strip() for h, a, b in zip(heads, starts, [*starts[1:], None], strict=True)}
+                 for line in lines]
+        return {row["NAME"]: row for row in cells}
+
 
 def accepted(status: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in status["conditions"] if c["type"] == "Accepted")
@@ -170,3 +188,58 @@ def test_a_gateway_of_someone_else_gets_no_status_of_ours() -> None:
     assert status is not None
     assert [(c["type"], c["status"], c["reason"], c["observedGeneration"]) for c in status["conditions"]] == [
         ("Accepted", "False", "Invalid", 3), ("Programmed", "False", "Invalid", 3)]
+
+
+GATEWAY_8081 = BASE.split("---")[0].replace("port: 8080", "port: 8081").replace("name: gw,", "name: other,")
+SERVICE = """
+apiVersion: v1
+kind: Service
+metadata: {name: echo, namespace: default}
+spec: {ports: [{port: 8080}]}
+"""
+
+
+async def test_the_table_shows_a_refused_object_is_not_accepted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`lychgate get` without -o: a refused object reads False where the table says whether
+    an object is accepted, at a glance, although its last valid version still runs."""
+    lg = Lychgate(tmp_path)
+    await lg.write("base.yaml", BASE)
+    await lg.write("other.yaml", GATEWAY_8081)
+    await lg.write("svc.yaml", SERVICE)
+    await lg.write("svc2.yaml", SERVICE.replace("name: echo", "name: fine"))
+    rows = await lg.table(capsys, "gateways")
+    programmed = rows["gw"]["PROGRAMMED"]  # Pending here: no proxy runs
+    assert rows["gw"]["ACCEPTED"] == "True"
+    assert "ACCEPTED" not in (await lg.table(capsys, "services"))["echo"]  # as kubectl shows them
+
+    # A Gateway's newest manifest refused: its last valid version runs (PROGRAMMED as it was),
+    # and the table says it is not accepted; the other Gateway is unaffected.
+    await lg.write("base.yaml", BASE.replace("port: 8080", "port: 70000"))
+    rows = await lg.table(capsys, "gateways")
+    assert (rows["gw"]["ACCEPTED"], rows["gw"]["PROGRAMMED"]) == ("False (Invalid)", programmed)
+    assert rows["other"]["ACCEPTED"] == "True"
+    # A kind lychgate writes no status to: the table gains an ACCEPTED column while one is refused.
+    await lg.write("svc.yaml", SERVICE.replace("8080", "70000"))
+    rows = await lg.table(capsys, "services")
+    assert (rows["echo"]["PORTS"], rows["echo"]["ACCEPTED"]) == ("8080/TCP", "False (Invalid)")
+    assert rows["fine"]["ACCEPTED"] == "True"
+    # One of lychgate's kinds never valid: shown as written, not accepted.
+    await lg.write("dr.yaml", """
+apiVersion: gateway.lychgate.dev/v1alpha1
+kind: DirectResponse
+metadata: {name: teapot, namespace: default}
+spec: {status: 99}
+""")
+    assert (await lg.table(capsys, "directresponses"))["teapot"]["ACCEPTED"] == "False (Invalid)"
+    # A route whose every parent is foreign: its status has no entry of lychgate's to say it.
+    await lg.write("foreign.yaml", BAD_ROUTE.replace("{name: gw, sectionName: http}, ", ""))
+    rows = await lg.table(capsys, "httproutes")
+    assert rows["broken"]["PARENTS"] == "False (Invalid)"
+    assert rows["route"]["PARENTS"] == "gw=True"
+
+    # Fixed: the table is translation's again.
+    await lg.write("base.yaml", BASE)
+    await lg.write("svc.yaml", SERVICE)
+    assert (await lg.table(capsys, "gateways"))["gw"]["ACCEPTED"] == "True"
+    assert "ACCEPTED" not in (await lg.table(capsys, "services"))["echo"]
