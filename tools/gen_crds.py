@@ -132,14 +132,14 @@ class Converter:
             return self.convert(node["allOf"][0], where)
         if "anyOf" in node:
             branches = [b for b in node["anyOf"] if b.get("type") != "null"]
+            # A field's own schema keys (json_schema_extra: CEL rules, bounds) sit beside
+            # the anyOf: they belong to the value's schema.
+            own = {k: v for k, v in node.items() if k in KEEP or k.startswith("x-kubernetes-")}
             if len(branches) == 1:
-                # An optional field's own schema keys (json_schema_extra: CEL rules, bounds)
-                # sit beside the anyOf: they belong to the value's schema.
-                own = {k: v for k, v in node.items() if k in KEEP or k.startswith("x-kubernetes-")}
                 return {**self.convert(branches[0], where), **own}
             types = {b.get("type") for b in branches}
             if types == {"integer", "string"}:
-                return {"x-kubernetes-int-or-string": True}
+                return {"x-kubernetes-int-or-string": True, **own}
             raise SchemaError(f"{where}: a union of {sorted(map(str, types))} has no structural form")
         if "const" in node:
             return {"type": "string", "enum": [node["const"]]}

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 GROUP = "gateway.lychgate.dev/v1alpha1"
 ROUTE = {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "r"}
 GATEWAY = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"}
+# A Gateway without routes: a refused policy on it leaves the routes of the accepted cases alone.
+BARE = {**GATEWAY, "name": "bare"}
 SERVICE = {"group": "", "kind": "Service", "name": "svc"}
 BACKEND = {"backendRef": {"name": "svc", "port": 80}}
 JWK = json.dumps({"keys": [{"kty": "oct", "k": "c2VjcmV0", "alg": "HS256"}]})
@@ -41,8 +43,22 @@ spec:
   listeners: [{name: http, port: 8080, protocol: HTTP}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: bare, namespace: default}
+spec:
+  gatewayClassName: lychgate
+  listeners: [{name: http, port: 8081, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{name: svc, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: g, namespace: default}
 spec:
   parentRefs: [{name: gw}]
   rules: [{backendRefs: [{name: svc, port: 80}]}]
@@ -87,6 +103,8 @@ def oauth2(**spec: Any) -> tuple[str, dict[str, Any]]:
     return ge(oauth2={"backendRef": {"name": "svc", "port": 80}, "credentials": SECRET, **spec})
 
 
+REWRITE = {"pathRegex": {"pattern": "^/v1/(.*)", "substitution": "/\\1"}}
+REMOTE = {"url": "https://idp.example.com/keys", "backendRef": {"name": "svc", "port": 80}}
 HTTPS = {"authorizationEndpoint": "https://idp.example.com/auth", "tokenEndpoint": "https://idp.example.com/token"}
 OTEL = {"openTelemetry": {"grpcService": BACKEND}}
 GRPC_EXT = {"grpcService": BACKEND}
@@ -121,6 +139,20 @@ REFUSED: dict[str, tuple[str, dict[str, Any], str]] = {
     "tp-targets-service": ("TrafficPolicy", {"targetRefs": [SERVICE], "timeouts": {"request": "1s"}},
                            "spec.targetRefs[0]"),
     "tp-targets-empty": ("TrafficPolicy", {"targetRefs": [], "timeouts": {"request": "1s"}}, "spec.targetRefs"),
+    "auto-host-rewrite-on-gateway": ("TrafficPolicy", {"targetRefs": [BARE], "autoHostRewrite": True},
+                                     "spec.autoHostRewrite"),
+    "url-rewrite-on-gateway": ("TrafficPolicy", {"targetRefs": [ROUTE, BARE], "urlRewrite": REWRITE},
+                               "spec.urlRewrite"),
+    "url-rewrite-on-selected-gateways": ("TrafficPolicy", {"targetSelectors": [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "matchLabels": {"team": "a"}}], "urlRewrite": REWRITE},
+        "spec.urlRewrite"),
+    "tracing-on-gateway": ("TrafficPolicy", {"targetRefs": [BARE], "tracing": {"randomSampling": 10}},
+                           "spec.tracing"),
+    "stat-prefix-on-gateway": ("TrafficPolicy", {"targetRefs": [BARE], "statPrefix": "edge"}, "spec.statPrefix"),
+    "per-try-timeout-not-below-request": (*tp(retry={"retryOn": ["5xx"], "perTryTimeout": "5s"},
+                                              timeouts={"request": "5s"}), "spec.retry.perTryTimeout"),
+    "buffer-size-zero": (*tp(buffer={"maxRequestSize": 0}), "spec.buffer.maxRequestSize"),
+    "buffer-size-4gi": (*tp(buffer={"maxRequestSize": "4Gi"}), "spec.buffer.maxRequestSize"),
     # ListenerPolicy
     "file-sink-both": (*lp(accessLog=[{"fileSink": {"path": "/dev/null", "stringFormat": "x",
                                                     "jsonFormat": {"a": "b"}}}]),
@@ -157,6 +189,10 @@ REFUSED: dict[str, tuple[str, dict[str, Any], str]] = {
     "slow-start-aggression-zero": (*bcp(loadBalancer={"roundRobin": {"slowStart": {"aggression": "0"}}}),
                                    "spec.loadBalancer.roundRobin.slowStart.aggression"),
     "tls-files-empty": (*bcp(tls={"files": {}}), "spec.tls.files"),
+    "window-size-small": (*bcp(http2ProtocolOptions={"initialStreamWindowSize": 65534}),
+                          "spec.http2ProtocolOptions.initialStreamWindowSize"),
+    "window-size-large": (*bcp(http2ProtocolOptions={"initialConnectionWindowSize": "2Gi"}),
+                          "spec.http2ProtocolOptions.initialConnectionWindowSize"),
     "bcp-targets-route": ("BackendConfigPolicy", {"targetRefs": [ROUTE], "connectTimeout": "1s"},
                           "spec.targetRefs[0]"),
     "bcp-targets-service-without-group": (
@@ -183,6 +219,22 @@ REFUSED: dict[str, tuple[str, dict[str, Any], str]] = {
     "cache-duration-zero": (*jwt(jwks={"remote": {"url": "https://idp.example.com/keys", "cacheDuration": "0s",
                                                   "backendRef": {"name": "svc", "port": 80}}}),
                             "spec.jwt.providers[0].jwks.remote.cacheDuration"),
+    "audiences-empty": (*jwt(audiences=[]), "spec.jwt.providers[0].audiences"),
+    "claims-to-headers-empty": (*jwt(claimsToHeaders=[]), "spec.jwt.providers[0].claimsToHeaders"),
+    "jwks-timeout-zero": (*jwt(jwks={"remote": {**REMOTE, "timeout": "0s"}}),
+                          "spec.jwt.providers[0].jwks.remote.timeout"),
+    "jwks-refetch-zero": (*jwt(jwks={"remote": {**REMOTE, "asyncFetch": {"failedRefetchDuration": "0s"}}}),
+                          "spec.jwt.providers[0].jwks.remote.asyncFetch.failedRefetchDuration"),
+    "jwks-backoff-max-below-base": (
+        *jwt(jwks={"remote": {**REMOTE, "retryPolicy": {"backOff": {"baseInterval": "2s", "maxInterval": "1s"}}}}),
+        "spec.jwt.providers[0].jwks.remote.retryPolicy.backOff.maxInterval"),
+    "oauth2-cookie-domain-dot": (*oauth2(**HTTPS, cookies={"domain": ".example.com"}), "spec.oauth2.cookies.domain"),
+    "oauth2-cookie-domain-port": (*oauth2(**HTTPS, cookies={"domain": "example.com:443"}),
+                                  "spec.oauth2.cookies.domain"),
+    "oauth2-token-audiences-empty": (*oauth2(**HTTPS, jwt={"jwksURI": "https://idp.example.com/keys",
+                                                           "accessToken": {"audiences": []}}),
+                                     "spec.oauth2.jwt.accessToken.audiences"),
+    "oauth2-deny-redirect-empty": (*oauth2(**HTTPS, denyRedirect={"headers": []}), "spec.oauth2.denyRedirect.headers"),
     "oauth2-http-endpoints": (*oauth2(authorizationEndpoint="http://idp.example.com/auth",
                                       tokenEndpoint="http://idp.example.com/token"),
                               "spec.oauth2.authorizationEndpoint"),
@@ -209,6 +261,16 @@ ACCEPTED: dict[str, tuple[str, dict[str, Any]]] = {
         faultInjection={"delay": {"fixedDelay": "1ms", "percentage": 0}},
         tracing={"attributes": [{"name": "a", "literal": {"value": "x"}}]}),
     "traffic-policy-on-gateway": ("TrafficPolicy", {"targetRefs": [GATEWAY], "timeouts": {"request": "5s"}}),
+    "traffic-policy-route-only-fields": tp(
+        autoHostRewrite=True, urlRewrite=REWRITE, tracing={"randomSampling": 10}, statPrefix="edge",
+        retry={"retryOn": ["5xx"], "perTryTimeout": "1s"}, timeouts={"request": "5s"}),
+    "traffic-policy-on-selected-routes": ("TrafficPolicy", {"targetSelectors": [
+        {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "matchLabels": {"team": "a"}}],
+        "urlRewrite": REWRITE, "buffer": {"maxRequestSize": 4294967295}}),
+    "tracing-on-grpc-route": ("TrafficPolicy", {"targetRefs": [{**ROUTE, "kind": "GRPCRoute", "name": "g"}],
+                                                "tracing": {"randomSampling": 10}, "statPrefix": "edge"}),
+    "http2-windows": bcp(http2ProtocolOptions={"initialStreamWindowSize": 65535,
+                                               "initialConnectionWindowSize": "64Ki"}),
     "listener-policy": ("ListenerPolicy", {"targetRefs": [GATEWAY], "default": {"httpSettings": {
         "accessLog": [{"fileSink": {"path": "/dev/null", "jsonFormat": {"code": "%RESPONSE_CODE%"}},
                        "filter": {"andFilter": [{"traceableFilter": True},
@@ -226,6 +288,14 @@ ACCEPTED: dict[str, tuple[str, dict[str, Any]]] = {
     "jwt-extension": jwt(tokenSource={"header": {"header": "authorization", "prefix": "Bearer "}}),
     "jwt-extension-remote": jwt(jwks={"remote": {"url": "https://idp.example.com/keys", "cacheDuration": "5m",
                                                  "backendRef": {"name": "svc", "port": 80}}}),
+    "jwt-extension-lists": jwt(audiences=["api"], claimsToHeaders=[{"name": "sub", "header": "x-sub"}],
+                               jwks={"remote": {**REMOTE, "timeout": "1ms", "asyncFetch": {
+                                   "failedRefetchDuration": "1s"}, "retryPolicy": {"backOff": {
+                                       "baseInterval": "1s", "maxInterval": "1s"}}}}),
+    "oauth2-extension-cookies": oauth2(**HTTPS, cookies={"domain": "app.example.com"},
+                                       denyRedirect={"headers": [{"name": "x-requested-with", "value": "fetch"}]},
+                                       jwt={"jwksURI": "https://idp.example.com/keys",
+                                            "accessToken": {"audiences": ["api"]}}),
     "oauth2-extension": oauth2(**HTTPS, endSessionEndpoint="https://idp.example.com/logout",
                                jwt={"jwksURI": "https://idp.example.com/keys", "accessToken": {}}),
     "ext-auth-extension": ge(type="ExtAuth", extAuth={"grpcService": {**BACKEND, "requestTimeout": "1ms", "retry": {
@@ -291,8 +361,17 @@ def _program(rule: str) -> Any:
     return _CEL.program(_CEL.compile(rule))  # a rule that does not compile fails here
 
 
+# kgateway's size rules call the API server's quantity library (quantity('4Gi').isLessThan(...),
+# Kubernetes 1.29+), which cel-python lacks: such a rule is evaluated here for an integer (its
+# int branch) and skipped for a string. For the string cases below the CRD test checks the
+# rule sits on the field; lychgate's own check (translation) is held to them as to every case.
+QUANTITY_STRINGS = {"buffer-size-4gi", "window-size-large"}
+
+
 def _cel_errors(value: Any, schema: dict[str, Any], path: str) -> Iterator[str]:
     for rule in schema.get("x-kubernetes-validations") or []:
+        if "quantity(" in rule["rule"] and not isinstance(value, int):
+            continue
         result = _program(rule["rule"]).evaluate({"self": celpy.json_to_cel(value)})
         if result is not True and not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
             yield f"{path}: {rule['message']}"
@@ -327,9 +406,20 @@ def test_lychgate_refuses_it_naming_the_field(name: str) -> None:
     assert REFUSED[name][2] in [field for field, _ in errors], errors
 
 
+def schema_at(kind: str, field: str) -> dict[str, Any]:
+    """The CRD's schema of `field` (`spec.buffer.maxRequestSize`, list indexes as `[0]`)."""
+    node = crd_schema(kind)
+    for part in field.replace("[", ".[").split("."):
+        node = node["items"] if part.startswith("[") else node["properties"][part]
+    return node
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_the_crd_refuses_it_as_kgateways_does(name: str) -> None:
     kind, spec, field = REFUSED[name]
+    if name in QUANTITY_STRINGS:  # see QUANTITY_STRINGS: the API server's rule is there
+        assert any("quantity(" in r["rule"] for r in schema_at(kind, field)["x-kubernetes-validations"])
+        return
     errors = crd_errors(manifest(name, kind, spec))
     assert errors, f"{name}: the CRD admits what kgateway's refuses"
     # The rule sits on the field, or on the object holding the fields it relates.

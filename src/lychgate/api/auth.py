@@ -24,9 +24,9 @@ from lychgate.api.gateway import (
 from lychgate.api.matchers import StringMatcher
 from lychgate.api.rules import (
     CEL,
+    DURATION_MATCH,
     at_least_one_of,
     at_most_one_of,
-    duration_rules,
     exactly_one_of,
     field_rules,
 )
@@ -89,16 +89,28 @@ class LocalJWKS(Model):
         return renamed(self, "inline", "key")
 
 
+def _at_least_1ms(message: str) -> JsonDict:
+    """kgateway's rules of a JWKS fetch duration (jwt_types.go), its message word for word;
+    translate/policies/jwt_auth.py refuses the same (each a duration of 1ms or more)."""
+    return field_rules(CEL(DURATION_MATCH, "invalid duration value", JWT_CHECKS),
+                       CEL("duration(self) >= duration('1ms')", message, JWT_CHECKS))
+
+
 class JWKSAsyncFetch(Model):
     """Fetch the keys when the listener starts and on a timer, not when a request needs them."""
 
     fast_listener: bool | None = None
-    failed_refetch_duration: str | None = None
+    failed_refetch_duration: str | None = Field(None, max_length=32, json_schema_extra=_at_least_1ms(
+        "failedRefetchDuration must be at least 1ms."))
 
 
 class JWKSRetryBackOff(Model):
-    base_interval: str
-    max_interval: str | None = None
+    RULES = (CEL("!has(self.maxInterval) || duration(self.maxInterval) >= duration(self.baseInterval)",
+                 "maxInterval must be greater than or equal to baseInterval", JWT_CHECKS),)
+
+    base_interval: str = Field(max_length=32, json_schema_extra=_at_least_1ms("baseInterval must be at least 1ms."))
+    max_interval: str | None = Field(None, max_length=32, json_schema_extra=_at_least_1ms(
+        "maxInterval must be at least 1ms."))
 
 
 class JWKSRetryPolicy(Model):
@@ -109,11 +121,11 @@ class JWKSRetryPolicy(Model):
 class RemoteJWKS(Model):
     url: str = Field(min_length=1, max_length=2048)
     backend_ref: BackendObjectReference
-    cache_duration: str | None = Field(None, max_length=32, json_schema_extra=field_rules(
-        *duration_rules(JWT_CHECKS, minimum="1ms", name="cacheDuration")))
+    cache_duration: str | None = Field(None, max_length=32, json_schema_extra=_at_least_1ms(
+        "cacheDuration must be at least 1ms."))
     async_fetch: JWKSAsyncFetch | None = None
     retry_policy: JWKSRetryPolicy | None = None
-    timeout: str | None = None
+    timeout: str | None = Field(None, json_schema_extra=_at_least_1ms("timeout must be at least 1ms"))
 
 
 class JWKS(Model):
@@ -125,9 +137,10 @@ class JWKS(Model):
 
 class JWTProvider(Model):
     issuer: str = Field("", max_length=2048)
-    audiences: list[str] = Field(default_factory=list, max_length=32)
+    # kgateway's MinItems 1: an empty list is refused, not read as "any audience" (leave it out for that).
+    audiences: list[str] = Field(default_factory=list, min_length=1, max_length=32)
     token_source: JWTTokenSource | None = None
-    claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, max_length=32)
+    claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, min_length=1, max_length=32)
     jwks: JWKS
     forward_token: bool | None = None
 
@@ -329,8 +342,12 @@ class OAuth2CookieNames(Model):
     id_token: str | None = Field(None, min_length=1, alias="idToken")
 
 
+# kgateway's cookie domain pattern (oauth2.go): a lowercase DNS subdomain, no leading dot or port.
+COOKIE_DOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9]))*$"
+
+
 class OAuth2CookieConfig(Model):
-    domain: str | None = Field(None, min_length=1, max_length=253)
+    domain: str | None = Field(None, min_length=1, max_length=253, pattern=COOKIE_DOMAIN)
     names: OAuth2CookieNames | None = None
     same_site: Literal["Lax", "Strict", "None"] | None = None
     disable_access_token_set_cookie: bool | None = None
@@ -339,8 +356,8 @@ class OAuth2CookieConfig(Model):
 
 
 class OAuth2JWTProcessingConfig(Model):
-    audiences: list[str] = Field(default_factory=list, max_length=32)
-    claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, max_length=32)
+    audiences: list[str] = Field(default_factory=list, min_length=1, max_length=32)
+    claims_to_headers: list[JWTClaimToHeader] = Field(default_factory=list, min_length=1, max_length=32)
 
 
 class OAuth2JWKSBackend(Model):
@@ -359,7 +376,7 @@ class OAuth2JWTConfig(Model):
 
 
 class OAuth2DenyRedirectMatcher(Model):
-    headers: list[HeaderMatch] = Field(default_factory=list, max_length=16)
+    headers: list[HeaderMatch] = Field(default_factory=list, min_length=1, max_length=16)
 
 
 class OAuth2Provider(Model):

@@ -81,9 +81,19 @@ class ConnectionKeepalive(Model):
     connection_idle_interval: Duration | None = None
 
 
+def _window_size(name: str) -> JsonDict:
+    # kgateway's rule (backend_config_policy_types.go); quantity() is the API server's
+    # quantity library (Kubernetes 1.29+). translate/backend_config.py checks the same bounds.
+    return field_rules(CEL("(type(self) == int && int(self) >= 65535 && int(self) <= 2147483647) || "
+                           "(type(self) == string && quantity(self).isGreaterThan(quantity('65534')) && "
+                           "quantity(self).isLessThan(quantity('2147483648')))",
+                           f"{name} must be between 65535 and 2147483647 bytes (inclusive)", CHECKS))
+
+
 class Http2ProtocolOptions(Model):
-    initial_stream_window_size: Quantity | None = None
-    initial_connection_window_size: Quantity | None = None
+    initial_stream_window_size: Quantity | None = Field(None, json_schema_extra=_window_size("InitialStreamWindowSize"))
+    initial_connection_window_size: Quantity | None = Field(
+        None, json_schema_extra=_window_size("InitialConnectionWindowSize"))
     max_concurrent_streams: int | None = Field(None, ge=1, le=2147483647)
     override_stream_error_on_invalid_http_message: bool | None = None
     connection_keepalive: ConnectionKeepalive | None = None

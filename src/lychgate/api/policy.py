@@ -263,11 +263,13 @@ class HeaderModifiers(Model):
 
 
 class Buffer(Model):
-    # The size bound (0 < size < 4Gi) is checked by translate/policies/buffer.py; kgateway's CRD
-    # rule for it needs the API server's quantity() library, which lychgate's CRDs leave out.
     RULES = (exactly_one_of("max_request_size", "disable", checked_by="translate/policies/buffer.py"),)
 
-    max_request_size: int | str | None = None
+    # kgateway's rule: its quantity() needs the API server's quantity library (Kubernetes 1.29+).
+    max_request_size: int | str | None = Field(None, json_schema_extra=field_rules(CEL(
+        "(type(self) == int && int(self) > 0 && int(self) < 4294967296) || (type(self) == string && "
+        "quantity(self).isGreaterThan(quantity('0')) && quantity(self).isLessThan(quantity('4Gi')))",
+        "maxRequestSize must be greater than 0 and less than 4Gi", "translate/policies/buffer.py")))
     disable: PolicyDisable | None = None
     filter_stage: FilterStageSpec | None = None
 
@@ -458,7 +460,27 @@ def _target_kinds(field: str) -> JsonDict:
                            "translate/policies/attachment.py"))
 
 
+def _only_with(field: str, *kinds: str) -> CEL:
+    """kgateway's rule: `field` only in a policy whose targets are all of `kinds`;
+    translate/policies/attachment.py refuses the others (each field's target_kinds)."""
+    kind = " || ".join(f"r.kind == '{k}'" for k in kinds)
+    return CEL(f"!has(self.{field}) || ((!has(self.targetRefs) || self.targetRefs.all(r, {kind})) && "
+               f"(!has(self.targetSelectors) || self.targetSelectors.all(r, {kind})))",
+               f"{field} can only be used when targeting {' or '.join(kinds)} resources",
+               "translate/policies/attachment.py")
+
+
 class TrafficPolicySpec(Model):
+    RULES = (
+        _only_with("autoHostRewrite", "HTTPRoute"),
+        _only_with("urlRewrite", "HTTPRoute"),
+        _only_with("tracing", "HTTPRoute", "GRPCRoute"),
+        _only_with("statPrefix", "HTTPRoute", "GRPCRoute"),
+        CEL("has(self.retry) && has(self.timeouts) ? (has(self.retry.perTryTimeout) && has(self.timeouts.request) ? "
+            "duration(self.retry.perTryTimeout) < duration(self.timeouts.request) : true) : true",
+            "retry.perTryTimeout must be less than timeouts.request", "translate/policies/timeouts.py"),
+    )
+
     target_refs: list[LocalPolicyTargetReference] = Field(
         default_factory=list, min_length=1, max_length=16, json_schema_extra=_target_kinds("targetRefs"))
     target_selectors: list[LocalPolicyTargetSelector] = Field(
@@ -661,7 +683,9 @@ class GatewayExtensionSpec(Model):
             return self if self.type != "JWTProviders" else self.model_copy(update={"type": "JWT"})
         if self.jwt is not None:
             raise ValueError("jwt and jwtProviders (its oldest shape) cannot both be set; use jwt")
-        providers = [NamedJWTProvider(name=name, **dict(p)) for name, p in self.jwt_providers.items()]
+        # The fields as written: a default (audiences: []) passed on would read as an empty list given.
+        providers = [NamedJWTProvider(name=name, **{k: getattr(p, k) for k in p.model_fields_set})
+                     for name, p in self.jwt_providers.items()]
         return self.model_copy(update={"jwt": JWTProviders(providers=providers), "jwt_providers": None,
                                        "type": "JWT" if self.type in ("JWT", "JWTProviders") else self.type})
 

@@ -33,6 +33,22 @@ DEFAULT_METADATA_SERVER = "metadata.google.internal:80"
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 
 
+# Why a GCP Backend cannot be named where Envoy calls it on its own account (a JWKS or
+# token fetch, an extension or collector, a mirror's copy): gcp_authn adds the token to
+# routed requests only (xds/translator/gcp_authn.py), and the Backend's cluster answers
+# 503 to a request without one, so the call would never reach the service.
+ROUTES_ONLY = "a GCP Backend gets its identity token on routes only"
+
+
+def not_here(namespace: str, name: str, use: str) -> str:
+    """The message refusing GCP Backend `namespace/name` as `use` ("a mirror's backend")."""
+    return f"Backend {namespace}/{name} is a GCP Backend and cannot be {use}: {ROUTES_ONLY}"
+
+
+def is_gcp(cluster: ir.Cluster | None) -> bool:
+    return cluster is not None and cluster.gcp_audience is not None
+
+
 def problem(backend: Backend) -> str:
     """Why a `gcp` Backend cannot be served, naming the field, or ""."""
     gcp = backend.spec.gcp

@@ -15,7 +15,7 @@ from lychgate.api.backend import Backend
 from lychgate.api.core import Service
 from lychgate.api.lychgate import GROUP
 from lychgate.store import Store
-from lychgate.translate import backend_config, backends, inference, priority_groups
+from lychgate.translate import backend_config, backends, gcp, inference, priority_groups
 from lychgate.translate.backendtls import policy_for
 from lychgate.translate.grants import grant_allows
 from lychgate.translate.service_endpoints import service_endpoints
@@ -128,6 +128,9 @@ def _tunneled(store: Store, cluster: ir.Cluster, tunnel: ir.TunnelConfig) -> Res
                             namespace=tunnel.proxy_namespace, name=tunnel.proxy_name, port=tunnel.proxy_port)
     if proxy.cluster is None:
         return Resolution(None, proxy.reason, f"Backend {where}: tunnel proxy {proxy_where}: {proxy.message}")
+    if gcp.is_gcp(proxy.cluster):  # the CONNECT to it would carry no identity token
+        return Resolution(None, "InvalidKind", f"Backend {where}: BackendConfigPolicy tunnel.proxy.backendRef: "
+                                               f"{gcp.not_here(tunnel.proxy_namespace, tunnel.proxy_name, 'a tunnel proxy')}")
     if proxy.cluster.tunnel is not None:
         return Resolution(None, "InvalidKind", f"Backend {where}: tunnel proxy {proxy_where} is itself tunneled")
     target = cluster.endpoints[0]

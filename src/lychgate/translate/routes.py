@@ -24,7 +24,7 @@ from lychgate.api.gateway import (
 )
 from lychgate.api.policy import is_policy_ref
 from lychgate.store import Store
-from lychgate.translate import backend_config, delegation, direct_response, rule_filters
+from lychgate.translate import backend_config, delegation, direct_response, gcp, rule_filters
 from lychgate.translate.backends import ai_route_of, aws_lambda_of, gcp_of, mcp_of
 from lychgate.translate.delegation_cache import Subtree, SubtreeCache
 from lychgate.translate.quarantine import Entry
@@ -276,6 +276,11 @@ def resolve_backend(
         store, from_kind=route.KIND, from_namespace=route.namespace, group=ref.group,
         kind=ref.kind, namespace=ref.namespace or route.namespace, name=ref.name, port=ref.port,
     )
+    if where and gcp.is_gcp(res.cluster):
+        # A mirror's copy gets no token of its own (gcp_authn asks for the rule's chosen
+        # backend only), and the Backend's cluster answers 503 to it, unseen.
+        res = Resolution(None, "InvalidKind", gcp.not_here(ref.namespace or route.namespace, ref.name,
+                                                            "a mirror's backend"))
     if not res.ok:
         out.unresolved_reason = out.unresolved_reason or res.reason
         out.unresolved.append(f"{where}: {res.message}" if where else res.message)

@@ -148,9 +148,22 @@ def check_backend(ref: BackendObjectReference, path: str) -> None:
         raise Invalid(f"{path}.port", "a port is required")
 
 
+def _service_path(ext: GatewayExtension, svc: ExtGrpcService | ExtHttpService) -> str:
+    """Where `svc` sits in the extension's spec (`spec.extAuth.grpcService`)."""
+    for label, attr in _ATTRS.items():
+        owner = getattr(ext.spec, attr)
+        for field, name in (("grpc_service", "grpcService"), ("http_service", "httpService")):
+            if owner is not None and getattr(owner, field, None) is svc:
+                return f"spec.{label}.{name}"
+    return "spec"
+
+
 def extension_cluster(store: Store, ext: GatewayExtension, svc: ExtGrpcService | ExtHttpService, grpc: bool) -> ir.Cluster:
     ref = svc.backend_ref
-    res = extension_backend.resolve(store, "GatewayExtension", ext.namespace, ref)
+    res = extension_backend.resolve(store, "GatewayExtension", ext.namespace, ref, "an extension service")
+    if res.reason == "InvalidKind":
+        raise Unresolved("InvalidKind", f"GatewayExtension {ext.namespace}/{ext.name} "
+                                        f"{_service_path(ext, svc)}.backendRef: {res.message}")
     if res.cluster is None:
         what = "Backend" if extension_backend.is_backend(ref.group, ref.kind) else "Service"
         where = f"{ref.namespace or ext.namespace}/{ref.name}"
@@ -162,12 +175,6 @@ def extension_cluster(store: Store, ext: GatewayExtension, svc: ExtGrpcService |
                 f"{GROUP}/GatewayExtension from namespace {ext.namespace}",
             )
         raise Unresolved("BackendNotFound", f"GatewayExtension {ext.namespace}/{ext.name}: {res.message}")
-    if res.cluster.gcp_audience is not None:
-        # Its identity token comes with routed requests (xds/translator/gcp_authn.py); Envoy's calls
-        # to an extension would go without one, and the Backend's cluster refuses those.
-        raise Unresolved("InvalidKind", f"GatewayExtension {ext.namespace}/{ext.name}: Backend "
-                                        f"{ref.namespace or ext.namespace}/{ref.name} is a GCP Backend, which "
-                                        "extension services cannot be (calls to them would carry no identity token)")
     return dataclasses.replace(res.cluster, name=cluster_name(ext), protocol="h2c" if grpc else res.cluster.protocol)
 
 

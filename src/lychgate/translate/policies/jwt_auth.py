@@ -146,7 +146,8 @@ def jwt_service(store: Store, namespace: str, name: str) -> tuple[ir.ExtensionSe
             local = _local_keys(store, ext, p.jwks.local.inline, p.jwks.local.config_map_ref, path)
         elif p.jwks.remote is not None:
             remote = p.jwks.remote
-            res = extension_backend.resolve(store, "GatewayExtension", namespace, remote.backend_ref)
+            res = extension_backend.resolve(store, "GatewayExtension", namespace, remote.backend_ref,
+                                            "a JWKS server")
             if res.cluster is None:
                 raise Unresolved(res.reason, f"{path}.jwks.remote.backendRef: {res.message}")
             remote_cluster = f"{cluster_name(ext)}/jwks/{p.name}"

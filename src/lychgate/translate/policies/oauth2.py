@@ -112,7 +112,8 @@ def oauth2_service(store: Store, namespace: str, name: str) -> tuple[ir.Extensio
     where = f"GatewayExtension {namespace}/{name} spec.oauth2"
     authorize, token, end_session = spec.authorization_endpoint, spec.token_endpoint, spec.end_session_endpoint
 
-    res = extension_backend.resolve(store, "GatewayExtension", namespace, spec.backend_ref)
+    res = extension_backend.resolve(store, "GatewayExtension", namespace, spec.backend_ref,
+                                    "an OAuth2 provider's backend (its token endpoint)")
 
     def doc_of() -> dict[str, Any]:
         assert spec is not None and spec.issuer_uri is not None
@@ -178,9 +179,11 @@ def _jwt(store: Store, ext: GatewayExtension, cluster: ir.Cluster, doc_of: Calla
     clusters = []
     keys_backend = jwt.keys_backend()
     if keys_backend is not None:
-        res = extension_backend.resolve(store, "GatewayExtension", ext.namespace, keys_backend)
+        res = extension_backend.resolve(store, "GatewayExtension", ext.namespace, keys_backend, "a JWKS server")
         if res.cluster is None:
-            raise Unresolved(res.reason, f"GatewayExtension {ext.namespace}/{ext.name} spec.oauth2.jwt.jwksBackend: {res.message}")
+            field = "jwksBackend.backendRef" if jwt.jwks_backend is not None else "jwksBackendRef"
+            raise Unresolved(res.reason, f"GatewayExtension {ext.namespace}/{ext.name} spec.oauth2.jwt.{field}: "
+                                         f"{res.message}")
         host = urlsplit(uri).hostname or ""
         tls = res.cluster.tls or (ir.UpstreamTLS(sni=host, ca=None, sans=(("Hostname", host),))
                                   if uri.startswith("https:") else None)

@@ -19,6 +19,12 @@ sent one. lychgate fails closed instead, in three parts:
   upstream filter changes, the router's retries inherit (measured), so a filter that
   removed it would find no token on the second attempt.
 
+The token is this service's alone: the route's RequestMirror copies (made from the
+request as the filters left it) drop `TOKEN_HEADER`, and a GCP Backend cannot be a
+mirror's target (translate/routes.py), nor a backend Envoy calls on its own account
+(a JWKS or token endpoint, an extension: translate/policies/extension_backend.py),
+since only routed requests get a token.
+
 The check sits in the cluster, not the route, so a rule that splits traffic between a
 GCP Backend and another backend leaves the other's requests (and their Authorization)
 alone. Routes to a GCP Backend also get auto_host_rewrite (the service's host as Host,
@@ -138,6 +144,10 @@ class GcpAuthn(Feature):
             mutations=header_mutation_pb2.Mutations(request_mutations=[
                 mutation_rules_pb2.HeaderMutation(remove=TOKEN_HEADER)])))
         enable_on_route(out, FILTER, None)
+        for mirror in out.route.request_mirror_policies:
+            # The router copies the request as the filters left it, TOKEN_HEADER included:
+            # a mirror (another service) would get the token for this one (measured).
+            mirror.request_headers_mutations.append(mutation_rules_pb2.HeaderMutation(remove=TOKEN_HEADER))
         if out.route.WhichOneof("host_rewrite_specifier") is None:
             out.route.auto_host_rewrite.value = True
 
