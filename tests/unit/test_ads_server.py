@@ -466,6 +466,22 @@ async def test_catching_up_is_bounded_by_its_timeout(
     assert asyncio.get_running_loop().time() - started < 2.0
 
 
+async def test_a_proxy_that_leaves_holds_no_pass_up(
+        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    """The pass waits on the first proxy not caught up, and is woken by that proxy alone:
+    when it disconnects instead of asking for its endpoints, the pass goes on at once,
+    not when the timeout runs out."""
+    cache, ads, client = delta_setup
+    await _holding_one_cluster(cache, client)
+    cache.set(NODE, build(_two_clusters()))
+    await client.recv()  # the new cluster, whose endpoints it will never ask for
+    waiting = asyncio.create_task(ads.wait_caught_up([NODE], 30.0))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    await client.close()
+    assert await asyncio.wait_for(waiting, 2.0)
+
+
 async def test_a_refused_cluster_holds_no_pass_up(delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
     """Envoy asks for no endpoints of clusters it refused: the pass goes on at once."""
     cache, ads, client = delta_setup

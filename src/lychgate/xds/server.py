@@ -172,7 +172,10 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._by_gateway: dict[str, dict[int, ProxyConnection]] = {}
         self._ids = itertools.count(1)
         self._nonces = itertools.count(1)
-        self._progress = asyncio.Event()  # set whenever a stream has handled requests and answered
+        # Set when a proxy wait_caught_up waits on (the first of its queue: _awaited, by id)
+        # has answered or left: not on every stream's answer, each of which woke the waiter.
+        self._progress = asyncio.Event()
+        self._awaited: dict[int, int] = {}  # proxy id -> waiters
         self._turns = opening.Turns(idle=memory.give_back)  # streams opening at once
         self._replicas_at: dict[str, float] = {}  # Gateway -> loop time of its last local-cluster update
         self._replicas_due: dict[str, asyncio.TimerHandle] = {}  # Gateway -> its next one, if scheduled
@@ -220,9 +223,16 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             left = deadline - loop.time()
             if not waiting or left <= 0:
                 return not waiting
+            head = waiting[0].id
+            self._awaited[head] = self._awaited.get(head, 0) + 1
             self._progress.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._progress.wait(), left)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._progress.wait(), left)
+            finally:
+                self._awaited[head] -= 1
+                if not self._awaited[head]:
+                    del self._awaited[head]
 
     def _caught_up(self, conn: ProxyConnection) -> bool:
         snapshot = self.cache.get(conn.gateway)
@@ -304,11 +314,14 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                         yield _Handed(response)
                     del response
                 turn.passed()
-                self._progress.set()
+                if conn.id in self._awaited:
+                    self._progress.set()
         finally:
             turn.end()
             reader.cancel()
             if conn is not None:
+                if conn.id in self._awaited:
+                    self._progress.set()
                 self.cache.unwatch(conn.gateway, wake)
                 self.connections.pop(conn.id, None)
                 same = self._by_gateway.get(conn.gateway, {})
