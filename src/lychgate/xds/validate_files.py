@@ -17,10 +17,6 @@ import datetime
 import os
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.core.v3 import base_pb2
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
@@ -38,6 +34,12 @@ class StandIns:
     def paths(self) -> tuple[str, str]:
         """(certificate, key) files: a self-signed certificate, also good as a CA bundle."""
         if self._paths is None:
+            # Imported here: 7 MiB of RSS a controller that never needs a stand-in does not pay.
+            from cryptography import x509
+            from cryptography.hazmat.primitives import hashes, serialization
+            from cryptography.hazmat.primitives.asymmetric import ec
+            from cryptography.x509.oid import NameOID
+
             key = ec.generate_private_key(ec.SECP256R1())
             name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "lychgate preflight stand-in")])
             now = datetime.datetime.now(datetime.UTC)
