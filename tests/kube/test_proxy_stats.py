@@ -54,7 +54,7 @@ def test_objects_match_the_kubernetes_schemas() -> None:
 
 
 def test_matcher_needs_exactly_one_list() -> None:
-    with pytest.raises(ManifestError, match="exactly one of inclusionList or exclusionList"):
+    with pytest.raises(ManifestError, match="exactly one of inclusionList, exclusionList must be set"):
         objects({"matcher": {}})
     with pytest.raises(ManifestError, match="exactly one of exact, prefix"):
         objects({"matcher": {"inclusionList": [{"prefix": "a", "suffix": "b"}]}})

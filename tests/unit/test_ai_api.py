@@ -154,7 +154,7 @@ def test_what_is_refused_names_the_field(ai: dict[str, Any], where: str, message
 
 def test_an_ai_backend_is_one_kind_among_the_others() -> None:
     problem = refused(backend({"llm": OPENAI}, static={"hosts": [{"host": "h", "port": 80}]}))
-    assert "exactly one of ai, aws, static, dynamicForwardProxy, gcp, mcp, or priorityGroups" in problem
+    assert "exactly one of ai, aws, static, dynamicForwardProxy, gcp, mcp, priorityGroups must be set" in problem
     assert "must match the specified type" in refused(backend({"llm": OPENAI}, type="Static"))
 
 

@@ -27,6 +27,7 @@ from lychgate.api.gateway import HeaderMatch
 from lychgate.api.headers import HTTPHeaderName
 from lychgate.api.lychgate import LocalObjectReference
 from lychgate.api.rate_limit import GlobalRateLimitPolicy
+from lychgate.api.rules import at_least_one_of, at_most_one_of, exactly_one_of
 
 ProviderKind = Literal["openai", "azureopenai", "anthropic", "gemini", "vertexai", "bedrock"]
 KINDS: tuple[ProviderKind, ...] = ("openai", "azureopenai", "anthropic", "gemini", "vertexai", "bedrock")
@@ -58,10 +59,11 @@ class SingleAuthToken(Model):
             raise ValueError("the token must not contain control characters such as line breaks")
         return value
 
+    RULES = (at_most_one_of("inline", "secret_ref"),)
+
     @model_validator(mode="after")
     def _source(self) -> SingleAuthToken:
-        if self.inline is not None and self.secret_ref is not None:
-            raise ValueError("at most one of inline, secretRef may be set")
+        # Which one the kind asks for (RULES has refused both).
         wanted = {"Inline": "inline", "SecretRef": "secretRef"}.get(self.kind)
         given = "inline" if self.inline is not None else "secretRef" if self.secret_ref is not None else None
         if given != wanted:
@@ -151,11 +153,7 @@ class AuthHeader(Model):
     prefix: str | None = Field(None, min_length=1)
     header_name: HeaderName | None = None
 
-    @model_validator(mode="after")
-    def _some(self) -> AuthHeader:
-        if self.prefix is None and self.header_name is None:
-            raise ValueError("at least one of prefix, headerName must be set")
-        return self
+    RULES = (at_least_one_of("prefix", "header_name"),)
 
 
 # How the extension treats requests by path (kgateway's RouteType of a provider's `routes`).
@@ -225,6 +223,8 @@ class AIBackend(Model):
     priority_groups: list[PriorityGroup] | None = Field(None, min_length=1, max_length=32)
     multipool: MultiPoolConfig | None = None  # kgateway's older shape of priorityGroups
 
+    RULES = (exactly_one_of("llm", ("priority_groups", "multipool")),)
+
     @model_validator(mode="after")
     def _shape(self) -> AIBackend:
         ai = self
@@ -235,8 +235,6 @@ class AIBackend(Model):
             ai = self.model_copy(update={"multipool": None, "priority_groups": [
                 PriorityGroup(providers=[_named(p, f"pool-{i}-{j}") for j, p in enumerate(group.pool)])
                 for i, group in enumerate(self.multipool.priorities)]})
-        if (ai.llm is None) == (ai.priority_groups is None):
-            raise ValueError("exactly one of llm, priorityGroups must be set")
         seen: set[str] = set()
         for group in ai.priority_groups or ():
             for provider in group.providers:

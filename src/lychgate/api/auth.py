@@ -292,14 +292,13 @@ class ACLDenyResponse(Model):
     blocked_by_header_name: str | None = Field(None, min_length=1, max_length=256)
     add_blocked_by_header: str | None = Field(None, min_length=1, max_length=256)
 
+    RULES = (at_least_one_of("status_code", "headers", ("blocked_by_header_name", "add_blocked_by_header")),)
+
     @model_validator(mode="after")
-    def _some(self) -> ACLDenyResponse:
+    def _one_name(self) -> ACLDenyResponse:
         if self.blocked_by_header_name is not None and self.add_blocked_by_header is not None:
             raise ValueError("blockedByHeaderName and addBlockedByHeader (its older name) cannot both be set; "
                              "use blockedByHeaderName")
-        if self.status_code is None and not self.headers and self.blocked_by_header_name is None \
-                and self.add_blocked_by_header is None:
-            raise ValueError("at least one of statusCode, headers, blockedByHeaderName must be set")
         return self
 
 

@@ -23,6 +23,7 @@ from lychgate.api.backend_common import AwsAuth, Host
 from lychgate.api.base import Model, Resource
 from lychgate.api.lychgate import GROUP, LocalObjectReference
 from lychgate.api.mcp import MCPBackend
+from lychgate.api.rules import exactly_one_of
 from lychgate.api.status import ConditionsStatus
 
 # Groups a reference to a Backend may name: ours, and kgateway's so its manifests load unchanged.
@@ -65,11 +66,7 @@ class AwsTagFilter(Model):
     key: str | None = Field(None, min_length=1, max_length=128)
     key_value: AwsTagKeyValueFilter | None = None
 
-    @model_validator(mode="after")
-    def _one(self) -> AwsTagFilter:
-        if (self.key is None) == (self.key_value is None):
-            raise ValueError("exactly one of key or keyValue must be specified")
-        return self
+    RULES = (exactly_one_of("key", "key_value"),)
 
 
 class AwsEc2(Model):
@@ -89,10 +86,10 @@ class AwsBackend(Model):
     auth: AwsAuth | None = None
     region: str = Field("us-east-1", min_length=1, max_length=63, pattern=r"^[a-z0-9-]+$")
 
+    RULES = (exactly_one_of("lambda_", "ec2"),)
+
     @model_validator(mode="after")
     def _account(self) -> AwsBackend:
-        if (self.lambda_ is None) == (self.ec2 is None):
-            raise ValueError("exactly one of lambda or ec2 must be specified")
         if self.lambda_ is not None and self.lambda_.account_id is None and self.account_id is None:
             raise ValueError("lambda.accountId (or the older accountId) must be specified")
         return self
@@ -147,15 +144,12 @@ class BackendSpec(Model):
                                         "are healthy (health from the BackendConfigPolicy healthCheck or "
                                         "outlierDetection on this Backend).")
 
+    RULES = (exactly_one_of("ai", "aws", "static", "dynamic_forward_proxy", "gcp", "mcp", "priority_groups"),)
+
     @model_validator(mode="after")
-    def _one(self) -> BackendSpec:
-        given = [t for t, v in (("AI", self.ai), ("AWS", self.aws), ("Static", self.static),
-                                ("DynamicForwardProxy", self.dynamic_forward_proxy), ("GCP", self.gcp),
-                                ("PriorityGroups", self.priority_groups), ("MCP", self.mcp)) if v is not None]
-        if len(given) != 1:
-            raise ValueError("exactly one of ai, aws, static, dynamicForwardProxy, gcp, mcp, or priorityGroups must "
-                             "be specified")
-        if self.type is not None and self.type != given[0]:
+    def _type(self) -> BackendSpec:
+        # The deprecated `type` names the one configuration RULES let through.
+        if self.type is not None and self.type != self.kind:
             raise ValueError("backend configuration must match the specified type")
         return self
 

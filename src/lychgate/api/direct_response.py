@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from lychgate.api.base import Model, Resource
 from lychgate.api.format_dict import FormatDictionary
 from lychgate.api.lychgate import GROUP
+from lychgate.api.rules import at_most_one_of
 from lychgate.api.status import PolicyStatus
 
 
@@ -36,11 +37,7 @@ class DirectResponseSpec(Model):
     body: str | None = Field(None, min_length=1, max_length=4096)
     body_format: BodyFormat | None = None
 
-    @model_validator(mode="after")
-    def _body(self) -> DirectResponseSpec:
-        if self.body is not None and self.body_format is not None:
-            raise ValueError("at most one of body, bodyFormat may be set")
-        return self
+    RULES = (at_most_one_of("body", "body_format"),)
 
 
 class DirectResponse(Resource):

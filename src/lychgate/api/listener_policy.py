@@ -37,7 +37,7 @@ from lychgate.api.policy import (
     LocalPolicyTargetSelector,
     PolicyHeaderFilter,
 )
-from lychgate.api.rules import CEL, at_most_one_of, field_rules
+from lychgate.api.rules import CEL, at_least_one_of, at_most_one_of, field_rules
 from lychgate.api.status import PolicyStatus
 from lychgate.api.trace_attributes import CustomAttribute
 
@@ -290,11 +290,7 @@ class LocalReplyConfig(Model):
     default_body_format: BodyFormat | None = None
     mappers: list[LocalReplyMapper] = Field(default_factory=list, min_length=1, max_length=16)
 
-    @model_validator(mode="after")
-    def _something(self) -> LocalReplyConfig:
-        if self.default_body_format is None and not self.mappers:
-            raise ValueError("at least one of defaultBodyFormat or mappers must be set")
-        return self
+    RULES = (at_least_one_of("default_body_format", "mappers"),)
 
 
 # "/package.Service/Method" (the package is optional, as in gRPC): what Envoy's grpc_stats

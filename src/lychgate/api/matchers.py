@@ -6,6 +6,7 @@ from pydantic import Field, model_validator
 
 from lychgate import envoy_limits
 from lychgate.api.base import Model
+from lychgate.api.rules import exactly_one_of
 
 _KINDS = ("exact", "prefix", "suffix", "contains", "safe_regex")
 
@@ -20,10 +21,10 @@ class StringMatcher(Model):
     safe_regex: str | None = None
     ignore_case: bool | None = None
 
+    RULES = (exactly_one_of(*_KINDS),)
+
     @model_validator(mode="after")
-    def _one(self) -> StringMatcher:
-        if sum(getattr(self, k) is not None for k in _KINDS) != 1:
-            raise ValueError("exactly one of exact, prefix, suffix, contains or safeRegex must be set")
+    def _regex(self) -> StringMatcher:
         if self.safe_regex is not None:
             try:
                 envoy_limits.regex(self.safe_regex)  # as Envoy compiles it: RE2, program size

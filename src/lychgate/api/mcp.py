@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from lychgate.api.base import Model
 from lychgate.api.gateway import LabelSelector
+from lychgate.api.rules import at_least_one_of, exactly_one_of
 
 
 def _target_name(value: str | None) -> str | None:
@@ -39,11 +40,11 @@ class McpSelector(Model):
     namespace_selector: LabelSelector | None = Field(None, description="kgateway's older name of namespace.")
     service_selector: LabelSelector | None = Field(None, description="kgateway's older name of service.")
 
+    RULES = (at_least_one_of(("namespace", "namespace_selector"), ("service", "service_selector")),)
+
     @model_validator(mode="after")
     def _some(self) -> McpSelector:
         _one_name(self, (("namespace", "namespace_selector"), ("service", "service_selector")))
-        if self.namespaces is None and self.services is None:
-            raise ValueError("at least one of namespace and service must be set")
         return self
 
     @property
@@ -72,11 +73,11 @@ class McpTargetSelector(Model):
     selectors: McpSelector | None = Field(None, description="kgateway's older name of selector.")
     static: McpTarget | None = None
 
+    RULES = (exactly_one_of("static", ("selector", "selectors")),)
+
     @model_validator(mode="after")
     def _one(self) -> McpTargetSelector:
         _one_name(self, (("selector", "selectors"),))
-        if (self.services_selected is None) == (self.static is None):
-            raise ValueError("exactly one of static or selector must be set")
         if self.static is not None and self.name is None and self.static.name is None:
             raise ValueError("name must be set")
         return self

@@ -42,7 +42,7 @@ from lychgate.api.gateway import BackendRef
 from lychgate.api.headers import EnvoyHeaderName, HTTPHeaderName, HTTPHeaderValue
 from lychgate.api.lychgate import GROUP
 from lychgate.api.rate_limit import GlobalRateLimitPolicy
-from lychgate.api.rules import CEL, duration_rules, exactly_one_of, field_rules
+from lychgate.api.rules import CEL, at_least_one_of, duration_rules, exactly_one_of, field_rules
 from lychgate.api.status import ConditionsStatus, PolicyStatus
 from lychgate.api.trace_attributes import CustomAttribute
 
@@ -224,10 +224,10 @@ class PolicyHTTPHeader(Model):
     value: HTTPHeaderValue | None = None
     secret_ref: SecretRefWithKey | None = None
 
+    RULES = (exactly_one_of("value", "secret_ref"),)
+
     @model_validator(mode="after")
     def _source(self) -> PolicyHTTPHeader:
-        if (self.value is None) == (self.secret_ref is None):
-            raise ValueError("exactly one of value, secretRef must be set")
         if self.value is not None and self.name is None:
             raise ValueError("name is required when using an inline value")
         return self
@@ -333,11 +333,7 @@ class FaultAbort(Model):
     grpc_status: int | None = Field(None, ge=0, le=16)
     percentage: int = Field(100, ge=0, le=100)
 
-    @model_validator(mode="after")
-    def _one(self) -> FaultAbort:
-        if (self.http_status is None) == (self.grpc_status is None):
-            raise ValueError("exactly one of httpStatus, grpcStatus must be set")
-        return self
+    RULES = (exactly_one_of("http_status", "grpc_status"),)
 
 
 class FaultResponseRateLimit(Model):
@@ -354,11 +350,7 @@ class FaultInjectionPolicy(Model):
     max_active_faults: int | None = Field(None, ge=0)
     disable: PolicyDisable | None = None
 
-    @model_validator(mode="after")
-    def _some(self) -> FaultInjectionPolicy:
-        if self.delay is None and self.abort is None and self.response_rate_limit is None and self.disable is None:
-            raise ValueError("at least one of delay, abort, responseRateLimit, disable must be set")
-        return self
+    RULES = (at_least_one_of("delay", "abort", "response_rate_limit", "disable"),)
 
 
 class PathRegexRewrite(Model):
@@ -395,11 +387,7 @@ class Compression(Model):
     response_compression: ResponseCompression | None = None
     request_decompression: RequestDecompression | None = None
 
-    @model_validator(mode="after")
-    def _some(self) -> Compression:
-        if self.response_compression is None and self.request_decompression is None:
-            raise ValueError("at least one of responseCompression, requestDecompression must be set")
-        return self
+    RULES = (at_least_one_of("response_compression", "request_decompression"),)
 
 
 class HTTPUpgradeConnect(Model):
@@ -441,11 +429,7 @@ class RequestMirrorPolicy(Model):
     disable_shadow_host_suffix_append: bool | None = None
     host_rewrite_literal: str | None = Field(None, min_length=1, max_length=255)
 
-    @model_validator(mode="after")
-    def _some(self) -> RequestMirrorPolicy:
-        if self.disable_shadow_host_suffix_append is None and self.host_rewrite_literal is None:
-            raise ValueError("at least one of disableShadowHostSuffixAppend, hostRewriteLiteral must be set")
-        return self
+    RULES = (at_least_one_of("disable_shadow_host_suffix_append", "host_rewrite_literal"),)
 
 
 # Fields kgateway renamed: (newer, older). Both are accepted (read as the newer); both at once is refused.

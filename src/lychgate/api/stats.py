@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from lychgate.api.base import Model
 from lychgate.api.matchers import StringMatcher
+from lychgate.api.rules import exactly_one_of
 
 
 class StatsMatcher(Model):
@@ -14,11 +15,7 @@ class StatsMatcher(Model):
     inclusion_list: list[StringMatcher] = Field(default_factory=list, max_length=16)
     exclusion_list: list[StringMatcher] = Field(default_factory=list, max_length=16)
 
-    @model_validator(mode="after")
-    def _one(self) -> StatsMatcher:
-        if bool(self.inclusion_list) == bool(self.exclusion_list):
-            raise ValueError("exactly one of inclusionList or exclusionList must be set")
-        return self
+    RULES = (exactly_one_of("inclusion_list", "exclusion_list"),)
 
 
 class StatsConfig(Model):
