@@ -247,9 +247,6 @@ def test_a_status_field_the_schema_lacks_is_noticed() -> None:
 FREE_FORM: dict[str, str] = {
     r"(ListenerPolicy|HTTPListenerPolicy) .*accessLog\[\]\.fileSink\.jsonFormat":
         "Envoy format dictionary (a Struct, as kgateway's): api/format_dict.FormatDictionary checks it as Envoy does",
-    r"(ListenerPolicy|HTTPListenerPolicy) .*accessLog\[\]\.openTelemetry\.(resourceAttributes|attributes)"
-    r"\.values\[\]\.value\.(arrayValue\[\]|kvListValue)":
-        "OTel AnyValue is recursive (kgateway's CRD cuts it here too): api/listener_policy.AnyValue checks every depth",
     r"(DirectResponse \.spec|TrafficPolicy \.spec\.directResponse)\.bodyFormat\.json"
     r"|(ListenerPolicy|HTTPListenerPolicy) .*localReplies\.(defaultBodyFormat|mappers\[\]\.bodyFormatOverride)\.json":
         "Envoy format dictionary (a Struct, as kgateway's): api/format_dict.FormatDictionary checks it as Envoy does",
@@ -277,3 +274,47 @@ def test_no_unchecked_node_slips_in() -> None:
     assert unexplained == [], "free-form without a reason in FREE_FORM (type it, or say what checks it)"
     unused = [pattern for pattern in FREE_FORM if not any(re.fullmatch(pattern, p) for p in found)]
     assert unused == [], "FREE_FORM entries that match nothing any more: remove them"
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    """An OTLP value `levels` deep: lists of lists, a string at the bottom."""
+    value: dict[str, Any] = {"stringValue": "x"}
+    for _ in range(levels - 1):
+        value = {"arrayValue": [value]}
+    return value
+
+
+def _prune(value: Any, schema: dict[str, Any]) -> Any:
+    """What the API server keeps of `value`: the fields its structural schema names."""
+    if isinstance(value, dict) and schema.get("properties") is not None \
+            and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        return {k: _prune(v, schema["properties"][k]) for k, v in value.items() if k in schema["properties"]}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_prune(v, schema["items"]) for v in value]
+    return value
+
+
+def test_otel_values_nest_as_deep_in_the_crd_as_in_the_model() -> None:
+    """A CRD cannot be recursive: AnyValue is written out MAX_NESTING levels deep (tools/gen_crds.py,
+    NESTING_KEY), typed at every level, and the model refuses what would go deeper; the API server
+    prunes the list a deeper value holds and refuses the emptied value (minProperties 1)."""
+    from lychgate.api.listener_policy import MAX_NESTING
+    from lychgate.api.registry import ManifestError, parse
+    from tests.unit.test_kgateway_rules import crd_errors, crd_schema, lp, manifest
+
+    def policy(levels: int) -> dict[str, Any]:
+        kind, spec = lp(accessLog=[{"openTelemetry": {
+            "grpcService": {"backendRef": {"name": "otel", "port": 4317}, "logName": "l"},
+            "attributes": {"values": [{"key": "k", "value": _nested(levels)}]}}}])
+        return manifest("otel", kind, spec)
+
+    deepest = policy(MAX_NESTING)
+    parse(deepest)
+    assert crd_errors(_prune(deepest, crd_schema("ListenerPolicy"))) == []
+    deeper = policy(MAX_NESTING + 1)
+    with pytest.raises(ManifestError, match=rf"attributes\.values\[0\]\.value.*nest at most {MAX_NESTING} levels"):
+        parse(deeper)
+    errors = crd_errors(_prune(deeper, crd_schema("ListenerPolicy")))
+    # The value at the last level lost its list to pruning: left empty, it is refused.
+    [error] = errors
+    assert error.endswith("{} should be non-empty") and error.count("arrayValue") == MAX_NESTING - 1, error

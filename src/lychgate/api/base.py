@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 Duration = Annotated[str, Field(max_length=32, pattern=r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")]
 
 
+# In a recursive model's JSON schema: how many levels its values may nest. A CRD cannot be
+# recursive; tools/gen_crds.py writes the model out that deep, and the model refuses deeper.
+NESTING_KEY = "x-lychgate-nesting"
+
+
 class Model(BaseModel):
     """Base for API fields: camelCase on the wire, unknown fields rejected.
 

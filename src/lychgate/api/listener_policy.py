@@ -25,7 +25,7 @@ from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_va
 from pydantic.json_schema import JsonDict
 
 from lychgate.api.backend_config import TCPKeepalive
-from lychgate.api.base import Model, Resource
+from lychgate.api.base import NESTING_KEY, Model, Resource
 from lychgate.api.client_validation import ClientCertificateValidationConfig
 from lychgate.api.direct_response import BodyFormat
 from lychgate.api.format_dict import FormatDictionary
@@ -83,19 +83,22 @@ class AccessLogGrpcService(CommonAccessLogGrpcService):
     additional_response_trailers_to_log: list[str] = Field(default_factory=list)
 
 
-# The CRD cannot be recursive: below the first level a nested value is free-form there, as
-# in kgateway's (+kubebuilder:validation:Schemaless); this model checks it to any depth.
-_NESTED = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+# How deep OTLP values may nest: the CRD cannot be recursive, so tools/gen_crds.py writes
+# AnyValue out this many levels (a value at the last level is a string) and the model
+# refuses deeper values, so the API server and lychgate refuse the same (kgateway's CRD
+# leaves everything below the first level unchecked instead).
+MAX_NESTING = 5
 
 
 class AnyValue(Model):
     """OTLP's AnyValue: exactly one of a string, a list of values, a list of key-values."""
 
-    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})  # as kgateway's
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1,  # as kgateway's
+                                                 NESTING_KEY: MAX_NESTING})
 
     string_value: str | None = None
-    array_value: Annotated[list[AnyValue], WithJsonSchema({"type": "array", "items": _NESTED})] | None = None
-    kv_list_value: Annotated[KeyAnyValueList, WithJsonSchema(_NESTED)] | None = None
+    array_value: list[AnyValue] | None = None
+    kv_list_value: KeyAnyValueList | None = None
 
     @model_validator(mode="after")
     def _one(self) -> AnyValue:
@@ -104,7 +107,19 @@ class AnyValue(Model):
         if len(given) != 1:
             raise ValueError("exactly one of stringValue, arrayValue or kvListValue must be set"
                              + (f" (found {', '.join(given)})" if given else ""))
+        if self.levels() > MAX_NESTING:
+            raise ValueError(f"values nest at most {MAX_NESTING} levels deep (a value at the last level is a "
+                             "stringValue)")
         return self
+
+    def levels(self) -> int:
+        """The levels this value spans: 1 for a string, one more than its deepest item for a
+        list (an empty list too: the CRD has no list at the last level)."""
+        if self.string_value is not None:
+            return 1
+        items = self.array_value if self.array_value is not None else [
+            kv.value for kv in (self.kv_list_value.values if self.kv_list_value is not None else [])]
+        return 1 + max((item.levels() for item in items), default=1)
 
 
 class KeyAnyValue(Model):
