@@ -630,7 +630,8 @@ def _finish_gateway(
     stream_listeners = streams.listeners(gw_key, address)
     extra = {**streams.clusters.get(gw_key, {}), **policies.clusters_for(ref)}
     # (The names in order are kept only for the routes' clusters alone, the common case.)
-    clusters, order = ({**used.served, **extra}, None) if extra else (used.served, used.names())
+    served, in_order = used.clusters()
+    clusters, order = ({**served, **extra}, None) if extra else (served, in_order)
     if client_cert is not None:
         clusters = {k: _presenting(c, client_cert) if c.tls is not None else c for k, c in clusters.items()}
     out.gateways[ref] = ir.GatewayIR(
