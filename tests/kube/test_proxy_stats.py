@@ -20,9 +20,9 @@ import pytest
 from lychgate.api.lychgate import GatewayParameters
 from lychgate.api.registry import ManifestError, parse
 from lychgate.deploy.local import envoy_binary
-from lychgate.deploy.manifests import BOOTSTRAP_FILE, ProxyContext, proxy_objects
+from lychgate.deploy.manifests import ADMIN_PORT, BOOTSTRAP_FILE, ProxyContext, proxy_objects
 from lychgate.xds.replicas import LOCAL_CLUSTER
-from tests.harness import wait_for
+from tests.harness import free_port, wait_for
 from tests.kube.helpers import gateway, gateway_parameters
 
 CTX = ProxyContext(xds_host="lychgate.lychgate-system.svc")
@@ -63,6 +63,7 @@ def test_matcher_needs_exactly_one_list() -> None:
 @pytest.fixture
 def envoy(tmp_path: Path) -> Iterator[Any]:
     processes: list[subprocess.Popen[bytes]] = []
+    ports: dict[str, int] = {}
 
     def run(stats: dict[str, Any]) -> str:
         config = tmp_path / "envoy.json"
@@ -73,15 +74,31 @@ def envoy(tmp_path: Path) -> Iterator[Any]:
         del boot["dynamic_resources"], boot["cluster_manager"]
         boot["static_resources"]["clusters"] = [
             c for c in boot["static_resources"]["clusters"] if c["name"] != LOCAL_CLUSTER]
+        # In its pod Envoy has these ports to itself; here they go to free loopback ports,
+        # so that another Envoy on the machine cannot answer in its place.
+        admin = boot["admin"]["address"]["socket_address"]
+        assert admin["port_value"] == ADMIN_PORT
+        ports["admin"] = admin["port_value"] = free_port()
+        for listener in boot["static_resources"]["listeners"]:
+            address = listener["address"]["socket_address"]
+            address["address"], address["port_value"] = "127.0.0.1", free_port()
+            ports[listener["name"]] = address["port_value"]
+        for cluster in boot["static_resources"]["clusters"]:  # the metrics listener's way to the admin
+            for group in cluster.get("load_assignment", {}).get("endpoints", []):
+                for endpoint in group["lb_endpoints"]:
+                    address = endpoint["endpoint"]["address"]["socket_address"]
+                    if address["port_value"] == ADMIN_PORT:
+                        address["port_value"] = ports["admin"]
         config.write_text(json.dumps(boot))
         checked = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(config)],
                                  capture_output=True, text=True, timeout=60)
         assert checked.returncode == 0, checked.stdout + checked.stderr
         log = (tmp_path / "envoy.log").open("wb")
         processes.append(subprocess.Popen([envoy_binary(), "-c", str(config), "--disable-hot-restart",
-                                           "--base-id", "9091"], stdout=log, stderr=log))
-        return "http://127.0.0.1:9091"
+                                           "--base-id", str(ports["lychgate_metrics"])], stdout=log, stderr=log))
+        return f"http://127.0.0.1:{ports['lychgate_metrics']}"
 
+    run.ports = ports  # type: ignore[attr-defined]
     yield run
     for p in processes:
         p.terminate()
@@ -98,4 +115,4 @@ def test_envoy_serves_metrics_with_the_matcher(envoy: Any) -> None:
     assert all(n.startswith("envoy_server_") or n == "envoy_cluster_manager_cluster_added" for n in names)
     assert "server.live:" in httpx.get(f"{base}/stats").text  # enableStatsRoute: Envoy's plain /stats
     assert httpx.get(f"{base}/config_dump").status_code == 404  # nothing else of the admin interface
-    assert json.loads(httpx.get("http://127.0.0.1:19000/server_info").text)["state"]  # admin stays local
+    assert json.loads(httpx.get(f"http://127.0.0.1:{envoy.ports['admin']}/server_info").text)["state"]  # admin stays local
