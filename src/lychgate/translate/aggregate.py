@@ -24,6 +24,7 @@ from lychgate.store.store import Read
 from lychgate.translate.cluster_users import ClusterUsers
 from lychgate.translate.delegation_cache import SubtreeCache
 from lychgate.translate.policies import PolicyIndex, Target
+from lychgate.translate.status_pool import StatusPool
 
 GatewayKey = tuple[str, str]
 AnyRoute = HTTPRoute | GRPCRoute
@@ -82,6 +83,7 @@ class Aggregate:
     requested: set[tuple[GatewayKey, str]] = field(default_factory=set)  # tables asked for this pass
     policies: PolicyIndex = field(default_factory=PolicyIndex)  # kept with the routes it resolved
     subtrees: SubtreeCache = field(default_factory=SubtreeCache)  # delegated children, compiled
+    status_pool: StatusPool = field(default_factory=StatusPool)  # equal route statuses, shared
 
     def reset(self) -> None:
         fresh = Aggregate()

@@ -62,6 +62,7 @@ from lychgate.translate.quarantine import Entry as QuarantineEntry
 from lychgate.translate.quarantine import Quarantine
 from lychgate.translate.routes import CompiledRoute, compile_route, for_listener, precedence_key
 from lychgate.translate.secrets import resolve_certificates
+from lychgate.translate.status_pool import StatusPool
 from lychgate.translate.streams import Streams, translate_streams
 
 # Gateway API features the translator implements, for GatewayClass status.supportedFeatures
@@ -312,7 +313,8 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
         route = store.get_key(key)
         if isinstance(route, HTTPRoute | GRPCRoute):
             with store.tracking() as reads:
-                contribution = _contribution(store, route, ctxs, quarantine.rules_of(key), state.subtrees)
+                contribution = _contribution(store, route, ctxs, quarantine.rules_of(key), state.subtrees,
+                                             state.status_pool)
             state.add(key, route, contribution, frozenset(reads))
     return changes if incremental else None
 
@@ -344,8 +346,10 @@ def _our_classes(store: Store, out: Translation, waypoint_enabled: bool) -> dict
 
 
 def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], GatewayCtx],
-                  quarantined: Mapping[int, QuarantineEntry], subtrees: SubtreeCache | None = None) -> Contribution:
-    """What one route adds, under every parent Gateway of ours."""
+                  quarantined: Mapping[int, QuarantineEntry], subtrees: SubtreeCache | None = None,
+                  statuses: StatusPool | None = None) -> Contribution:
+    """What one route adds, under every parent Gateway of ours (its status shared with
+    the routes whose status is equal, through `statuses`)."""
     compiled: CompiledRoute | None = None
     parents: list[dict[str, Any]] = []
     attachments: list[tuple[tuple[str, str], str, str, tuple[str, ...]]] = []
@@ -368,7 +372,8 @@ def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], Gat
         attachments=tuple(attachments),
         routes=tuple(compiled.routes) if compiled else (),
         clusters=tuple(compiled.clusters.values()) if compiled else (),
-        status={"parents": parents} if parents else None,
+        status=(None if not parents else statuses.shared({"parents": parents}) if statuses is not None
+                else {"parents": parents}),
         delegated=compiled.delegation.entries() if compiled else (),
     )
 
