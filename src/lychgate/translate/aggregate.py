@@ -68,7 +68,11 @@ class Aggregate:
     signature: Any = None  # inputs outside the store that every route depends on
     routes: dict[ObjectKey, tuple[AnyRoute, Contribution]] = field(default_factory=dict)
     readers: dict[Read, set[ObjectKey]] = field(default_factory=lambda: defaultdict(set))
-    reads: dict[ObjectKey, frozenset[Read]] = field(default_factory=dict)
+    # What each route read, its tokens the ones kept here (`tokens`, each token read by any
+    # route, as itself): the store makes a new token at every read, so 5,000 routes held
+    # 5,000 equal ("list", ("BackendTLSPolicy", None)) tuples, and each route a frozenset.
+    reads: dict[ObjectKey, tuple[Read, ...]] = field(default_factory=dict)
+    tokens: dict[Read, Read] = field(default_factory=dict)
     buckets: dict[VHostKey, dict[ObjectKey, list[Entry]]] = field(default_factory=dict)
     hosts: dict[tuple[GatewayKey, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     listener_routes: dict[tuple[GatewayKey, str], set[ObjectKey]] = field(default_factory=lambda: defaultdict(set))
@@ -140,12 +144,12 @@ class Aggregate:
 
     def remove(self, key: ObjectKey) -> None:
         old = self.routes.pop(key, None)
-        for token in self.reads.pop(key, frozenset()):
+        for token in self.reads.pop(key, ()):
             readers = self.readers.get(token)
             if readers is not None:
                 readers.discard(key)
                 if not readers:  # routes come and go under new names: keep no empty entries
-                    del self.readers[token]
+                    del self.readers[token], self.tokens[token]
         self.statuses.pop(key, None)
         self.delegated.pop(key, None)
         if old is None:
@@ -167,10 +171,10 @@ class Aggregate:
             for cluster in contribution.clusters:
                 users.remove(key, cluster.name)
 
-    def add(self, key: ObjectKey, route: AnyRoute, contribution: Contribution, reads: frozenset[Read]) -> None:
+    def add(self, key: ObjectKey, route: AnyRoute, contribution: Contribution, reads: Iterable[Read]) -> None:
         self.routes[key] = (route, contribution)
-        self.reads[key] = reads
-        for token in reads:
+        self.reads[key] = kept = tuple(map(self._token, reads))
+        for token in kept:
             self.readers[token].add(key)
         if contribution.status is not None:
             self.statuses[key] = contribution.status
@@ -190,6 +194,12 @@ class Aggregate:
             users = self.cluster_users[gw]
             for cluster in contribution.clusters:
                 users.add(key, cluster)
+
+    def _token(self, token: Read) -> Read:
+        kept = self.tokens.get(token)
+        if kept is None:
+            kept = self.tokens[token] = token
+        return kept
 
     def virtual_hosts(
         self, gw: GatewayKey, table: str, build: Callable[[str, str, list[Entry]], ir.VirtualHost]

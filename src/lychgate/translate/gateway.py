@@ -315,7 +315,7 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
             with store.tracking() as reads:
                 contribution = _contribution(store, route, ctxs, quarantine.rules_of(key), state.subtrees,
                                              state.status_pool)
-            state.add(key, route, contribution, frozenset(reads))
+            state.add(key, route, contribution, reads)
     return changes if incremental else None
 
 
