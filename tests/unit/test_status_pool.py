@@ -1,5 +1,6 @@
-"""Routes attached alike share one status object; routes whose statuses differ in any
-value (or only in its type) keep their own."""
+"""Routes alike share what they keep: one status object for equal statuses, one Cluster
+for the same Service; routes whose statuses differ in any value (or only in its type)
+keep their own."""
 
 from __future__ import annotations
 
@@ -44,3 +45,25 @@ def test_values_equal_across_types_are_not_shared() -> None:
     assert pool.shared({"parents": [{"port": True}]}) is not one
     assert pool.shared({"parents": [{"port": 1}]}) is one
     assert pool.shared({"parents": [["port", 1]]}) is not one
+
+
+SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": "apps"},
+           "spec": {"ports": [{"port": 80}]}}
+
+
+def test_routes_resolving_one_service_share_its_cluster_until_it_changes() -> None:
+    store = Store()
+    store.upsert(builtin_class())
+    store.upsert(parse(GATEWAY))
+    store.upsert(parse(SERVICE))
+    for name in "ab":
+        store.upsert(parse(route(name, "svc")))
+    state = Aggregate()
+    translate(store, lambda gw: "127.0.0.1", state=state)
+    (ca,), (cb,) = (state.routes[parse(route(n, "svc")).key][1].clusters for n in "ab")
+    assert ca is cb
+    store.upsert(parse({**SERVICE, "spec": {"ports": [{"port": 80, "appProtocol": "kubernetes.io/h2c"}]}}))
+    out = translate(store, lambda gw: "127.0.0.1", state=state)
+    (na,), (nb,) = (state.routes[parse(route(n, "svc")).key][1].clusters for n in "ab")
+    assert na is nb and na != ca and na.protocol == "h2c"
+    assert out.gateways["apps/gw"].clusters == (na,)

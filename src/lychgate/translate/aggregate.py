@@ -88,6 +88,9 @@ class Aggregate:
     policies: PolicyIndex = field(default_factory=PolicyIndex)  # kept with the routes it resolved
     subtrees: SubtreeCache = field(default_factory=SubtreeCache)  # delegated children, compiled
     status_pool: StatusPool = field(default_factory=StatusPool)  # equal route statuses, shared
+    # The Cluster of each name last seen, which routes resolving to an equal one share:
+    # each route resolving a Service builds its own Cluster, endpoints and all.
+    cluster_pool: dict[str, ir.Cluster] = field(default_factory=dict)
 
     def reset(self) -> None:
         fresh = Aggregate()
@@ -195,6 +198,14 @@ class Aggregate:
             for cluster in contribution.clusters:
                 users.add(key, cluster)
 
+    def shared_cluster(self, cluster: ir.Cluster) -> ir.Cluster:
+        """`cluster`, or an equal one of the same name a route holds already."""
+        kept = self.cluster_pool.get(cluster.name)
+        if kept is not None and (kept is cluster or kept == cluster):
+            return kept
+        self.cluster_pool[cluster.name] = cluster
+        return cluster
+
     def _token(self, token: Read) -> Read:
         kept = self.tokens.get(token)
         if kept is None:
@@ -244,6 +255,9 @@ class Aggregate:
         self.requested.clear()
         self.dirty.clear()
         self.revision = revision
+        # Names no route uses any more: let their Clusters go once they are as many as the rest.
+        if len(self.cluster_pool) > 64 and len(self.cluster_pool) > 2 * sum(len(u.users) for u in self.cluster_users.values()):
+            self.cluster_pool = {name: c for users in self.cluster_users.values() for name, c in users.served.items()}
 
 
 class RouteTable:
