@@ -683,7 +683,10 @@ class _HostMemo:
     dataclass fields, so never compared, hashed, copied by `replace` or shown by `asdict`.
     (A dict per host for these held 550 bytes of each of 5,000 hosts.)"""
 
-    __slots__ = ("_asked", "_yes", "_policies")
+    __slots__ = ("_asked", "_policies", "_yes")
+    _asked: int  # a bit per question asked
+    _yes: int  # a bit per question answered yes
+    _policies: tuple[RoutePolicy, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -698,7 +701,7 @@ class VirtualHost(_HostMemo):
         object). Kept: most virtual hosts are the same objects pass after pass, so a
         listener's policies are a walk over hosts, not over every route."""
         try:
-            return self._policies  # type: ignore[no-any-return]
+            return self._policies
         except AttributeError:
             found = tuple({id(p): p for r in self.routes if (p := r.policy) is not None}.values())
             object.__setattr__(self, "_policies", found)
