@@ -24,6 +24,7 @@ from lychgate.store.store import Read
 from lychgate.translate.cluster_users import ClusterUsers
 from lychgate.translate.delegation_cache import SubtreeCache
 from lychgate.translate.policies import PolicyIndex, Target
+from lychgate.translate.status_pool import StatusPool
 
 GatewayKey = tuple[str, str]
 AnyRoute = HTTPRoute | GRPCRoute
@@ -67,7 +68,11 @@ class Aggregate:
     signature: Any = None  # inputs outside the store that every route depends on
     routes: dict[ObjectKey, tuple[AnyRoute, Contribution]] = field(default_factory=dict)
     readers: dict[Read, set[ObjectKey]] = field(default_factory=lambda: defaultdict(set))
-    reads: dict[ObjectKey, frozenset[Read]] = field(default_factory=dict)
+    # What each route read, its tokens the ones kept here (`tokens`, each token read by any
+    # route, as itself): the store makes a new token at every read, so 5,000 routes held
+    # 5,000 equal ("list", ("BackendTLSPolicy", None)) tuples, and each route a frozenset.
+    reads: dict[ObjectKey, tuple[Read, ...]] = field(default_factory=dict)
+    tokens: dict[Read, Read] = field(default_factory=dict)
     buckets: dict[VHostKey, dict[ObjectKey, list[Entry]]] = field(default_factory=dict)
     hosts: dict[tuple[GatewayKey, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     listener_routes: dict[tuple[GatewayKey, str], set[ObjectKey]] = field(default_factory=lambda: defaultdict(set))
@@ -82,6 +87,10 @@ class Aggregate:
     requested: set[tuple[GatewayKey, str]] = field(default_factory=set)  # tables asked for this pass
     policies: PolicyIndex = field(default_factory=PolicyIndex)  # kept with the routes it resolved
     subtrees: SubtreeCache = field(default_factory=SubtreeCache)  # delegated children, compiled
+    status_pool: StatusPool = field(default_factory=StatusPool)  # equal route statuses, shared
+    # The Cluster of each name last seen, which routes resolving to an equal one share:
+    # each route resolving a Service builds its own Cluster, endpoints and all.
+    cluster_pool: dict[str, ir.Cluster] = field(default_factory=dict)
 
     def reset(self) -> None:
         fresh = Aggregate()
@@ -138,12 +147,12 @@ class Aggregate:
 
     def remove(self, key: ObjectKey) -> None:
         old = self.routes.pop(key, None)
-        for token in self.reads.pop(key, frozenset()):
+        for token in self.reads.pop(key, ()):
             readers = self.readers.get(token)
             if readers is not None:
                 readers.discard(key)
                 if not readers:  # routes come and go under new names: keep no empty entries
-                    del self.readers[token]
+                    del self.readers[token], self.tokens[token]
         self.statuses.pop(key, None)
         self.delegated.pop(key, None)
         if old is None:
@@ -165,10 +174,10 @@ class Aggregate:
             for cluster in contribution.clusters:
                 users.remove(key, cluster.name)
 
-    def add(self, key: ObjectKey, route: AnyRoute, contribution: Contribution, reads: frozenset[Read]) -> None:
+    def add(self, key: ObjectKey, route: AnyRoute, contribution: Contribution, reads: Iterable[Read]) -> None:
         self.routes[key] = (route, contribution)
-        self.reads[key] = reads
-        for token in reads:
+        self.reads[key] = kept = tuple(map(self._token, reads))
+        for token in kept:
             self.readers[token].add(key)
         if contribution.status is not None:
             self.statuses[key] = contribution.status
@@ -188,6 +197,20 @@ class Aggregate:
             users = self.cluster_users[gw]
             for cluster in contribution.clusters:
                 users.add(key, cluster)
+
+    def shared_cluster(self, cluster: ir.Cluster) -> ir.Cluster:
+        """`cluster`, or an equal one of the same name a route holds already."""
+        kept = self.cluster_pool.get(cluster.name)
+        if kept is not None and (kept is cluster or kept == cluster):
+            return kept
+        self.cluster_pool[cluster.name] = cluster
+        return cluster
+
+    def _token(self, token: Read) -> Read:
+        kept = self.tokens.get(token)
+        if kept is None:
+            kept = self.tokens[token] = token
+        return kept
 
     def virtual_hosts(
         self, gw: GatewayKey, table: str, build: Callable[[str, str, list[Entry]], ir.VirtualHost]
@@ -232,6 +255,9 @@ class Aggregate:
         self.requested.clear()
         self.dirty.clear()
         self.revision = revision
+        # Names no route uses any more: let their Clusters go once they are as many as the rest.
+        if len(self.cluster_pool) > 64 and len(self.cluster_pool) > 2 * sum(len(u.users) for u in self.cluster_users.values()):
+            self.cluster_pool = {name: c for users in self.cluster_users.values() for name, c in users.served.items()}
 
 
 class RouteTable:

@@ -45,6 +45,11 @@ class ClusterUsers:
         else:
             self._emptied.add(name)
 
+    @property
+    def served(self) -> dict[str, ir.Cluster]:
+        """name -> the Cluster served for it (names left without users this pass included)."""
+        return self._served
+
     def clusters(self) -> tuple[dict[str, ir.Cluster], list[str]]:
         """name -> Cluster, and the names in sorted order (neither to be mutated)."""
         for name in self._emptied:

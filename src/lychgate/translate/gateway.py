@@ -43,7 +43,6 @@ from lychgate.translate.aggregate import (
     Entry,
 )
 from lychgate.translate.conditions import condition, resolved_refs
-from lychgate.translate.delegation_cache import SubtreeCache
 from lychgate.translate.grpcroutes import compile_grpc_route
 from lychgate.translate.listeners import ListenerState, validate_listeners
 from lychgate.translate.listenersets import listener_sets, set_status
@@ -312,8 +311,8 @@ def _update_routes(store: Store, state: Aggregate, ctxs: dict[tuple[str, str], G
         route = store.get_key(key)
         if isinstance(route, HTTPRoute | GRPCRoute):
             with store.tracking() as reads:
-                contribution = _contribution(store, route, ctxs, quarantine.rules_of(key), state.subtrees)
-            state.add(key, route, contribution, frozenset(reads))
+                contribution = _contribution(store, route, ctxs, quarantine.rules_of(key), state)
+            state.add(key, route, contribution, reads)
     return changes if incremental else None
 
 
@@ -344,8 +343,9 @@ def _our_classes(store: Store, out: Translation, waypoint_enabled: bool) -> dict
 
 
 def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], GatewayCtx],
-                  quarantined: Mapping[int, QuarantineEntry], subtrees: SubtreeCache | None = None) -> Contribution:
-    """What one route adds, under every parent Gateway of ours."""
+                  quarantined: Mapping[int, QuarantineEntry], state: Aggregate) -> Contribution:
+    """What one route adds, under every parent Gateway of ours (its status and Clusters
+    the very objects of the routes with equal ones, from `state`)."""
     compiled: CompiledRoute | None = None
     parents: list[dict[str, Any]] = []
     attachments: list[tuple[tuple[str, str], str, str, tuple[str, ...]]] = []
@@ -359,7 +359,7 @@ def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], Gat
             continue
         if compiled is None:
             compiled = (compile_grpc_route(store, route, quarantined) if isinstance(route, GRPCRoute)
-                        else compile_route(store, route, quarantined, subtrees=subtrees))
+                        else compile_route(store, route, quarantined, subtrees=state.subtrees))
         conds, attached = _attachment(store, route, ref, ctx, compiled)
         gw_key = (ctx.gateway.namespace, ctx.gateway.name)
         attachments.extend((gw_key, listener.id, route_table(listener), tuple(hosts)) for listener, hosts in attached)
@@ -367,8 +367,8 @@ def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], Gat
     return Contribution(
         attachments=tuple(attachments),
         routes=tuple(compiled.routes) if compiled else (),
-        clusters=tuple(compiled.clusters.values()) if compiled else (),
-        status={"parents": parents} if parents else None,
+        clusters=tuple(map(state.shared_cluster, compiled.clusters.values())) if compiled else (),
+        status=state.status_pool.shared({"parents": parents}) if parents else None,
         delegated=compiled.delegation.entries() if compiled else (),
     )
 

@@ -7,6 +7,7 @@ reason and a message that names the missing piece, never an exception.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,7 +52,8 @@ class Resolution:
 def cluster_name(namespace: str, service: str, port: int) -> str:
     # kgateway's names (kube_<namespace>_<service>_<port>): its users read them in config
     # dumps and Envoy's stats. Kubernetes names hold no "_", so the parts stay apart.
-    return f"kube_{namespace}_{service}_{port}"
+    # Interned: every route's backends hold the name.
+    return sys.intern(f"kube_{namespace}_{service}_{port}")
 
 
 def resolve_service(

@@ -1,0 +1,69 @@
+"""Routes alike share what they keep: one status object for equal statuses, one Cluster
+for the same Service; routes whose statuses differ in any value (or only in its type)
+keep their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lychgate.api.registry import parse
+from lychgate.controlplane import builtin_class
+from lychgate.store import Store
+from lychgate.translate.aggregate import Aggregate
+from lychgate.translate.gateway import translate
+from lychgate.translate.status_pool import StatusPool
+
+GATEWAY = {
+    "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "gw", "namespace": "apps"},
+    "spec": {"gatewayClassName": "lychgate", "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]},
+}
+
+
+def route(name: str, backend: str) -> dict[str, Any]:
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": "apps"},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": backend, "port": 80}]}]}}
+
+
+def test_routes_attached_alike_share_their_status() -> None:
+    store = Store()
+    store.upsert(builtin_class())
+    store.upsert(parse(GATEWAY))
+    for name, backend in (("a", "missing"), ("b", "missing"), ("c", "other")):
+        store.upsert(parse(route(name, backend)))
+    out = translate(store, lambda gw: "127.0.0.1", state=Aggregate())
+    a, b, c = (out.status[parse(route(n, "x")).key] for n in "abc")
+    assert a == b and a is b  # equal: one object
+    assert a != c and a is not c  # "Service apps/other not found" differs
+    assert "apps/missing" in a["parents"][0]["conditions"][1]["message"]
+
+
+def test_values_equal_across_types_are_not_shared() -> None:
+    pool = StatusPool()
+    one = {"parents": [{"port": 1}]}
+    assert pool.shared(one) is one
+    assert pool.shared({"parents": [{"port": True}]}) is not one
+    assert pool.shared({"parents": [{"port": 1}]}) is one
+    assert pool.shared({"parents": [["port", 1]]}) is not one
+
+
+SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": "apps"},
+           "spec": {"ports": [{"port": 80}]}}
+
+
+def test_routes_resolving_one_service_share_its_cluster_until_it_changes() -> None:
+    store = Store()
+    store.upsert(builtin_class())
+    store.upsert(parse(GATEWAY))
+    store.upsert(parse(SERVICE))
+    for name in "ab":
+        store.upsert(parse(route(name, "svc")))
+    state = Aggregate()
+    translate(store, lambda gw: "127.0.0.1", state=state)
+    (ca,), (cb,) = (state.routes[parse(route(n, "svc")).key][1].clusters for n in "ab")
+    assert ca is cb
+    store.upsert(parse({**SERVICE, "spec": {"ports": [{"port": 80, "appProtocol": "kubernetes.io/h2c"}]}}))
+    out = translate(store, lambda gw: "127.0.0.1", state=state)
+    (na,), (nb,) = (state.routes[parse(route(n, "svc")).key][1].clusters for n in "ab")
+    assert na is nb and na != ca and na.protocol == "h2c"
+    assert out.gateways["apps/gw"].clusters == (na,)
