@@ -3,15 +3,20 @@ its change log holds what its reader has not seen, no more."""
 
 from __future__ import annotations
 
+import copy
+import gc
+import weakref
+
 import pytest
 import yaml
 
 from lychgate.api.gateway import HTTPRoute
 from lychgate.api.registry import parse
-from lychgate.store import Store
+from lychgate.store import Store, compact
 
 
-def _route(name: str, backend: str) -> HTTPRoute:
+def _route(name: str, backend: str, backend_ref: str = "") -> HTTPRoute:
+    backend_ref = backend_ref or f"{{name: {backend}, port: 80}}"
     obj = parse(yaml.safe_load(f"""\
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -21,7 +26,7 @@ spec:
   hostnames: [{name}.example.com]
   rules:
     - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
-      backendRefs: [{{name: {backend}, port: 80}}]
+      backendRefs: [{backend_ref}]
 """))
     assert isinstance(obj, HTTPRoute)
     return obj
@@ -84,3 +89,69 @@ def test_stored_empty_lists_and_dicts_are_shared_and_refuse_changes() -> None:
     assert b.spec.rules[0].filters == [] and b.metadata.annotations == {}
     assert store.get_key(a.key) == _route("a", "svc")
     assert a.model_dump(exclude_unset=True) == _route("a", "svc").model_dump(exclude_unset=True)
+
+
+def test_stored_objects_share_the_parts_they_repeat() -> None:
+    store = Store()
+    routes = [_route(name, "svc") for name in ("a", "b", "c")]
+    for route in routes:
+        store.upsert(route)
+    a, b, c = routes
+    # Held once from the second sighting on: a's parts are b's, and c's lists are b's.
+    assert a.spec.parent_refs[0] is b.spec.parent_refs[0] is c.spec.parent_refs[0]
+    assert b.spec.parent_refs is c.spec.parent_refs
+    assert b.spec.rules[0].backend_refs is c.spec.rules[0].backend_refs
+    assert b.spec.rules[0].matches is c.spec.rules[0].matches
+    assert b.metadata.labels is c.metadata.labels
+    # What is each object's own stays so: its metadata, its spec, its hostnames.
+    assert b.metadata is not c.metadata and b.spec is not c.spec
+    assert b.spec.hostnames == ["b.example.com"] and c.spec.hostnames == ["c.example.com"]
+    for route in routes:
+        fresh = _route(route.name, "svc")
+        assert store.get_key(route.key) == fresh
+        assert route.model_dump(exclude_unset=True) == fresh.model_dump(exclude_unset=True)
+
+
+def test_equal_parts_that_set_different_fields_are_not_shared() -> None:
+    store = Store()
+    plain = [_route(f"p{i}", "svc") for i in range(3)]
+    weighted = [_route(f"w{i}", "svc", "{name: svc, port: 80, weight: 1}") for i in range(3)]
+    for route in plain + weighted:
+        store.upsert(route)
+    ref, explicit = plain[2].spec.rules[0].backend_refs[0], weighted[2].spec.rules[0].backend_refs[0]
+    assert ref == explicit and ref is not explicit
+    assert ref.model_dump(exclude_unset=True) == {"name": "svc", "port": 80}
+    assert explicit.model_dump(exclude_unset=True) == {"name": "svc", "port": 80, "weight": 1}
+
+
+def test_shared_lists_and_dicts_refuse_changes_and_copy_as_plain_ones() -> None:
+    store = Store()
+    routes = [_route(name, "svc") for name in ("a", "b", "c")]
+    for route in routes:
+        store.upsert(route)
+    refs, labels = routes[2].spec.parent_refs, routes[2].metadata.labels
+    with pytest.raises(TypeError, match="immutable"):
+        refs.append(refs[0])
+    with pytest.raises(TypeError, match="immutable"):
+        labels["app"] = "other"
+    for copied in (copy.copy(refs), copy.deepcopy(refs), copy.deepcopy(routes[2]).spec.parent_refs):
+        copied.append(copied[0])  # the copy is the caller's to change
+        assert len(copied) == 2 and len(refs) == 1
+    mine = copy.deepcopy(labels)
+    mine["app"] = "other"
+    assert labels == {"app": "shop"}
+    assert routes[2].model_copy(deep=True) == routes[2]
+
+
+def test_a_part_no_stored_object_holds_is_let_go() -> None:
+    store = Store()
+    routes = [_route(name, "gone-svc") for name in ("a", "b", "c")]
+    for route in routes:
+        store.upsert(route)
+    part = weakref.ref(routes[2].spec.rules[0].backend_refs[0])
+    for route in routes:
+        store.delete(route.key)
+    del routes, route
+    gc.collect()
+    compact._prune()
+    assert part() is None
