@@ -232,3 +232,25 @@ def test_problems_and_objects_have_their_yaml_lines(tmp_path: Path) -> None:
     assert source.locate(ObjectKey("HTTPRoute", "default", "r")) == ("a.yaml", 3)
     assert source.locate(ObjectKey("HTTPRoute", "default", "r"), ("spec", "rules", 0)) == ("a.yaml", 7)
     assert source.locate(ObjectKey("Service", "default", "s2")) == ("list.yaml", 7)
+
+
+def test_an_object_moved_to_another_file_leaves_its_first_file_and_has_one_key(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text(ROUTE.format(team="a", backend="one"))
+    store = Store()
+    source = FileSource(tmp_path, store)
+    source.load_all()
+    second.write_text(ROUTE.format(team="a", backend="two"))
+    source.reload(second)  # a copy in another file is refused while the first holds it
+    assert _route(store).spec.rules[0].backend_refs[0].name == "one"
+    assert "already defined in a.yaml" in source.all_problems()[0].message
+    first.unlink()
+    source.reload(first)
+    assert store.get(HTTPRoute, "default", "r") is None and not source.origins
+    source.reload(second)
+    assert _route(store).spec.rules[0].backend_refs[0].name == "two"
+    [(key, origin)] = source.origins.items()
+    assert origin == (second, 1, None)
+    # One key tuple for the object: the store's indexes and the source's share it.
+    assert next(iter(store._by_kind["HTTPRoute"])) is key
+    assert next(iter(store._by_namespace[("HTTPRoute", "default")])) is key

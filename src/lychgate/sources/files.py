@@ -90,10 +90,12 @@ class FileSource:
         # relative keys while the watcher reports absolute ones).
         self.directory = directory.resolve() if directory.is_dir() else canonical(directory)
         self.store = store
-        self._owned: dict[Path, dict[ObjectKey, Resource]] = {}
-        self._owner: dict[ObjectKey, Path] = {}
+        # The keys of the objects each file holds (the objects are the store's): one key
+        # tuple per object, shared by the store, this and `origins`.
+        self._owned: dict[Path, tuple[ObjectKey, ...]] = {}
         self.problems: dict[Path, list[Problem]] = {}
         self._rv = itertools.count(1)
+        # Where each object was read; its file is the object's owner.
         self.origins: dict[ObjectKey, Origin] = {}
         # `lychgate check` asks for the line of any object: it keeps each file's text.
         # `lychgate run` keeps none; a line is found when a file has a problem.
@@ -123,7 +125,7 @@ class FileSource:
         its content when it is not read from the disk (standard input, a conversion)."""
         path = canonical(path)
         problems: list[tuple[Problem, tuple[int, int | None]]] = []  # with where each was found
-        previous = self._owned.get(path, {})
+        previous = self._previous(path)
         if text is None and not path.exists():
             self._replace(path, previous, {})
             self._record_refusals(path, {})
@@ -147,13 +149,11 @@ class FileSource:
             if raw is None:
                 continue
             self._admit_document(path, (index, None), raw, previous, current, origins, problems, refusals)
-        self._replace(path, previous, current)
+        self._replace(path, previous, current, origins)
         self._record_refusals(path, refusals)
         positions = Positions(text, _Loader)
         if self._keep_positions:
             self._positions[path] = positions
-        for key, (index, item) in origins.items():
-            self.origins[key] = (path, index, item)
         self._report(path, [_placed(p, positions, origin) for p, origin in problems])
 
     def _admit_document(
@@ -191,18 +191,19 @@ class FileSource:
                 refusals[refused] = Refusal(str(err), err.fields, last.generation + 1 if last else 1,
                                             {k: v for k, v in raw.items() if k != "status"})
             return
-        owner = self._owner.get(obj.key)
-        if owner is not None and owner != path:
+        key = obj.key
+        origin = self.origins.get(key)
+        if origin is not None and origin[0] != path:
             problems.append((
-                Problem(self._rel(path), index, str(obj.key),
-                        f"{obj.key} is already defined in {self._rel(owner)}; this copy is ignored"), where))
+                Problem(self._rel(path), index, str(key),
+                        f"{key} is already defined in {self._rel(origin[0])}; this copy is ignored"), where))
             return
-        if obj.key in current:
+        if key in current:
             problems.append((
-                Problem(self._rel(path), index, str(obj.key),
-                        f"{obj.key} appears twice in this file; the later copy wins"), where))
-        current[obj.key] = self._stamp(obj, previous.get(obj.key) or self.store.get_key(obj.key))
-        origins[obj.key] = where
+                Problem(self._rel(path), index, str(key),
+                        f"{key} appears twice in this file; the later copy wins"), where))
+        current[key] = self._stamp(obj, previous.get(key) or self.store.get_key(key))
+        origins[key] = where
 
     def _identity(self, raw: Any) -> ObjectKey | None:
         if not isinstance(raw, dict):
@@ -213,7 +214,7 @@ class FileSource:
         ns = meta.get("namespace") or "default"
         for key in (ObjectKey(str(raw.get("kind")), ns, meta["name"]),
                     ObjectKey(str(raw.get("kind")), "", meta["name"])):
-            if key in self._owner:
+            if key in self.origins:
                 return key
         return None
 
@@ -233,18 +234,23 @@ class FileSource:
         status = obj.status if isinstance(obj, Pod) else None
         return obj.model_copy(update={"metadata": new_meta, "status": status})
 
+    def _previous(self, path: Path) -> dict[ObjectKey, Resource]:
+        """The objects `path` holds now (the store's, which are the file's)."""
+        return {key: obj for key in self._owned.get(path, ()) if (obj := self.store.get_key(key)) is not None}
+
     def _replace(
-        self, path: Path, previous: dict[ObjectKey, Resource], current: dict[ObjectKey, Resource]
+        self, path: Path, previous: dict[ObjectKey, Resource], current: dict[ObjectKey, Resource],
+        origins: dict[ObjectKey, tuple[int, int | None]] | None = None,
     ) -> None:
-        for key in previous.keys() - current.keys():
+        for key in {*self._owned.get(path, ()), *previous} - current.keys():
             self.store.delete(key)
-            self._owner.pop(key, None)
             self.origins.pop(key, None)
         for key, obj in current.items():
-            self.store.upsert(obj)
-            self._owner[key] = path
+            self.store.upsert(obj, key)
+            if origins is not None and key in origins:  # (a refused version's last good one stays where it was)
+                self.origins[key] = (path, *origins[key])
         if current:
-            self._owned[path] = current
+            self._owned[path] = tuple(current)
         else:
             self._owned.pop(path, None)
 

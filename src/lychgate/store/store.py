@@ -81,9 +81,11 @@ class Store:
 
     # --- writes -----------------------------------------------------------
 
-    def upsert(self, obj: Resource) -> bool:
-        """Store obj; return False when it equals what is stored already."""
-        key = obj.key
+    def upsert(self, obj: Resource, key: ObjectKey | None = None) -> bool:
+        """Store obj; return False when it equals what is stored already. `key`: obj.key, when
+        the caller holds it (one tuple per object, not one per index that holds it)."""
+        if key is None:
+            key = obj.key
         old = self._by_kind[key.kind].get(key)
         if old == obj:
             return False
