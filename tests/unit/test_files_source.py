@@ -250,7 +250,7 @@ def test_an_object_moved_to_another_file_leaves_its_first_file_and_has_one_key(t
     source.reload(second)
     assert _route(store).spec.rules[0].backend_refs[0].name == "two"
     [(key, origin)] = source.origins.items()
-    assert origin == (second, 1, None)
+    assert origin == (str(second), 1, None)
     # One key tuple for the object: the store's indexes and the source's share it.
     assert next(iter(store._by_kind["HTTPRoute"])) is key
     assert next(iter(store._by_namespace[("HTTPRoute", "default")])) is key

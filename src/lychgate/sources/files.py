@@ -79,7 +79,7 @@ class Problem:
 
 
 # Where an object was read: its file, its document (1-based) and its index in a `List`.
-Origin = tuple[Path, int, int | None]
+Origin = tuple[str, int, int | None]
 
 
 class FileSource:
@@ -92,17 +92,19 @@ class FileSource:
         self.store = store
         # The keys of the objects each file holds (the objects are the store's): one key
         # tuple per object, shared by the store, this and `origins`.
-        self._owned: dict[Path, tuple[ObjectKey, ...]] = {}
-        self.problems: dict[Path, list[Problem]] = {}
+        # Files are named by their canonical path as a string (a Path object per file held
+        # 370 bytes: its parts, a list of them, its hash...).
+        self._owned: dict[str, tuple[ObjectKey, ...]] = {}
+        self.problems: dict[str, list[Problem]] = {}
         self._rv = itertools.count(1)
         # Where each object was read; its file is the object's owner.
         self.origins: dict[ObjectKey, Origin] = {}
         # `lychgate check` asks for the line of any object: it keeps each file's text.
         # `lychgate run` keeps none; a line is found when a file has a problem.
         self._keep_positions = keep_positions
-        self._positions: dict[Path, Positions] = {}
+        self._positions: dict[str, Positions] = {}
         # The objects each file holds a refused version of (store.refused says why).
-        self._refused: dict[Path, set[ObjectKey]] = {}
+        self._refused: dict[str, set[ObjectKey]] = {}
 
     # --- loading ------------------------------------------------------------
 
@@ -124,13 +126,14 @@ class FileSource:
         """Bring the store in line with one file (created, edited or deleted); `text`:
         its content when it is not read from the disk (standard input, a conversion)."""
         path = canonical(path)
+        file = str(path)
         problems: list[tuple[Problem, tuple[int, int | None]]] = []  # with where each was found
-        previous = self._previous(path)
+        previous = self._previous(file)
         if text is None and not path.exists():
-            self._replace(path, previous, {})
-            self._record_refusals(path, {})
-            self.problems.pop(path, None)
-            self._positions.pop(path, None)
+            self._replace(file, previous, {})
+            self._record_refusals(file, {})
+            self.problems.pop(file, None)
+            self._positions.pop(file, None)
             return
         try:
             if text is None:
@@ -139,7 +142,7 @@ class FileSource:
         except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
             # The whole file is unreadable: like a rejected apply, keep what it had.
             mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-            self._report(path, [Problem(self._rel(path), None, None, f"cannot parse: {_one_line(err)}",
+            self._report(file, [Problem(self._rel(path), None, None, f"cannot parse: {_one_line(err)}",
                                         line=mark.line + 1 if mark is not None else None)])
             return
         current: dict[ObjectKey, Resource] = {}
@@ -149,12 +152,12 @@ class FileSource:
             if raw is None:
                 continue
             self._admit_document(path, (index, None), raw, previous, current, origins, problems, refusals)
-        self._replace(path, previous, current, origins)
-        self._record_refusals(path, refusals)
+        self._replace(file, previous, current, origins)
+        self._record_refusals(file, refusals)
         positions = Positions(text, _Loader)
         if self._keep_positions:
-            self._positions[path] = positions
-        self._report(path, [_placed(p, positions, origin) for p, origin in problems])
+            self._positions[file] = positions
+        self._report(file, [_placed(p, positions, origin) for p, origin in problems])
 
     def _admit_document(
         self,
@@ -193,7 +196,7 @@ class FileSource:
             return
         key = obj.key
         origin = self.origins.get(key)
-        if origin is not None and origin[0] != path:
+        if origin is not None and origin[0] != str(path):
             problems.append((
                 Problem(self._rel(path), index, str(key),
                         f"{key} is already defined in {self._rel(origin[0])}; this copy is ignored"), where))
@@ -234,48 +237,49 @@ class FileSource:
         status = obj.status if isinstance(obj, Pod) else None
         return obj.model_copy(update={"metadata": new_meta, "status": status})
 
-    def _previous(self, path: Path) -> dict[ObjectKey, Resource]:
-        """The objects `path` holds now (the store's, which are the file's)."""
-        return {key: obj for key in self._owned.get(path, ()) if (obj := self.store.get_key(key)) is not None}
+    def _previous(self, file: str) -> dict[ObjectKey, Resource]:
+        """The objects `file` holds now (the store's, which are the file's)."""
+        return {key: obj for key in self._owned.get(file, ()) if (obj := self.store.get_key(key)) is not None}
 
     def _replace(
-        self, path: Path, previous: dict[ObjectKey, Resource], current: dict[ObjectKey, Resource],
+        self, file: str, previous: dict[ObjectKey, Resource], current: dict[ObjectKey, Resource],
         origins: dict[ObjectKey, tuple[int, int | None]] | None = None,
     ) -> None:
-        for key in {*self._owned.get(path, ()), *previous} - current.keys():
+        for key in {*self._owned.get(file, ()), *previous} - current.keys():
             self.store.delete(key)
             self.origins.pop(key, None)
         for key, obj in current.items():
             self.store.upsert(obj, key)
             if origins is not None and key in origins:  # (a refused version's last good one stays where it was)
-                self.origins[key] = (path, *origins[key])
+                self.origins[key] = (file, *origins[key])
         if current:
-            self._owned[path] = tuple(current)
+            self._owned[file] = tuple(current)
         else:
-            self._owned.pop(path, None)
+            self._owned.pop(file, None)
 
-    def _record_refusals(self, path: Path, refusals: dict[ObjectKey, Refusal]) -> None:
+    def _record_refusals(self, file: str, refusals: dict[ObjectKey, Refusal]) -> None:
         """Tell the store which objects of this file are refused now, and which no longer are."""
-        for key in self._refused.pop(path, set()) - refusals.keys():
+        for key in self._refused.pop(file, set()) - refusals.keys():
             self.store.unrefuse(key)
         for key, refusal in refusals.items():
             self.store.refuse(key, refusal)
         if refusals:
-            self._refused[path] = set(refusals)
+            self._refused[file] = set(refusals)
 
-    def _report(self, path: Path, problems: list[Problem]) -> None:
-        old = self.problems.get(path, [])
+    def _report(self, file: str, problems: list[Problem]) -> None:
+        old = self.problems.get(file, [])
         if problems:
-            self.problems[path] = problems
+            self.problems[file] = problems
         else:
-            self.problems.pop(path, None)
+            self.problems.pop(file, None)
         if problems != old:
             for problem in problems:
                 log.error("%s", problem)
             if old and not problems:
-                log.info("%s: all problems resolved", self._rel(path))
+                log.info("%s: all problems resolved", self._rel(file))
 
-    def _rel(self, path: Path) -> str:
+    def _rel(self, file: str | Path) -> str:
+        path = Path(file)
         try:
             return str(path.relative_to(self.directory if self.directory.is_dir() else path.parent))
         except ValueError:
@@ -294,7 +298,7 @@ class FileSource:
         positions = self._positions.get(file)
         if positions is None:
             try:
-                positions = Positions(file.read_text(encoding="utf-8"), _Loader)
+                positions = Positions(Path(file).read_text(encoding="utf-8"), _Loader)
             except (OSError, UnicodeDecodeError):
                 return self._rel(file), None
         return self._rel(file), positions.line(index, item, path)
@@ -308,7 +312,7 @@ class FileSource:
             # Files that are gone first: an editor's rename-over may report the
             # old name's deletion in the same batch as the new name's creation,
             # and the objects must leave their old owner before the new one claims them.
-            changed = {*self.files(), *self._owned} if batch is None else {canonical(p) for p in batch}
+            changed = {*self.files(), *map(Path, self._owned)} if batch is None else {canonical(p) for p in batch}
             paths = sorted(changed, key=lambda p: (p.exists(), p))
             log.debug("sync: %d changed files", len(paths))
             for path in paths:
