@@ -254,3 +254,14 @@ def test_an_object_moved_to_another_file_leaves_its_first_file_and_has_one_key(t
     # One key tuple for the object: the store's indexes and the source's share it.
     assert next(iter(store._by_kind["HTTPRoute"])) is key
     assert next(iter(store._by_namespace[("HTTPRoute", "default")])) is key
+
+
+def test_objects_created_in_the_same_second_hold_one_timestamp(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.yaml").write_text(ROUTE.format(team="a", backend="one").replace("name: r", f"name: {name}"))
+    store = Store()
+    FileSource(tmp_path, store).load_all()
+    a, b = (store.get(HTTPRoute, "default", n) for n in ("a", "b"))
+    assert a is not None and b is not None
+    stamps = a.metadata.creation_timestamp, b.metadata.creation_timestamp
+    assert stamps[0] != stamps[1] or stamps[0] is stamps[1]

@@ -180,5 +180,13 @@ class Resource(Model):
 
 
 
+_last_now: list[datetime] = [datetime.min.replace(tzinfo=UTC)]
+
+
 def now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
+    """The time to the second; the same object through a second (thousands of objects
+    loaded at once hold one creation timestamp, not 48 bytes each)."""
+    t = datetime.now(UTC).replace(microsecond=0)
+    if t != _last_now[0]:
+        _last_now[0] = t
+    return _last_now[0]
