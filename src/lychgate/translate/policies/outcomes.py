@@ -147,7 +147,7 @@ class StatusWriter:
                   retargeted: set[ObjectKey], status: dict[ObjectKey, dict[str, Any]]) -> None:
         """GEP-713's <Kind>Affected condition on the routes and Gateways policies target."""
         for key in ledger.touched_routes:
-            tallies = ledger.by_route.get(key)
+            tallies = ledger.route_tallies(key)
             if tallies:
                 entries = tuple(sorted((p, self._on_route(key, states[p], tally)) for p, tally in tallies.items()))
                 self._tally_entries[key] = self._entries_pool.setdefault(entries, entries)
@@ -160,7 +160,7 @@ class StatusWriter:
         for key in ledger.touched_routes | retargeted:
             if key.kind == "Gateway":
                 continue
-            reached = ledger.by_route.get(key, {})
+            reached = {p for p, _, _ in ledger.by_route.get(key, ())}
             # Routes a policy reached are described from what happened on their rules.
             entries = dict(self._tally_entries.get(key, ()))
             entries.update({p: text for p, text in self._targets.get(key, {}).items() if p not in reached})
