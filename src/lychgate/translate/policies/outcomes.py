@@ -149,8 +149,8 @@ class StatusWriter:
         for key in ledger.touched_routes:
             tallies = ledger.route_tallies(key)
             if tallies:
-                entries = tuple(sorted((p, self._on_route(key, states[p], tally)) for p, tally in tallies.items()))
-                self._tally_entries[key] = self._entries_pool.setdefault(entries, entries)
+                said = tuple(sorted((p, self._on_route(key, states[p], tally)) for p, tally in tallies.items()))
+                self._tally_entries[key] = self._entries_pool.setdefault(said, said)
             else:
                 self._tally_entries.pop(key, None)
         # A route's condition changes when its rules were recounted (its virtual hosts were
