@@ -605,9 +605,10 @@ class RateLimitQuota:
     deny_status: int | None = None  # None: Envoy's 429
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RoutePolicy:
-    """What the TrafficPolicies attached to a route make of it (None: not set)."""
+    """What the TrafficPolicies attached to a route make of it (None: not set). Slotted: one
+    per distinct set of policies, and its 38 fields held a dict of 1.2 KiB each."""
 
     ext_auth: ExtAuthRoute | None = None
     # One per ExtProc GatewayExtension enabled on the route, each its own filter: several

@@ -454,7 +454,7 @@ def _backend_client_certificate(store: Store, gw: Gateway) -> tuple[ir.Certifica
 
 
 def _virtual_host(
-    gw: Gateway, table: str, host: str, entries: list[Entry], policies: PolicyIndex,
+    gw: Gateway, gw_key: tuple[str, str], table: str, host: str, entries: list[Entry], policies: PolicyIndex,
     port: int, port_listeners: dict[str, str | None], https: bool,
 ) -> ir.VirtualHost:
     # Listener isolation: a request belongs to the most specific listener whose
@@ -465,7 +465,8 @@ def _virtual_host(
     if https and not mine:
         return _misdirected_host(gw, name, (host,))
     ordered = sorted(mine, key=lambda e: precedence_key(e[0], e[1]))
-    vkey = ((gw.namespace, gw.name), table, host)
+    # (the ledger keeps it while the host lives: one gateway key for all of them)
+    vkey = (gw_key, table, host)
     routes = tuple(for_listener(policies.apply(vkey, gw, listener, route, r), port, https)
                    for route, r, listener in ordered)
     return ir.VirtualHost(name=name, domains=(host,), routes=routes)
@@ -493,7 +494,7 @@ def _https_tables(gw: Gateway, agg: Aggregate, serving: list[ListenerState], add
         for listener in (l for l in on_port if l.spec.protocol == "HTTPS"):
             table = route_table(listener)
             vhosts = agg.virtual_hosts(gw_key, table, functools.partial(
-                _virtual_host, gw, policies=policies, port=port, port_listeners=names, https=True))
+                _virtual_host, gw, gw_key, policies=policies, port=port, port_listeners=names, https=True))
             taken = {d for vh in vhosts for d in vh.domains}
             # Hosts other listeners of the port own answer 421; with a hostname of
             # its own, every other host does too.
@@ -620,7 +621,7 @@ def _finish_gateway(
     for port in sorted({l.spec.port for l in serving_listeners if l.spec.protocol in ("HTTP", "HBONE")}):
         names = {l.id: l.spec.hostname for l in serving_listeners if l.spec.port == port}
         vhosts = agg.virtual_hosts(gw_key, f"http-{port}", functools.partial(
-            _virtual_host, gw, policies=policies, port=port, port_listeners=names, https=False))
+            _virtual_host, gw, gw_key, policies=policies, port=port, port_listeners=names, https=False))
         extensions, policy_filters = policies.filters_for(vhosts)
         listeners.append(ir.HTTPListener(name=f"http-{port}", address=address, port=port, virtual_hosts=tuple(vhosts),
                                          extensions=extensions, policy_filters=policy_filters))

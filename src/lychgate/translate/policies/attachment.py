@@ -501,8 +501,9 @@ class PolicyIndex:
                src.namespace, src.name, src.rule, src.delegated_by)
         resolved = self.ledger.lookup(owner, key)
         if resolved is None:
-            resolved, records = self._resolve(_points(gateway, listener, route, src))
-            self.ledger.add(owner, key, route.key, f"{gateway.namespace}/{gateway.name}", resolved, records)
+            found = self._resolve(_points(gateway, listener, route, src))
+            self.ledger.add(owner, key, found)
+            resolved = found[0]
         if resolved.failed_because is not None:
             if isinstance(r.action, ir.DirectResponse) and r.replaced_because:
                 return r  # already a 500 for a reason of its own

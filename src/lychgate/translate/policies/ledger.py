@@ -47,17 +47,21 @@ class Mark:
 
 
 Record = tuple[str, "Target", Mark]  # policy key, the attachment's target, what happened
+# A route's tallies: (policy, mark, count) sorted, one tuple for equal ones (Ledger._route_pool).
+RouteTallies = tuple[tuple[str, Mark, int], ...]
+# Interned route tallies kept; past that the pool starts over.
+_POOL_MAX = 4_096
 
 
 class _Use:
-    __slots__ = ("gateway", "records", "resolved", "route", "users")
+    """A resolution in use. Its route and Gateway are read from its key when counted
+    (ResolutionKey: they are in it), not kept beside it: 5,000 route rules under a
+    Gateway-wide policy held a key, a string and a use each."""
 
-    def __init__(self, resolved: Resolved, records: tuple[Record, ...], route: ObjectKey, gateway: str,
-                 owner: Owner) -> None:
-        self.resolved = resolved
-        self.records = records
-        self.route = route
-        self.gateway = gateway
+    __slots__ = ("found", "users")
+
+    def __init__(self, found: tuple[Resolved, tuple[Record, ...]], owner: Owner) -> None:
+        self.found = found  # (resolution, records): shared by the rules under the same policies
         # The owner using it, or a set of them once there are several: nearly every rule is
         # used by one virtual host, and a set for each held 1 MiB at 5,000 routes.
         self.users: Owner | set[Owner] = owner
@@ -68,9 +72,15 @@ class Ledger:
 
     def __init__(self) -> None:
         self._uses: dict[ResolutionKey, _Use] = {}
-        self._owners: dict[Owner, list[ResolutionKey]] = {}
+        # owner -> the keys it uses: one key as itself (nearly every virtual host has one
+        # route rule), a list of them once there are more
+        self._owners: dict[Owner, ResolutionKey | list[ResolutionKey]] = {}
         self.by_target: dict[tuple[str, Target], Tally] = {}
-        self.by_route: dict[ObjectKey, dict[str, Tally]] = {}
+        # route -> what each policy did on its rules (route_tallies): a tuple shared by the
+        # routes alike (a Gateway-wide policy's), where two dicts per route held 1.5 MiB at
+        # 5,000 routes
+        self.by_route: dict[ObjectKey, RouteTallies] = {}
+        self._route_pool: dict[RouteTallies, RouteTallies] = {}
         # gateway ref -> cluster name -> (cluster, resolutions using it): extension and
         # backend clusters the Gateway's policies need
         self._clusters: dict[str, dict[str, tuple[ir.Cluster, int]]] = {}
@@ -87,22 +97,34 @@ class Ledger:
         if isinstance(users, set):
             if owner not in users:
                 users.add(owner)
-                self._owners.setdefault(owner, []).append(key)
+                self._own(owner, key)
         elif users != owner:
             use.users = {users, owner}
-            self._owners.setdefault(owner, []).append(key)
-        return use.resolved
+            self._own(owner, key)
+        return use.found[0]
 
-    def add(self, owner: Owner, key: ResolutionKey, route: ObjectKey, gateway: str, resolved: Resolved,
-            records: tuple[Record, ...]) -> None:
-        use = self._uses[key] = _Use(resolved, records, route, gateway, owner)
-        self._owners.setdefault(owner, []).append(key)
-        self._count(use, 1)
+    def add(self, owner: Owner, key: ResolutionKey, found: tuple[Resolved, tuple[Record, ...]]) -> None:
+        """`found` (a resolution and its records) is in use under `key`, by `owner`."""
+        use = self._uses[key] = _Use(found, owner)
+        self._own(owner, key)
+        self._count(key, use, 1)
+
+    def _own(self, owner: Owner, key: ResolutionKey) -> None:
+        keys = self._owners.get(owner)
+        if keys is None:
+            self._owners[owner] = key
+        elif isinstance(keys, list):
+            keys.append(key)
+        else:
+            self._owners[owner] = [keys, key]
 
     def release(self, owners: Iterable[Owner]) -> None:
         """These owners are rebuilt or gone: the resolutions only they used are dropped."""
         for owner in owners:
-            for key in self._owners.pop(owner, ()):
+            keys = self._owners.pop(owner, None)
+            if keys is None:
+                continue
+            for key in keys if isinstance(keys, list) else (keys,):
                 use = self._uses[key]
                 users = use.users
                 if isinstance(users, set):
@@ -111,7 +133,7 @@ class Ledger:
                         continue
                 # (a single owner is this one: its keys are those it used)
                 del self._uses[key]
-                self._count(use, -1)
+                self._count(key, use, -1)
 
     def release_where(self, keep: Callable[[Owner], bool]) -> None:
         """Release every owner for which `keep(owner)` is false (rare: a route table dropped)."""
@@ -120,24 +142,48 @@ class Ledger:
     def clusters(self, gateway: str) -> dict[str, ir.Cluster]:
         return {name: cluster for name, (cluster, _) in self._clusters.get(gateway, {}).items()}
 
-    def _count(self, use: _Use, sign: int) -> None:
-        for policy, target, mark in use.records:
-            _bump(self.by_target, (policy, target), mark, sign)
-            _bump(self.by_route.setdefault(use.route, {}), policy, mark, sign)
-            if not self.by_route[use.route]:
-                del self.by_route[use.route]
-            self.touched_policies.add(policy)
-        if use.records:
-            self.touched_routes.add(use.route)
-        if use.resolved.clusters:
-            mine = self._clusters.setdefault(use.gateway, {})
-            for name, cluster in use.resolved.clusters.items():
+    def route_tallies(self, route: ObjectKey) -> dict[str, Tally]:
+        """What each policy did on the route's rules: policy -> mark -> how many rules."""
+        out: dict[str, Tally] = {}
+        for policy, mark, n in self.by_route.get(route, ()):
+            out.setdefault(policy, {})[mark] = n
+        return out
+
+    def _count(self, key: ResolutionKey, use: _Use, sign: int) -> None:
+        resolved, records = use.found
+        if records:
+            route = ObjectKey(key[3], key[4], key[5])
+            counts = {(p, m): n for p, m, n in self.by_route.get(route, ())}
+            for policy, target, mark in records:
+                _bump(self.by_target, (policy, target), mark, sign)
+                n = counts.get((policy, mark), 0) + sign
+                if n:
+                    counts[(policy, mark)] = n
+                else:
+                    del counts[(policy, mark)]
+                self.touched_policies.add(policy)
+            if counts:
+                tallies = tuple(sorted(((p, m, n) for (p, m), n in counts.items()), key=_by_policy))
+                if len(self._route_pool) >= _POOL_MAX:
+                    self._route_pool.clear()
+                self.by_route[route] = self._route_pool.setdefault(tallies, tallies)
+            else:
+                self.by_route.pop(route, None)
+            self.touched_routes.add(route)
+        if resolved.clusters:
+            mine = self._clusters.setdefault(f"{key[0]}/{key[1]}", {})
+            for name, cluster in resolved.clusters.items():
                 kept, users = mine.get(name, (cluster, 0))
                 users += sign
                 if users:  # the newest value of a name is kept (all its users agree)
                     mine[name] = (cluster if sign > 0 else kept, users)
                 else:
                     del mine[name]
+
+
+def _by_policy(entry: tuple[str, Mark, int]) -> tuple[str, int]:
+    """A stable order of a route's tallies (marks do not order: by their hash within a policy)."""
+    return entry[0], hash(entry[1])
 
 
 def _bump(tallies: dict[K, Tally], key: K, mark: Mark, sign: int) -> None:

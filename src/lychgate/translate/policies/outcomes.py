@@ -30,6 +30,8 @@ Described = dict[tuple[Any, ...], Applied]
 # Memo entries; the memo starts over beyond. Signatures carry route counts, so churn makes
 # new ones: kept small, the memo cannot grow the controller (a few hundred KiB).
 _DESCRIBED_MAX = 2_000
+# Shared route entries and statuses kept for sharing; past that the pools start over.
+_POOL_MAX = 4_096
 
 
 class Outcome:
@@ -70,8 +72,14 @@ class StatusWriter:
         # target route or Gateway -> policy -> what the policy's attachment there says
         self._targets: dict[ObjectKey, dict[str, str]] = {}
         self._gateways: dict[ObjectKey, dict[str, str]] = {}
-        self._tally_entries: dict[ObjectKey, dict[str, str]] = {}  # route -> policy -> what it did there
+        # route -> (policy, what it did there), sorted; equal ones are one tuple (_shared_entries)
+        self._tally_entries: dict[ObjectKey, tuple[tuple[str, str], ...]] = {}
         self._written: dict[ObjectKey, dict[str, Any]] = {}  # route -> its status with the condition
+        # Equal entries and (route status, condition) -> status with it, shared by the routes
+        # alike (a Gateway-wide policy's: all of its routes): built per route, each held a
+        # nest of dicts and lists, 0.8 KiB of every route under a Gateway's policy.
+        self._entries_pool: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+        self._with_condition: dict[tuple[int, int], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
         self._described: Described = {}
 
     def write(self, store: Store, states: Mapping[str, PolicyState], restated: set[str], ledger: Ledger,
@@ -80,6 +88,10 @@ class StatusWriter:
         redoing only the policies that were `restated` or whose tallies changed."""
         if len(self._described) > _DESCRIBED_MAX:
             self._described.clear()
+        if len(self._entries_pool) > _POOL_MAX:
+            self._entries_pool.clear()
+        if len(self._with_condition) > _POOL_MAX:
+            self._with_condition.clear()
         retargeted: set[ObjectKey] = set()
         for key in restated | ledger.touched_policies:
             old = self._policies.pop(key, None)
@@ -135,9 +147,10 @@ class StatusWriter:
                   retargeted: set[ObjectKey], status: dict[ObjectKey, dict[str, Any]]) -> None:
         """GEP-713's <Kind>Affected condition on the routes and Gateways policies target."""
         for key in ledger.touched_routes:
-            tallies = ledger.by_route.get(key)
+            tallies = ledger.route_tallies(key)
             if tallies:
-                self._tally_entries[key] = {p: self._on_route(key, states[p], tally) for p, tally in tallies.items()}
+                said = tuple(sorted((p, self._on_route(key, states[p], tally)) for p, tally in tallies.items()))
+                self._tally_entries[key] = self._entries_pool.setdefault(said, said)
             else:
                 self._tally_entries.pop(key, None)
         # A route's condition changes when its rules were recounted (its virtual hosts were
@@ -147,22 +160,32 @@ class StatusWriter:
         for key in ledger.touched_routes | retargeted:
             if key.kind == "Gateway":
                 continue
-            reached = ledger.by_route.get(key, {})
+            reached = {p for p, _, _ in ledger.by_route.get(key, ())}
             # Routes a policy reached are described from what happened on their rules.
-            entries = {**self._tally_entries.get(key, {}),
-                       **{p: text for p, text in self._targets.get(key, {}).items() if p not in reached}}
+            entries = dict(self._tally_entries.get(key, ()))
+            entries.update({p: text for p, text in self._targets.get(key, {}).items() if p not in reached})
             base = status.get(key)
             if not entries or base is None:
                 self._written.pop(key, None)
                 continue
-            cond = _affected(entries, _generation(store, key))
-            # A new status object: the base is kept by translation across passes.
-            self._written[key] = {**base, "parents": [
-                {**parent, "conditions": [*parent["conditions"], cond]} for parent in base.get("parents", [])]}
+            self._written[key] = self._with(base, _affected(entries, _generation(store, key)))
         status.update(self._written)
         for key, entries in self._gateways.items():
             if (st := status.get(key)) is not None and "conditions" in st:
                 st["conditions"].append(_affected(entries, _generation(store, key)))
+
+    def _with(self, base: dict[str, Any], cond: dict[str, Any]) -> dict[str, Any]:
+        """`base` (a route's status) with `cond` added to each parent: a new status object (the
+        base is kept by translation across passes), one for all the routes with these very
+        base and condition objects (both are shared: translate/status_pool.py, _affected)."""
+        found = self._with_condition.get((id(base), id(cond)))
+        if found is not None and found[0] is base and found[1] is cond:
+            return found[2]
+        written = {**base, "parents": [
+            {**parent, "conditions": [*parent["conditions"], cond]} for parent in base.get("parents", [])]}
+        # (holding base and cond keeps their ids from being reused while the entry lives)
+        self._with_condition[(id(base), id(cond))] = (base, cond, written)
+        return written
 
     def _on_route(self, route: ObjectKey, state: PolicyState, tally: Tally) -> str:
         if state.errors:
