@@ -43,6 +43,11 @@ ROUTE_LEVEL_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "Service", "EndpointSli
                                # Redone on every pass, and reaching no HTTP route: layer-4 routes,
                                # listener policies (applied to each pass's listeners).
                                "TLSRoute", "TCPRoute", "UDPRoute", "ListenerPolicy", "HTTPListenerPolicy"})
+# "There is no object of this kind" (Store.count), which every backendRef asks of
+# these: a set holding every route per token held 1.4 MiB at 5,000 routes. Their readers
+# are counted instead, and the first object of the kind re-adds every route.
+WIDE_READS: dict[Read, Read] = {t: t for t in (("list", ("BackendTLSPolicy", None)),
+                                               ("list", ("BackendConfigPolicy", None)))}
 # Kinds whose changes reach routes through the policy targets (PolicyIndex.refresh).
 POLICY_KINDS = frozenset({"TrafficPolicy", "GatewayExtension"})
 # Kinds the aggregate holds (the layer-4 routes are few and redone every pass).
@@ -73,6 +78,7 @@ class Aggregate:
     # 5,000 equal ("list", ("BackendTLSPolicy", None)) tuples, and each route a frozenset.
     reads: dict[ObjectKey, tuple[Read, ...]] = field(default_factory=dict)
     tokens: dict[Read, Read] = field(default_factory=dict)
+    wide: dict[Read, int] = field(default_factory=dict)  # how many routes read each of WIDE_READS
     # The routes of each virtual host, in the order they came: one route's key as itself
     # (most hosts have one), more as a dict used as an ordered set. Their entries are built
     # from `routes` when the host is: a dict and a list of (route, ir.Route, listener) per
@@ -103,6 +109,7 @@ class Aggregate:
     def affected(self, changes: Iterable[Read]) -> set[ObjectKey]:
         """Routes that changed themselves or read something that changed."""
         out: set[ObjectKey] = set()
+        every = False  # a change read by every route (WIDE_READS)
         for what, ident in changes:
             if what == "key":
                 key: ObjectKey = ident  # type: ignore[assignment]
@@ -111,9 +118,11 @@ class Aggregate:
                 out |= self.readers.get(("key", key), set())
                 out |= self.readers.get(("list", (key.kind, key.namespace)), set())
                 out |= self.readers.get(("list", (key.kind, None)), set())
+                every = every or ("list", (key.kind, None)) in self.wide
             else:
                 out |= self.readers.get((what, ident), set())
-        return out
+                every = every or (what, ident) in self.wide
+        return out | self.routes.keys() if every else out
 
     def touch_targets(self, targets: Iterable[Target]) -> None:
         """Mark dirty the virtual hosts that serve route rules under these policy targets
@@ -152,6 +161,12 @@ class Aggregate:
     def remove(self, key: ObjectKey) -> None:
         old = self.routes.pop(key, None)
         for token in self.reads.pop(key, ()):
+            if token in WIDE_READS:
+                if (left := self.wide.get(token, 0) - 1) > 0:
+                    self.wide[token] = left
+                else:
+                    self.wide.pop(token, None)
+                continue
             readers = self.readers.get(token)
             if readers is not None:
                 readers.discard(key)
@@ -190,7 +205,10 @@ class Aggregate:
         self.routes[key] = (route, contribution)
         self.reads[key] = kept = tuple(map(self._token, reads))
         for token in kept:
-            self.readers[token].add(key)
+            if token in WIDE_READS:
+                self.wide[token] = self.wide.get(token, 0) + 1
+            else:
+                self.readers[token].add(key)
         if contribution.status is not None:
             self.statuses[key] = contribution.status
         if contribution.delegated:
@@ -224,7 +242,7 @@ class Aggregate:
         return cluster
 
     def _token(self, token: Read) -> Read:
-        kept = self.tokens.get(token)
+        kept = WIDE_READS.get(token) or self.tokens.get(token)
         if kept is None:
             kept = self.tokens[token] = token
         return kept

@@ -50,9 +50,9 @@ def policy_for(store: Store, service: Service, port_name: str | None) -> tuple[B
     """The policy that decides TLS to one Service port: one naming that port beats
     one for the whole Service; among equals the oldest wins."""
     if not store.count("BackendTLSPolicy"):
-        # Every backendRef asks: without policies, answer without listing them. (A
-        # policy appearing starts a full pass, see ROUTE_LEVEL_KINDS, so no route
-        # needs to have read the empty list.)
+        # Every backendRef asks: without policies, answer without listing them. (The
+        # first policy to appear re-adds every route that learned there were none:
+        # aggregate.WIDE_READS.)
         return None
     for section in ((port_name, None) if port_name else (None,)):
         for policy in _ordered(store, service.namespace):
