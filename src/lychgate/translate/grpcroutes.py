@@ -72,7 +72,7 @@ def _compile_rule(store: Store, route: GRPCRoute, index: int, rule: GRPCRouteRul
             backends.append(ir.WeightedCluster(cluster.name if cluster else None, ref.weight, req, resp))
     session = session_of(rule.session_persistence, str(rule.name or index), backends, out)
     gcp = gcp_of(out.clusters.get(b.cluster or "") for b in backends)
-    action: ir.Action = (ir.Forward(tuple(backends), session=session, gcp=gcp) if any(b.cluster for b in backends)
+    action: ir.Action = (ir.shared_forward(ir.Forward(tuple(backends), session=session, gcp=gcp)) if any(b.cluster for b in backends)
                          else ir.DirectResponse(500, NO_BACKEND_BODY))
     for m, match in enumerate(rule.matches or [GRPCRouteMatch()]):
         out.routes.append(ir.Route(source=_source(route, index, m, rule), match=_match(match, f"matches[{m}]"), action=action,

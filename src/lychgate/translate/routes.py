@@ -328,7 +328,7 @@ def _forward(
     if timeout and backend_timeout and backend_timeout > timeout:
         raise InvalidRule(f"timeouts.backendRequest ({rule.timeouts.backend_request}) cannot be longer "  # type: ignore[union-attr]
                           f"than timeouts.request ({rule.timeouts.request})")  # type: ignore[union-attr]
-    return ir.Forward(
+    return ir.shared_forward(ir.Forward(
         tuple(backends), timeout_ms=timeout, per_try_timeout_ms=backend_timeout, mirrors=mirrors,
         retry=rule_filters.retry(rule.retry, "retry") if rule.retry is not None else None,
         websocket=websocket,
@@ -338,7 +338,7 @@ def _forward(
         mcp=mcp_of(out.clusters.get(b.cluster or "") for b in backends),
         gcp=gcp_of(out.clusters.get(b.cluster or "") for b in backends),
         session=session_of(rule.session_persistence, label, backends, out),
-    )
+    ))
 
 
 def session_of(spec: SessionPersistence | None, label: str, backends: list[ir.WeightedCluster],
