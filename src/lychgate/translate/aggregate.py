@@ -54,7 +54,7 @@ POLICY_KINDS = frozenset({"TrafficPolicy", "GatewayExtension"})
 AGGREGATED_KINDS = frozenset({"HTTPRoute", "GRPCRoute"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per route: a dict each held 0.5 MiB at 5,000 routes
 class Contribution:
     """One route's share: where it attaches, what it routes, what status it has."""
 
@@ -101,6 +101,9 @@ class Aggregate:
     # The Cluster of each name last seen, which routes resolving to an equal one share:
     # each route resolving a Service builds its own Cluster, endpoints and all.
     cluster_pool: dict[str, ir.Cluster] = field(default_factory=dict)
+    # (namespace, name) of each Gateway routes attach to, one tuple each: every route's
+    # attachments hold it (starting over on a full pass, as a Gateway change brings).
+    gateway_keys: dict[GatewayKey, GatewayKey] = field(default_factory=dict)
 
     def reset(self) -> None:
         fresh = Aggregate()
@@ -232,6 +235,10 @@ class Aggregate:
             users = self.cluster_users[gw]
             for cluster in contribution.clusters:
                 users.add(key, cluster)
+
+    def gateway_key(self, namespace: str, name: str) -> GatewayKey:
+        key = (namespace, name)
+        return self.gateway_keys.setdefault(key, key)
 
     def shared_cluster(self, cluster: ir.Cluster) -> ir.Cluster:
         """`cluster`, or an equal one of the same name a route holds already."""

@@ -361,7 +361,7 @@ def _contribution(store: Store, route: AnyRoute, ctxs: dict[tuple[str, str], Gat
             compiled = (compile_grpc_route(store, route, quarantined) if isinstance(route, GRPCRoute)
                         else compile_route(store, route, quarantined, subtrees=state.subtrees))
         conds, attached = _attachment(store, route, ref, ctx, compiled)
-        gw_key = (ctx.gateway.namespace, ctx.gateway.name)
+        gw_key = state.gateway_key(ctx.gateway.namespace, ctx.gateway.name)
         attachments.extend((gw_key, listener.id, route_table(listener), tuple(hosts)) for listener, hosts in attached)
         parents.append(parent_status(route, ref, conds))
     return Contribution(
