@@ -187,7 +187,7 @@ class Aggregate:
                 bucket = self.buckets.get(vkey)
                 if bucket is None:
                     continue
-                if type(bucket) is dict:
+                if isinstance(bucket, dict):
                     if key not in bucket:
                         continue
                     del bucket[key]
@@ -223,7 +223,7 @@ class Aggregate:
                 bucket = self.buckets.get(vkey)
                 if bucket is None:
                     self.buckets[vkey] = key
-                elif type(bucket) is dict:
+                elif isinstance(bucket, dict):
                     bucket[key] = None
                 elif bucket != key:
                     self.buckets[vkey] = {bucket: None, key: None}
@@ -274,7 +274,7 @@ class Aggregate:
         virtual host, in the order the routes came."""
         bucket = self.buckets[(gw, table, host)]
         out: list[Entry] = []
-        for key in (bucket if type(bucket) is dict else (bucket,)):
+        for key in (bucket if isinstance(bucket, dict) else (bucket,)):
             route, contribution = self.routes[key]
             for g, listener, t, hosts in contribution.attachments:
                 if t == table and g == gw and host in hosts:
