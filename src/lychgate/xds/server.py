@@ -178,7 +178,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         # has answered or left: not on every stream's answer, each of which woke the waiter.
         self._progress = asyncio.Event()
         self._awaited: dict[int, int] = {}  # proxy id -> waiters
-        self._turns = opening.Turns(idle=memory.give_back)  # streams opening at once
+        self._turns = opening.Turns(idle=self._openings_over)  # streams opening at once
         self._replicas_at: dict[str, float] = {}  # Gateway -> loop time of its last local-cluster update
         self._replicas_due: dict[str, asyncio.TimerHandle] = {}  # Gateway -> its next one, if scheduled
         self._replicas_count: dict[str, int] = {}  # Gateway -> proxies in its last one
@@ -358,6 +358,15 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         metrics.CONNECTED_PROXIES.labels(conn.gateway).inc()
         log.info("proxy %s connected from %s (%s xDS)", conn.node_id, conn.peer, protocol)
         return conn
+
+    def _openings_over(self) -> None:
+        """No stream is opening: what the snapshots keep encoded for the proxies that open
+        (every resource as a delta entry, whole first answers) waits for the next opening to be
+        encoded again (once per Gateway, shared by its proxies then), and what openings held
+        goes back to the system. Kept, they were a second copy of every resource sent, and
+        more (2 MiB at 20 Gateways of 250 routes)."""
+        self.cache.forget_encodings()
+        memory.give_back()
 
     def _replicas_changed(self, gateway: str) -> None:
         """The Gateway's local cluster lists its proxies connected (xds/replicas.py): at once, or
