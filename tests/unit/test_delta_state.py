@@ -136,7 +136,7 @@ def _walk(seed: int, steps: int = 300) -> None:
             changed, removed, nonce, message = mine.respond(snapshot, EDS, nonces)
             assert (changed, removed) == expected
             assert nonce not in mine.inflight  # (a shared answer's nonce may have been sent before)
-            response = discovery_pb2.DeltaDiscoveryResponse.FromString(b"".join(message))
+            response = discovery_pb2.DeltaDiscoveryResponse.FromString(message)
             assert [(r.name, r.version) for r in response.resources] == [(n, hashes[n]) for n in changed]
             assert list(response.removed_resources) == removed and response.nonce == nonce
             assert response.system_version_info == snapshot.version(EDS)
@@ -165,7 +165,7 @@ def test_proxies_that_hold_the_same_get_the_very_same_bytes() -> None:
     first.inflight[answers[0][2]] = first.inflight.get(answers[0][2], ("", first.holding(), first.holding()))
     _, _, nonce, again = first.respond(snapshot, EDS, nonces)
     assert nonce != answers[0][2]
-    parsed, shared = (discovery_pb2.DeltaDiscoveryResponse.FromString(b"".join(m)) for m in (again, message))
+    parsed, shared = (discovery_pb2.DeltaDiscoveryResponse.FromString(m) for m in (again, message))
     assert parsed.nonce == nonce
     parsed.nonce = shared.nonce
     assert parsed == shared

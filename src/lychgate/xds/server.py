@@ -516,7 +516,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         """One object for equal subscriptions (every proxy of a Gateway asks for the same endpoints)."""
         return self._names.setdefault(names, names)
 
-    def _respond_delta(self, conn: ProxyConnection, type_url: str, snapshot: Snapshot) -> tuple[bytes, ...] | None:
+    def _respond_delta(self, conn: ProxyConnection, type_url: str, snapshot: Snapshot) -> bytes | None:
         state = conn.types.get(type_url)
         if state is None or state.delta is None:
             return None
@@ -574,14 +574,14 @@ class _Handed:
 
     __slots__ = ("content",)
 
-    def __init__(self, content: tuple[bytes, ...] | Any) -> None:
+    def __init__(self, content: bytes | Any) -> None:
         self.content = content
 
 
 def _serialize(response: _Handed) -> bytes:
-    """Delta responses come encoded already, in parts (xds/delta.py); state-of-the-world ones are messages."""
+    """Delta responses come encoded already (xds/delta.py); state-of-the-world ones are messages."""
     content, response.content = response.content, b""
-    return b"".join(content) if isinstance(content, tuple) else content.SerializeToString()
+    return content if isinstance(content, bytes) else content.SerializeToString()
 
 
 def _add_servicer(servicer: AdsServer, server: grpc.aio.Server) -> None:
