@@ -507,3 +507,38 @@ async def test_a_refused_listener_is_offered_again_when_asked_to(
     ads.retry(conn, types.LISTENER)
     again = await client.recv()
     assert [r.name for r in again.resources] == [r.name for r in lds.resources] == ["http-8080"]
+
+
+async def test_once_no_proxy_is_opening_the_encodings_go_and_the_next_proxy_gets_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a snapshot keeps encoded for opening delta streams (each resource's entry, whole
+    first answers) is a copy of every resource sent: once no stream is opening it goes, and a
+    proxy that opens later is sent the very same configuration, encoded again."""
+    monkeypatch.setattr(opening, "IDLE", 0.05)
+    cache = SnapshotCache()
+    ads = AdsServer(cache)
+    server, port = await start_server(ads, "127.0.0.1:0")
+    cache.set(NODE, build(_two_clusters()), counts_replicas=False)  # (one snapshot, whoever connects)
+    snap = cache.get(NODE)
+    assert snap is not None
+    clients: list[DeltaClient] = []
+    try:
+        answers = []
+        for _ in range(2):
+            client = DeltaClient(f"127.0.0.1:{port}", delta=True)
+            clients.append(client)
+            client.delta(types.CLUSTER)
+            cds = await client.recv()
+            assert snap.entries[types.CLUSTER] and snap.delta_bodies  # kept while opening
+            client.delta(types.CLUSTER, nonce=cds.nonce)
+            for _ in range(100):  # (bounded) its opening ends once it ACKed, then IDLE passes
+                await asyncio.sleep(0.02)
+                if not snap.entries[types.CLUSTER] and not snap.delta_bodies:
+                    break
+            assert not snap.entries[types.CLUSTER] and not snap.delta_bodies
+            answers.append(sorted((r.name, r.version, r.resource.value) for r in cds.resources))
+        assert answers[0] == answers[1] and len(answers[0]) == 2
+    finally:
+        for client in clients:
+            await client.close()
+        await server.stop(0)

@@ -231,6 +231,15 @@ class SnapshotCache:
         self._notify(node)
         return snap
 
+    def forget_encodings(self) -> None:
+        """Drop what the snapshots keep encoded for delta streams (Snapshot.entries, delta_bodies):
+        it is made again when a stream needs it. (In place: a snapshot shares its entries with
+        the next while its resources stay the same.)"""
+        for snap in self._snapshots.values():
+            for kept in snap.entries.values():
+                kept.clear()
+            snap.delta_bodies.clear()
+
     def remove(self, node: str) -> None:
         self._counted.discard(node)
         if self._snapshots.pop(node, None) is not None:

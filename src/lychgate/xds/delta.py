@@ -56,7 +56,7 @@ class Holding(NamedTuple):
         return self.basis.get(name) if self.wildcard or name in self.names else None
 
 
-@dataclass
+@dataclass(slots=True)  # (one per type per stream)
 class DeltaState:
     """The delta bookkeeping of one type on one stream."""
 
