@@ -62,9 +62,9 @@ def route_table(
         request_headers_to_remove=list(remove_headers),
     ).SerializeToString(deterministic=True)
     cache = cache or WireCache()
-    data, digests = cache.get_all(key, vhosts, "vhost", lambda vh: _framed_host(vh, cache, key))
-    digest = hashlib.blake2b(head + b"".join(digests), digest_size=8).hexdigest()
-    return RawMessage(route_pb2.RouteConfiguration, head + b"".join(data), digest)
+    data, digests = cache.get_all(key, vhosts, lambda vh: _framed_host(vh, cache, key), prefix=head)
+    digest = hashlib.blake2b(head + digests, digest_size=8).hexdigest()
+    return RawMessage(route_pb2.RouteConfiguration, data, digest)
 
 
 def virtual_host(vh: ir.VirtualHost, cache: WireCache | None = None, table: Hashable | None = None
