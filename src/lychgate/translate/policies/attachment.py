@@ -497,8 +497,8 @@ class PolicyIndex:
         if not self.by_target:
             return r
         src = r.source
-        key = (gateway.namespace, gateway.name, listener, route.KIND, route.namespace, route.name,
-               src.namespace, src.name, src.rule, src.delegated_by)
+        key = self.ledger.key((gateway.namespace, gateway.name, listener),
+                              ObjectKey(route.KIND, route.namespace, route.name), src)
         resolved = self.ledger.lookup(owner, key)
         if resolved is None:
             found = self._resolve(_points(gateway, listener, route, src))
