@@ -60,6 +60,19 @@ def test_matcher_needs_exactly_one_list() -> None:
         objects({"matcher": {"inclusionList": [{"prefix": "a", "suffix": "b"}]}})
 
 
+@pytest.mark.parametrize("field", ["inclusionList", "exclusionList"])
+def test_an_empty_list_is_refused_at_apply_and_on_load(field: str) -> None:
+    """Envoy refuses a stats matcher with an empty list (ListStringMatcher needs a pattern), and
+    the proxy would not start: lychgate's CRD refuses `[]` (kgateway's lets it through), and so
+    does loading it, naming the field."""
+    from tests.unit.test_kgateway_rules import crd_errors
+
+    manifest = gateway_parameters(stats={"enabled": True, "matcher": {field: []}})
+    assert any(e.startswith(f"spec.kube.stats.matcher.{field}") for e in crd_errors(manifest)), crd_errors(manifest)
+    with pytest.raises(ManifestError, match=f"spec.kube.stats.matcher.{field}"):
+        parse(manifest)
+
+
 @pytest.fixture
 def envoy(tmp_path: Path) -> Iterator[Any]:
     processes: list[subprocess.Popen[bytes]] = []

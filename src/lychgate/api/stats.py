@@ -12,8 +12,10 @@ from lychgate.api.rules import exactly_one_of
 class StatsMatcher(Model):
     """Which Envoy stats exist at all: an inclusion or an exclusion list (not both)."""
 
-    inclusion_list: list[StringMatcher] = Field(default_factory=list, max_length=16)
-    exclusion_list: list[StringMatcher] = Field(default_factory=list, max_length=16)
+    # At least one entry: Envoy refuses an empty list (ListStringMatcher.patterns); kgateway's
+    # CRD lets `[]` through (only MinProperties=1 on the matcher) to a proxy that cannot start.
+    inclusion_list: list[StringMatcher] = Field(default_factory=list, min_length=1, max_length=16)
+    exclusion_list: list[StringMatcher] = Field(default_factory=list, min_length=1, max_length=16)
 
     RULES = (exactly_one_of("inclusion_list", "exclusion_list"),)
 
