@@ -67,3 +67,14 @@ def test_routes_resolving_one_service_share_its_cluster_until_it_changes() -> No
     (na,), (nb,) = (state.routes[parse(route(n, "svc")).key][1].clusters for n in "ab")
     assert na is nb and na != ca and na.protocol == "h2c"
     assert out.gateways["apps/gw"].clusters == (na,)
+
+
+def test_a_pool_shares_equal_values_and_stays_bounded() -> None:
+    from lychgate.interned import Interned
+
+    pool: Interned[tuple[str, ...]] = Interned(size=2)
+    first = pool(("a", "b"))
+    assert pool(tuple(["a", "b"])) is first  # an equal value: the one handed out before
+    second, third = pool(("c",)), pool(("d",))  # past its size the pool starts over
+    assert pool(("d",)) is third and pool(tuple(["a", "b"])) is not first  # (first stays with its holders)
+    assert second == ("c",)

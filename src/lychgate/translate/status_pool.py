@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# Distinct statuses kept for sharing; past that the pool starts over (the statuses
-# already handed out stay with their routes, later ones are shared anew).
-POOL_SIZE = 4096
+from lychgate.interned import Interned
 
 
 def frozen(value: Any) -> Any:
@@ -32,15 +30,8 @@ class StatusPool:
     __slots__ = ("_pool",)
 
     def __init__(self) -> None:
-        self._pool: dict[Any, dict[str, Any]] = {}
+        self._pool: Interned[dict[str, Any]] = Interned()
 
     def shared(self, status: dict[str, Any]) -> dict[str, Any]:
         """`status`, or an equal one handed out before."""
-        key = frozen(status)
-        found = self._pool.get(key)
-        if found is not None:
-            return found
-        if len(self._pool) >= POOL_SIZE:
-            self._pool.clear()
-        self._pool[key] = status
-        return status
+        return self._pool(status, frozen(status))

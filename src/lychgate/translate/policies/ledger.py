@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from lychgate import ir
 from lychgate.api.base import ObjectKey
+from lychgate.interned import Interned
 
 if TYPE_CHECKING:
     from lychgate.translate.policies.attachment import Resolved, Target
@@ -52,8 +53,6 @@ class Mark:
 Record = tuple[str, "Target", Mark]  # policy key, the attachment's target, what happened
 # A route's tallies: (policy, mark, count) sorted, one tuple for equal ones (Ledger._route_pool).
 RouteTallies = tuple[tuple[str, Mark, int], ...]
-# Interned route tallies kept; past that the pool starts over.
-_POOL_MAX = 4_096
 
 
 class _Use:
@@ -83,7 +82,7 @@ class Ledger:
         # routes alike (a Gateway-wide policy's), where two dicts per route held 1.5 MiB at
         # 5,000 routes
         self.by_route: dict[ObjectKey, RouteTallies] = {}
-        self._route_pool: dict[RouteTallies, RouteTallies] = {}
+        self._route_pool: Interned[RouteTallies] = Interned()
         # gateway ref -> cluster name -> (cluster, resolutions using it): extension and
         # backend clusters the Gateway's policies need
         self._clusters: dict[str, dict[str, tuple[ir.Cluster, int]]] = {}
@@ -181,9 +180,7 @@ class Ledger:
                 self.touched_policies.add(policy)
             if counts:
                 tallies = tuple(sorted(((p, m, n) for (p, m), n in counts.items()), key=_by_policy))
-                if len(self._route_pool) >= _POOL_MAX:
-                    self._route_pool.clear()
-                self.by_route[route] = self._route_pool.setdefault(tallies, tallies)
+                self.by_route[route] = self._route_pool(tallies)
             else:
                 self.by_route.pop(route, None)
             self.touched_routes.add(route)

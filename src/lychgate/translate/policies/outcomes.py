@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lychgate.api.base import ObjectKey
+from lychgate.interned import Interned
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.policies.ledger import Ledger, Tally
@@ -30,8 +31,8 @@ Described = dict[tuple[Any, ...], Applied]
 # Memo entries; the memo starts over beyond. Signatures carry route counts, so churn makes
 # new ones: kept small, the memo cannot grow the controller (a few hundred KiB).
 _DESCRIBED_MAX = 2_000
-# Shared route entries and statuses kept for sharing; past that the pools start over.
-_POOL_MAX = 4_096
+# Statuses with a condition kept for sharing; past that the table starts over.
+_WITH_CONDITION_MAX = 4_096
 
 
 class Outcome:
@@ -78,7 +79,7 @@ class StatusWriter:
         # Equal entries and (route status, condition) -> status with it, shared by the routes
         # alike (a Gateway-wide policy's: all of its routes): built per route, each held a
         # nest of dicts and lists, 0.8 KiB of every route under a Gateway's policy.
-        self._entries_pool: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+        self._entries_pool: Interned[tuple[tuple[str, str], ...]] = Interned()
         self._with_condition: dict[tuple[int, int], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
         self._described: Described = {}
 
@@ -88,9 +89,7 @@ class StatusWriter:
         redoing only the policies that were `restated` or whose tallies changed."""
         if len(self._described) > _DESCRIBED_MAX:
             self._described.clear()
-        if len(self._entries_pool) > _POOL_MAX:
-            self._entries_pool.clear()
-        if len(self._with_condition) > _POOL_MAX:
+        if len(self._with_condition) > _WITH_CONDITION_MAX:
             self._with_condition.clear()
         retargeted: set[ObjectKey] = set()
         for key in restated | ledger.touched_policies:
@@ -150,7 +149,7 @@ class StatusWriter:
             tallies = ledger.route_tallies(key)
             if tallies:
                 said = tuple(sorted((p, self._on_route(key, states[p], tally)) for p, tally in tallies.items()))
-                self._tally_entries[key] = self._entries_pool.setdefault(said, said)
+                self._tally_entries[key] = self._entries_pool(said)
             else:
                 self._tally_entries.pop(key, None)
         # A route's condition changes when its rules were recounted (its virtual hosts were
