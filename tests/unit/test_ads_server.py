@@ -8,6 +8,8 @@ and a Cluster push is followed by its endpoints even when they did not change.
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -541,4 +543,46 @@ async def test_once_no_proxy_is_opening_the_encodings_go_and_the_next_proxy_gets
     finally:
         for client in clients:
             await client.close()
+        await server.stop(0)
+
+
+async def test_equal_subscriptions_are_one_set_that_goes_with_the_last_stream(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every proxy of a Gateway subscribes to the same endpoints (thousands of names): the streams
+    share one set of them, and it goes once no stream holds it (nor the answers kept encoded for
+    openings). The table that shares them had kept every subscription ever made, and the names in
+    it, for the life of the process."""
+    monkeypatch.setattr(opening, "IDLE", 0.05)
+    cache = SnapshotCache()
+    ads = AdsServer(cache)
+    server, port = await start_server(ads, "127.0.0.1:0")
+    cache.set(NODE, build(_two_clusters()), counts_replicas=False)
+    names = ["kube/default/b/80", "kube/default/svc/80"]
+    clients = [DeltaClient(f"127.0.0.1:{port}", delta=True) for _ in range(2)]
+    try:
+        for client in clients:
+            client.delta(types.ENDPOINT, subscribe=list(names))
+            await client.recv()
+        held = [conn.types[types.ENDPOINT].delta for conn in ads.connections.values()]
+        assert len(held) == 2 and all(d is not None for d in held)
+        first, second = (d.names for d in held if d is not None)
+        assert first is second and sorted(first) == names
+        gone = weakref.ref(first)
+        del first, second, held
+    finally:
+        for client in clients:
+            await client.close()
+    try:
+        for _ in range(100):  # (bounded) until both streams have ended
+            if not ads.connections:
+                break
+            await asyncio.sleep(0.02)
+        assert not ads.connections
+        for _ in range(100):  # (bounded) and the openings' encodings are forgotten
+            gc.collect()
+            if gone() is None:
+                break
+            await asyncio.sleep(0.02)
+        assert gone() is None
+    finally:
         await server.stop(0)

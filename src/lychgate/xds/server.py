@@ -183,8 +183,9 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self._replicas_due: dict[str, asyncio.TimerHandle] = {}  # Gateway -> its next one, if scheduled
         self._replicas_count: dict[str, int] = {}  # Gateway -> proxies in its last one
         self._refusing: dict[int, ProxyConnection] = {}  # each proxy that NACKed since (refusing())
-        # Subscriptions by value, each held by the streams that ask for it (_intern).
-        self._names: weakref.WeakValueDictionary[frozenset[str], frozenset[str]] = weakref.WeakValueDictionary()
+        # Subscriptions by their hash, each held by the streams that ask for it (_intern). Keyed by
+        # the hash, not the set: a key is held strongly, and it kept every subscription ever made.
+        self._names: weakref.WeakValueDictionary[int, frozenset[str]] = weakref.WeakValueDictionary()
         # Gateway -> the metric children of its proxies (ProxyConnection.counter), one dict for
         # them all: a dict per stream was 3 KiB a proxy. (Children are never removed.)
         self._counters: dict[str, dict[tuple[Counter, str], Any]] = {}
@@ -513,8 +514,15 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         return asked
 
     def _intern(self, names: frozenset[str]) -> frozenset[str]:
-        """One object for equal subscriptions (every proxy of a Gateway asks for the same endpoints)."""
-        return self._names.setdefault(names, names)
+        """One object for equal subscriptions (every proxy of a Gateway asks for the same endpoints),
+        gone with the last stream that holds it. (Two sets of one hash: the later is not shared.)"""
+        key = hash(names)
+        held = self._names.get(key)
+        if held is None:
+            self._names[key] = names
+        elif held == names:
+            return held
+        return names
 
     def _respond_delta(self, conn: ProxyConnection, type_url: str, snapshot: Snapshot) -> bytes | None:
         state = conn.types.get(type_url)
