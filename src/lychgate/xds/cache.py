@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,23 +83,28 @@ def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Sna
     for type_url, byname in resources.by_type.items():
         before = previous.hashes.get(type_url) if previous is not None else None
         before_messages = previous.messages.get(type_url) if previous is not None else None
-        removed = before.keys() - byname.keys() if before is not None else set()
+        identical = False  # the very messages of the previous snapshot, under the same names
         if previous is not None and before is not None and before_messages is not None:
-            type_packed, type_hashes = dict(previous.resources[type_url]), dict(before)
-            kept = dict(previous.entries.get(type_url, {}))
-            for name in removed:
-                del type_packed[name], type_hashes[name]
-                kept.pop(name, None)
-            names: list[str] = [n for n, m in byname.items() if before_messages.get(n) is not m]
-            changed = _pack(type_url, byname, names, previous, type_packed, type_hashes, kept)
-            if any(n not in before for n in changed):  # new names: in order, as a full pack has them
-                type_packed = {n: type_packed[n] for n in sorted(type_packed)}
-                type_hashes = {n: type_hashes[n] for n in sorted(type_hashes)}
+            names, removed = _differences(byname, before_messages, before)
+            identical = not names and not removed
+            if identical:
+                changed: list[str] = []  # (the previous snapshot's dicts, below)
+            else:
+                type_packed, type_hashes = dict(previous.resources[type_url]), dict(before)
+                kept = dict(previous.entries.get(type_url, {}))
+                for name in removed:
+                    del type_packed[name], type_hashes[name]
+                    kept.pop(name, None)
+                changed = _pack(type_url, byname, names, previous, type_packed, type_hashes, kept)
+                if any(n not in before for n in changed):  # new names: in order, as a full pack has them
+                    type_packed = {n: type_packed[n] for n in sorted(type_packed)}
+                    type_hashes = {n: type_hashes[n] for n in sorted(type_hashes)}
         else:
+            removed = before.keys() - byname.keys() if before is not None else set()
             type_packed, type_hashes, kept = {}, {}, {}
             changed = _pack(type_url, byname, sorted(byname), previous, type_packed, type_hashes, kept)
         if type_url in IDENTIFIED:
-            messages[type_url] = dict(byname)
+            messages[type_url] = before_messages if identical and before_messages is not None else dict(byname)
         if previous is not None and before is not None and not changed and not removed:
             # Not one resource of the type changed: the previous snapshot's very dicts. A delta
             # stream that holds them sees at once that it holds this type (DeltaState.synced_to
@@ -113,6 +120,17 @@ def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Sna
             steps[type_url] = (before, frozenset(changed), frozenset(removed))
     return Snapshot(resources=packed, versions=versions, hashes=hashes, steps=steps, entries=entries,
                     messages=messages)
+
+
+def _differences(byname: dict[str, Any], before_messages: dict[str, Any],
+                 before_hashes: dict[str, str]) -> tuple[list[str], set[str]]:
+    """The names whose message is not the very object the previous snapshot was packed from, and
+    the names gone. Pass after pass a Gateway's clusters come in the same order: the names then
+    compare as lists and the messages by place, at C speed (a look-up per name, and a set of the
+    names gone, took 0.7 ms of every change to one route at 3,000 clusters)."""
+    if len(byname) == len(before_messages) and list(byname) == list(before_messages):
+        return list(itertools.compress(byname, map(operator.is_not, byname.values(), before_messages.values()))), set()
+    return [n for n, m in byname.items() if before_messages.get(n) is not m], before_hashes.keys() - byname.keys()
 
 
 def _pack(type_url: str, byname: dict[str, Any], names: list[str], previous: Snapshot | None,

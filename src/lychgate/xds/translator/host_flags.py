@@ -21,6 +21,9 @@ Question = Callable[[ir.VirtualHost], bool]
 KEPT = 256  # (listener, question) counts kept (a few per Gateway listener)
 
 _counts: OrderedDict[tuple[object, ...], tuple[tuple[ir.VirtualHost, ...], int]] = OrderedDict()
+# The last two host tuples compared, and their unchanged ends: every question about a listener
+# compares the same two (a listener's connection manager asks about seven).
+_last: tuple[tuple[ir.VirtualHost, ...], tuple[ir.VirtualHost, ...], int, int] = ((), (), 0, 0)
 
 
 def any_host(listener: ir.HTTPListener, question: Question) -> bool:
@@ -32,7 +35,7 @@ def any_host(listener: ir.HTTPListener, question: Question) -> bool:
         count = sum(1 for vh in hosts if vh.summary(question))
     else:
         old, old_count = last
-        head, tail = unchanged_ends(hosts, old)
+        head, tail = _unchanged_ends(hosts, old)
         count = (old_count - sum(1 for vh in old[head:len(old) - tail] if vh.summary(question))
                  + sum(1 for vh in hosts[head:len(hosts) - tail] if vh.summary(question)))
     _counts[key] = (hosts, count)
@@ -40,3 +43,12 @@ def any_host(listener: ir.HTTPListener, question: Question) -> bool:
     if len(_counts) > KEPT:
         _counts.popitem(last=False)
     return count > 0
+
+
+def _unchanged_ends(hosts: tuple[ir.VirtualHost, ...], old: tuple[ir.VirtualHost, ...]) -> tuple[int, int]:
+    global _last
+    last_hosts, last_old, head, tail = _last
+    if last_hosts is not hosts or last_old is not old:
+        head, tail = unchanged_ends(hosts, old)
+        _last = (hosts, old, head, tail)
+    return head, tail

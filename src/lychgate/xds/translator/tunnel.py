@@ -10,6 +10,8 @@ the request answers 503.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterable
 from typing import Any
 
@@ -55,12 +57,16 @@ def connect_listener(cluster: ir.Cluster, tunnel: ir.Tunnel) -> listener_pb2.Lis
             name="envoy.filters.network.tcp_proxy", typed_config=pack(config))])])
 
 
+_TUNNEL = operator.attrgetter("tunnel")  # (which clusters have one, found at C speed)
+
+
 class Tunnels(Feature):
     name = "tunnel"
 
     def resources(self, gateway: ir.GatewayIR) -> Iterable[tuple[str, str, Any]]:
-        for cluster, tunnel in [(c, c.tunnel) for c in gateway.clusters if c.tunnel is not None]:  # (few have one)
-            yield types.LISTENER, listener_name(cluster), connect_listener(cluster, tunnel)
+        for cluster in itertools.compress(gateway.clusters, map(_TUNNEL, gateway.clusters)):  # (few of thousands)
+            if (tunnel := cluster.tunnel) is not None:
+                yield types.LISTENER, listener_name(cluster), connect_listener(cluster, tunnel)
 
 
 register(Tunnels())
