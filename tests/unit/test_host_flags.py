@@ -19,6 +19,10 @@ def _marked(vh: ir.VirtualHost) -> bool:
     return vh.name.endswith("-marked")
 
 
+def _even(vh: ir.VirtualHost) -> bool:
+    return int(vh.name[1:].split("-")[0]) % 2 == 0
+
+
 def _listener(hosts: list[ir.VirtualHost]) -> ir.HTTPListener:
     return ir.HTTPListener(name="http-8080", address="127.0.9.1", port=8080, virtual_hosts=tuple(hosts))
 
@@ -40,5 +44,7 @@ def test_incremental_answers_equal_a_full_walk() -> None:
             hosts = [_host(serial + j, False) if _marked(vh) else vh for j, vh in enumerate(hosts)]
             serial += len(hosts)
         serial += 1
-        expected = any(_marked(vh) for vh in hosts)
-        assert host_flags.any_host(_listener(hosts), _marked) == expected, f"step {step}"
+        listener = _listener(hosts)  # (one listener, asked several questions, as a build does)
+        assert host_flags.any_host(listener, _even) == any(_even(vh) for vh in hosts), f"step {step}"
+        if step % 3 == 0:  # a question asked on some passes only: counted on older hosts than the other
+            assert host_flags.any_host(listener, _marked) == any(_marked(vh) for vh in hosts), f"step {step}"
