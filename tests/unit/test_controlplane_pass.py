@@ -20,7 +20,7 @@ from lychgate.api.base import ObjectKey
 from lychgate.api.registry import parse
 from lychgate.controlplane import ControlPlane, builtin_class
 from lychgate.settings import Settings
-from lychgate.xds import types
+from lychgate.xds import opening, types
 from lychgate.xds.cache import SnapshotCache
 from lychgate.xds.server import AdsServer, start_server
 from lychgate.xds.translator import build
@@ -160,4 +160,43 @@ async def test_proxies_that_change_no_status_ask_for_no_pass(tmp_path: Path) -> 
     finally:
         for client in clients:
             await client.close()
+        await server.stop(0)
+
+
+async def test_once_a_change_is_sent_the_snapshot_keeps_no_second_copy(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a snapshot keeps encoded to send a change (each resource changed, each answer) is a
+    second copy of what changed. Once every proxy of the Gateway has been sent the change it goes;
+    the next change reaches the proxy all the same."""
+    monkeypatch.setattr(opening, "IDLE", 0.05)
+    cache = SnapshotCache()
+    ads = AdsServer(cache)
+    server, port = await start_server(ads, "127.0.0.1:0")
+    cp = ControlPlane(Settings(state_dir=tmp_path), NoProxies(), cache=cache, ads=ads)  # type: ignore[arg-type]
+    cp.store.upsert(builtin_class())
+    cp.store.upsert(gateway("fleet"))
+    cp.store.upsert(route("r", "fleet"))
+    await cp.sync_once()
+    client = DeltaClient(f"127.0.0.1:{port}", delta=True, node="default/fleet")
+    try:
+        client.delta(types.CLUSTER)
+        client.delta(types.CLUSTER, nonce=(await client.recv()).nonce)
+        client.delta(types.LISTENER)
+        client.delta(types.LISTENER, nonce=(await client.recv()).nonce)
+        client.delta(types.ROUTE, subscribe=["http-8080"])  # (the listener's route table)
+        first = await client.recv()
+        assert [r.name for r in first.resources] == ["http-8080"]
+        client.delta(types.ROUTE, nonce=first.nonce)
+        await asyncio.sleep(0.3)  # (its opening is over, and IDLE passed)
+        for path in ("/a", "/b"):
+            cp.store.upsert(route("r", "fleet", path))
+            await cp.sync_once()
+            update = await client.recv()
+            assert update.type_url == types.ROUTE and path.encode() in update.resources[0].resource.value
+            client.delta(types.ROUTE, nonce=update.nonce)
+            snap = cache.get("default/fleet")
+            assert snap is not None
+            assert not snap.delta_bodies and not any(snap.entries.values())
+    finally:
+        await client.close()
         await server.stop(0)

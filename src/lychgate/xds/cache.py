@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import itertools
 import operator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -249,11 +250,12 @@ class SnapshotCache:
         self._notify(node)
         return snap
 
-    def forget_encodings(self) -> None:
-        """Drop what the snapshots keep encoded for delta streams (Snapshot.entries, delta_bodies):
-        it is made again when a stream needs it. (In place: a snapshot shares its entries with
-        the next while its resources stay the same.)"""
-        for snap in self._snapshots.values():
+    def forget_encodings(self, nodes: Iterable[str] | None = None) -> None:
+        """Drop what the snapshots (of `nodes`, else all) keep encoded for delta streams
+        (Snapshot.entries, delta_bodies): it is made again when a stream needs it. (In place:
+        a snapshot shares its entries with the next while its resources stay the same.)"""
+        for snap in (self._snapshots.values() if nodes is None
+                     else filter(None, map(self._snapshots.get, nodes))):
             for kept in snap.entries.values():
                 kept.clear()
             snap.delta_bodies.clear()

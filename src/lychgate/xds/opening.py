@@ -37,6 +37,11 @@ class Turns:
         self._idle = idle
         self._due: asyncio.TimerHandle | None = None
 
+    @property
+    def busy(self) -> bool:
+        """Is some stream opening, or has one been less than IDLE seconds ago?"""
+        return self._open > 0 or self._due is not None
+
     async def take(self, answered: Callable[[], bool]) -> Turn:
         """Wait for a turn; `answered` says whether every type the stream asked for is answered."""
         await self._slots.acquire()
@@ -50,7 +55,12 @@ class Turns:
         self._slots.release()
         self._open -= 1
         if self._open == 0 and self._idle is not None:
-            self._due = asyncio.get_running_loop().call_later(IDLE, self._idle)
+            self._due = asyncio.get_running_loop().call_later(IDLE, self._idle_now)
+
+    def _idle_now(self) -> None:
+        self._due = None
+        if self._idle is not None:
+            self._idle()
 
 
 class Turn:
