@@ -487,7 +487,7 @@ class ControlPlane:
             recorded[type_url] = snapshot.version(type_url)
             short = types.SHORT.get(type_url, type_url)
             metrics.SNAPSHOT_RESOURCES.labels(ref, short).set(len(byname))
-            metrics.SNAPSHOT_BYTES.labels(ref, short).set(sum(len(a.value) for a in byname.values()))
+            metrics.SNAPSHOT_BYTES.labels(ref, short).set(sum(map(len, byname.values())))
 
     def _forget_snapshot(self, ref: str) -> None:
         self.blocked.pop(ref, None)

@@ -62,7 +62,7 @@ def test_a_change_rebuilds_only_the_gateways_it_reaches(tmp_path: Path, monkeypa
     def routes_of(ref: str) -> bytes:
         snap = cp.cache.get(ref)
         assert snap is not None
-        return b"".join(a.value for a in snap.resources[types.ROUTE].values())
+        return b"".join(snap.resources[types.ROUTE].values())
 
     asyncio.run(cp.sync_once())
     first = snapshots()
@@ -102,7 +102,7 @@ def test_snapshot_metrics_follow_the_snapshot(tmp_path: Path) -> None:
     def actual() -> int:
         snap = cp.cache.get("default/m")
         assert snap is not None
-        return sum(len(a.value) for a in snap.resources[types.ROUTE].values())
+        return sum(map(len, snap.resources[types.ROUTE].values()))
 
     for n in range(3):
         cp.store.upsert(route(f"m-{n}", "m"))

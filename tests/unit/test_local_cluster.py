@@ -28,7 +28,7 @@ def _hosts(assignment: endpoint_pb2.ClusterLoadAssignment) -> list[tuple[str, in
 
 def _local(response: Any) -> list[tuple[str, int]]:
     """The local cluster's hosts in a response (delta wraps each resource in a Resource)."""
-    assignments = [decode(types.ENDPOINT, r.resource if isinstance(r, discovery_pb2.Resource) else r)
+    assignments = [decode(types.ENDPOINT, (r.resource if isinstance(r, discovery_pb2.Resource) else r).value)
                    for r in response.resources]
     [assignment] = [a for a in assignments if a.cluster_name == LOCAL_CLUSTER]
     return _hosts(assignment)

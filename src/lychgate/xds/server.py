@@ -30,7 +30,7 @@ from lychgate import memory
 from lychgate.admin import metrics
 from lychgate.log import component_logger
 from lychgate.xds import delta_request, opening, types
-from lychgate.xds.cache import Snapshot, SnapshotCache
+from lychgate.xds.cache import Snapshot, SnapshotCache, packed
 from lychgate.xds.delta import EMPTY, DeltaState
 
 log = component_logger("xds")
@@ -455,9 +455,9 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             return None  # the same content was rejected; wait for a new version
         byname = snapshot.resources.get(type_url, {})
         if state.names is None:
-            resources = list(byname.values())
+            resources = [packed(type_url, blob) for blob in byname.values()]
         else:
-            resources = [byname[n] for n in sorted(state.names) if n in byname]
+            resources = [packed(type_url, byname[n]) for n in sorted(state.names) if n in byname]
         nonce = str(next(self._nonces))
         state.pending = state.force = state.names_changed = False
         state.nonce = nonce
