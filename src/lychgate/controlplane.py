@@ -351,10 +351,10 @@ class ControlPlane:
                 gw = self.translation.gateways[ref]
                 self._record_snapshot(ref, self.cache.set(ref, resources, counts_replicas(gw)))
                 self._served_from[ref] = gw
-            # Status below is for people, and waits (a millisecond or two at thousands of
-            # routes) while the streams send and answer Envoy's endpoint requests.
-            if built and await self.ads.wait_caught_up(built, CATCH_UP_SECONDS):
-                self.ads.sent(built)
+            if built:
+                # Status below is for people, and waits (a millisecond or two at thousands of
+                # routes) while the streams send and answer Envoy's endpoint requests.
+                await self.ads.let_go_once_sent(built, CATCH_UP_SECONDS)
             self.doctor.record(set(self.translation.gateways))
             for ref in set(self.cache.nodes()) - self.translation.gateways.keys():
                 self.cache.remove(ref)
