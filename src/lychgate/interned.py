@@ -2,27 +2,30 @@
 
 Translation builds per route what most routes have equal (a status, a policy's
 tallies, what a policy says of a route): kept per route, each held its own copy
-from pass to pass. A pool hands back the first equal value it was given. It is
-bounded: past its size it starts over, and the values already handed out stay
-with their holders (only later ones are shared anew), so churn cannot grow it.
+from pass to pass. A pool hands back the first equal value it was given, and
+keeps it while something else holds it too: once the pool has doubled since it
+last looked, it lets go of the values only it holds. (It had started over once
+4,096 values were kept: under churn every new value stayed until then, the
+pools growing steadily for minutes, several MiB in all.)
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-SIZE = 4096  # distinct values kept for sharing
+FLOOR = 256  # values kept before the pool first looks for the ones no one else holds
 
 
 class Interned(Generic[T]):
-    __slots__ = ("_pool", "_size")
+    __slots__ = ("_limit", "_pool")
 
-    def __init__(self, size: int = SIZE) -> None:
+    def __init__(self) -> None:
         self._pool: dict[Hashable, T] = {}
-        self._size = size
+        self._limit = FLOOR
 
     def __call__(self, value: T, key: Hashable | None = None) -> T:
         """`value`, or an equal one handed out before; `key`: a hashable form of a value that
@@ -30,7 +33,22 @@ class Interned(Generic[T]):
         k = value if key is None else key
         found = self._pool.get(k)
         if found is None:
-            if len(self._pool) >= self._size:
-                self._pool.clear()
+            if len(self._pool) >= self._limit:
+                self._prune()
             found = self._pool[k] = value
         return found
+
+    def __len__(self) -> int:
+        return len(self._pool)
+
+    def _prune(self) -> None:
+        """Let go of the values no one else holds; look again once the pool has doubled."""
+        pool = self._pool
+        for k in list(pool):
+            v = pool[k]
+            # References to v here: the pool's value (and key, when the key is the value
+            # itself, then also the list's and k), v, and getrefcount's argument.
+            if sys.getrefcount(v) <= (6 if k is v else 3):
+                del pool[k]
+            del v
+        self._limit = max(FLOOR, 2 * len(pool))

@@ -14,9 +14,11 @@ import operator
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from lychgate import ir_listener
+
+F = TypeVar("F")
 
 PathType = Literal["Exact", "PathPrefix", "RegularExpression"]
 MatchType = Literal["Exact", "RegularExpression"]
@@ -130,23 +132,34 @@ class Forward:
         return tuple(dict.fromkeys(b.picker for b in self.backends if b.picker is not None))
 
 
-# Each Forward some route holds, by its fields: routes to the same backends with the same
-# settings (most of them) share one. 5,000 routes held 1.2 MiB of equal ones. Keyed by the
-# fields, not the Forward, so that a Forward no route holds any more goes.
-_FORWARDS: weakref.WeakValueDictionary[tuple[Any, ...], Forward] = weakref.WeakValueDictionary()
-_forward_fields = operator.attrgetter(*(f.name for f in dataclasses.fields(Forward)))
+class SharedPool(Generic[F]):
+    """Equal frozen values as one object while something holds it: a weak pool keyed by the
+    value's fields (not by the value, which the key would keep alive for ever)."""
+
+    __slots__ = ("_fields", "_pool")
+
+    def __init__(self, cls: type[F]) -> None:
+        self._pool: weakref.WeakValueDictionary[tuple[Any, ...], F] = weakref.WeakValueDictionary()
+        self._fields = operator.attrgetter(*(f.name for f in dataclasses.fields(cls)))  # type: ignore[arg-type]
+
+    def __call__(self, value: F) -> F:
+        """`value`, or an equal one something holds already."""
+        key = self._fields(value)
+        try:
+            kept = self._pool.get(key)
+        except TypeError:  # a field that cannot be hashed: keep it to itself
+            return value
+        if kept is None:
+            self._pool[key] = kept = value
+        return kept
+
+    def __len__(self) -> int:
+        return len(self._pool)
 
 
-def shared_forward(forward: Forward) -> Forward:
-    """`forward`, or an equal Forward a route holds already."""
-    key = _forward_fields(forward)
-    try:
-        kept = _FORWARDS.get(key)
-    except TypeError:  # a field that cannot be hashed: keep it to itself
-        return forward
-    if kept is None:
-        _FORWARDS[key] = kept = forward
-    return kept
+# Routes to the same backends with the same settings (most of them) share one Forward:
+# 5,000 routes held 1.2 MiB of equal ones.
+shared_forward = SharedPool(Forward)
 
 
 @dataclass(frozen=True)
@@ -627,7 +640,7 @@ class RateLimitQuota:
     deny_status: int | None = None  # None: Envoy's 429
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # weakref: shared_policy
 class RoutePolicy:
     """What the TrafficPolicies attached to a route make of it (None: not set). Slotted: one
     per distinct set of policies, and its 38 fields held a dict of 1.2 KiB each."""
@@ -675,6 +688,11 @@ class RoutePolicy:
     direct_response: DirectResponse | None = None  # answered instead of forwarding
     request_mirror: RequestMirror | None = None  # xds/translator/request_mirror.py
     ai: str | None = None  # TrafficPolicy `ai`: its settings' id for the AI extension (lychgate.ai.config)
+
+
+# The route rules under equal policies share one RoutePolicy. A change to any policy resolves
+# the rules rebuilt anew: under churn each rule a policy had reached kept its own equal copy.
+shared_policy = SharedPool(RoutePolicy)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from lychgate.api.registry import parse
 from lychgate.controlplane import builtin_class
 from lychgate.store import Store
 from lychgate.translate.aggregate import Aggregate
 from lychgate.translate.gateway import translate
-from lychgate.translate.status_pool import StatusPool
+from lychgate.translate.status_pool import StatusPool, frozen
 
 GATEWAY = {
     "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "gw", "namespace": "apps"},
@@ -69,12 +71,23 @@ def test_routes_resolving_one_service_share_its_cluster_until_it_changes() -> No
     assert out.gateways["apps/gw"].clusters == (na,)
 
 
-def test_a_pool_shares_equal_values_and_stays_bounded() -> None:
-    from lychgate.interned import Interned
+def test_a_pool_shares_equal_values_and_keeps_only_those_still_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Equal values are one object; once the pool has doubled, it lets go of the values no one
+    else holds (under churn, every value a pass made had stayed until 4,096 were kept), and
+    keeps sharing the ones still held: values that are their own keys, and values kept under
+    a key of their own (a status dict, under its frozen form)."""
+    from lychgate import interned
 
-    pool: Interned[tuple[str, ...]] = Interned(size=2)
-    first = pool(("a", "b"))
-    assert pool(tuple(["a", "b"])) is first  # an equal value: the one handed out before
-    second, third = pool(("c",)), pool(("d",))  # past its size the pool starts over
-    assert pool(("d",)) is third and pool(tuple(["a", "b"])) is not first  # (first stays with its holders)
-    assert second == ("c",)
+    monkeypatch.setattr(interned, "FLOOR", 4)
+    pool: interned.Interned[tuple[str, ...]] = interned.Interned()
+    held = pool(tuple(["a", "b"]))  # (not a constant: the code would hold it too)
+    assert pool(tuple(["a", "b"])) is held  # an equal value: the one handed out before
+    for n in range(50):
+        pool((f"gone-{n}",))  # no one holds these
+    assert len(pool) <= 8 and pool(tuple(["a", "b"])) is held
+    statuses: interned.Interned[dict[str, Any]] = interned.Interned()
+    status = {"parents": [{"port": 1}]}  # (a new dict each call: only `status` holds it)
+    assert statuses(status, frozen(status)) is status
+    for n in range(50):
+        statuses({"n": n}, frozen({"n": n}))
+    assert len(statuses) <= 8 and statuses({"parents": [{"port": 1}]}, frozen(status)) is status

@@ -610,7 +610,7 @@ class PolicyIndex:
                 return Resolved(None, f"{f.name} of TrafficPolicies {keys} cannot be combined: {err}", {})
         if all(v is None or v == () or v == ir.NO_HEADERS for v in settings.values()):
             return Resolved(None, None, ctx.clusters)
-        return Resolved(ir.RoutePolicy(**settings), None, ctx.clusters)
+        return Resolved(ir.shared_policy(ir.RoutePolicy(**settings)), None, ctx.clusters)
 
     def _compile_field(self, ctx: CompileContext, f: PolicyField, contributors: list[Attachment]) -> dict[str, Any]:
         key = (f.name, tuple(a.state.key for a in contributors))

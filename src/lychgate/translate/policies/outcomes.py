@@ -10,6 +10,7 @@ that touched one route does not describe ten thousand.
 from __future__ import annotations
 
 import functools
+import sys
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -31,8 +32,10 @@ Described = dict[tuple[Any, ...], Applied]
 # Memo entries; the memo starts over beyond. Signatures carry route counts, so churn makes
 # new ones: kept small, the memo cannot grow the controller (a few hundred KiB).
 _DESCRIBED_MAX = 2_000
-# Statuses with a condition kept for sharing; past that the table starts over.
-_WITH_CONDITION_MAX = 4_096
+# Statuses with a condition kept for sharing before the table first lets go of those no route
+# holds any more (then again once it has doubled). It had started over at 4,096: under churn
+# each new status stayed until then, 1-2 KiB each.
+_WITH_CONDITION_FLOOR = 256
 
 
 class Outcome:
@@ -81,6 +84,7 @@ class StatusWriter:
         # nest of dicts and lists, 0.8 KiB of every route under a Gateway's policy.
         self._entries_pool: Interned[tuple[tuple[str, str], ...]] = Interned()
         self._with_condition: dict[tuple[int, int], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+        self._with_condition_limit = _WITH_CONDITION_FLOOR
         self._described: Described = {}
 
     def write(self, store: Store, states: Mapping[str, PolicyState], restated: set[str], ledger: Ledger,
@@ -89,8 +93,8 @@ class StatusWriter:
         redoing only the policies that were `restated` or whose tallies changed."""
         if len(self._described) > _DESCRIBED_MAX:
             self._described.clear()
-        if len(self._with_condition) > _WITH_CONDITION_MAX:
-            self._with_condition.clear()
+        if len(self._with_condition) >= self._with_condition_limit:
+            self._prune_with_condition()
         retargeted: set[ObjectKey] = set()
         for key in restated | ledger.touched_policies:
             old = self._policies.pop(key, None)
@@ -185,6 +189,14 @@ class StatusWriter:
         # (holding base and cond keeps their ids from being reused while the entry lives)
         self._with_condition[(id(base), id(cond))] = (base, cond, written)
         return written
+
+    def _prune_with_condition(self) -> None:
+        """Let go of the statuses no route holds any more."""
+        kept = self._with_condition
+        for key in list(kept):
+            if sys.getrefcount(kept[key][2]) <= 2:  # (the entry's reference, and getrefcount's)
+                del kept[key]
+        self._with_condition_limit = max(_WITH_CONDITION_FLOOR, 2 * len(kept))
 
     def _on_route(self, route: ObjectKey, state: PolicyState, tally: Tally) -> str:
         if state.errors:
