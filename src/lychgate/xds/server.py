@@ -189,7 +189,9 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         # the hash, not the set: a key is held strongly, and it kept every subscription ever made.
         self._names: weakref.WeakValueDictionary[int, frozenset[str]] = weakref.WeakValueDictionary()
         self._handed_bytes = 0  # delta answers handed to gRPC since the heap was last given back
-        self._background: set[asyncio.Task[None]] = set()  # (let_go_once_sent's, held until done)
+        # Gateways whose last change is still on its way to their proxies (let_go_once_sent)
+        self._sending: set[str] = set()
+        self._janitor: asyncio.Task[None] | None = None
         # Gateway -> the metric children of its proxies (ProxyConnection.counter), one dict for
         # them all: a dict per stream was 3 KiB a proxy. (Children are never removed.)
         self._counters: dict[str, dict[tuple[Counter, str], Any]] = {}
@@ -254,13 +256,17 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if await self.wait_caught_up(gateways, waited):
             self._sent(gateways)
             return
-        task = asyncio.create_task(self._sent_when_caught_up(gateways))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._sending.update(gateways)
+        if self._janitor is None or self._janitor.done():
+            self._janitor = asyncio.create_task(self._sent_when_caught_up())
 
-    async def _sent_when_caught_up(self, gateways: Collection[str]) -> None:
-        if await self.wait_caught_up(gateways, LET_GO_WITHIN):
-            self._sent(gateways)
+    async def _sent_when_caught_up(self) -> None:
+        """One task for every change still on its way (a pass each 100 ms under churn had made
+        one each): the Gateways added meanwhile are waited for on the next round."""
+        while self._sending:
+            gateways, self._sending = self._sending, set()
+            if await self.wait_caught_up(gateways, LET_GO_WITHIN):
+                self._sent(gateways)
 
     def _sent(self, gateways: Iterable[str]) -> None:
         if not self._turns.busy:
