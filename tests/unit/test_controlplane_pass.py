@@ -12,6 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from lychgate import controlplane
@@ -114,11 +115,8 @@ def test_snapshot_metrics_follow_the_snapshot(tmp_path: Path) -> None:
     assert shown("lychgate_xds_snapshot_bytes") == actual()
 
 
-async def test_proxies_that_change_no_status_ask_for_no_pass(tmp_path: Path) -> None:
-    """Every proxy that connects, first ACKs or leaves used to ask for a pass. When a fleet
-    reconnects after a restart, the first one programmed changes the Gateway's status and
-    the others change nothing: they must not each ask for one. A refusal still does, and a
-    Gateway that no proxy holds programmed any more is looked at again."""
+async def _fleet_served(tmp_path: Path) -> tuple[ControlPlane, grpc.aio.Server, int]:
+    """A control plane serving Gateway default/fleet (one route) over a real ADS server."""
     cache = SnapshotCache()
     ads = AdsServer(cache)
     server, port = await start_server(ads, "127.0.0.1:0")
@@ -127,6 +125,15 @@ async def test_proxies_that_change_no_status_ask_for_no_pass(tmp_path: Path) -> 
     cp.store.upsert(gateway("fleet"))
     cp.store.upsert(route("r", "fleet"))
     await cp.sync_once()
+    return cp, server, port
+
+
+async def test_proxies_that_change_no_status_ask_for_no_pass(tmp_path: Path) -> None:
+    """Every proxy that connects, first ACKs or leaves used to ask for a pass. When a fleet
+    reconnects after a restart, the first one programmed changes the Gateway's status and
+    the others change nothing: they must not each ask for one. A refusal still does, and a
+    Gateway that no proxy holds programmed any more is looked at again."""
+    cp, server, port = await _fleet_served(tmp_path)
     asked = cp._feedback_changed  # what wakes the control loop for a pass
 
     async def programmed_proxy() -> DeltaClient:
@@ -177,14 +184,7 @@ async def test_once_a_change_is_sent_the_snapshot_keeps_no_second_copy(tmp_path:
     monkeypatch.setattr(server_module, "GIVE_BACK_AFTER", 1)
     given_back: list[bool] = []
     monkeypatch.setattr(server_module.memory, "give_back", lambda: given_back.append(True))
-    cache = SnapshotCache()
-    ads = AdsServer(cache)
-    server, port = await start_server(ads, "127.0.0.1:0")
-    cp = ControlPlane(Settings(state_dir=tmp_path), NoProxies(), cache=cache, ads=ads)  # type: ignore[arg-type]
-    cp.store.upsert(builtin_class())
-    cp.store.upsert(gateway("fleet"))
-    cp.store.upsert(route("r", "fleet"))
-    await cp.sync_once()
+    cp, server, port = await _fleet_served(tmp_path)
     client = DeltaClient(f"127.0.0.1:{port}", delta=True, node="default/fleet")
     try:
         client.delta(types.CLUSTER)
@@ -202,7 +202,7 @@ async def test_once_a_change_is_sent_the_snapshot_keeps_no_second_copy(tmp_path:
             update = await client.recv()
             assert update.type_url == types.ROUTE and path.encode() in update.resources[0].resource.value
             client.delta(types.ROUTE, nonce=update.nonce)
-            snap = cache.get("default/fleet")
+            snap = cp.cache.get("default/fleet")
             assert snap is not None
             for _ in range(50):  # (bounded) seen to in the background when the pass did not wait
                 if not snap.delta_bodies and not any(snap.entries.values()):

@@ -91,3 +91,21 @@ def test_a_pool_shares_equal_values_and_keeps_only_those_still_held(monkeypatch:
     for n in range(50):
         statuses({"n": n}, frozen({"n": n}))
     assert len(statuses) <= 8 and statuses({"parents": [{"port": 1}]}, frozen(status)) is status
+
+
+def test_statuses_with_a_policy_condition_stay_shared_while_held_and_go_after() -> None:
+    """A route's status with a TrafficPolicy's condition is one object for the routes alike; the
+    table of them keeps those some route still holds and lets go of the rest."""
+    from lychgate.translate.policies.outcomes import StatusWriter
+
+    writer = StatusWriter()
+    cond = {"type": "gateway.lychgate.dev/TrafficPolicyAffected", "status": "True"}
+    bases = [{"parents": [{"parentRef": {"name": f"gw-{n}"}, "conditions": []}]} for n in range(40)]
+    held = [writer._with(base, cond) for base in bases[:5]]  # (routes hold these)
+    for base in bases[5:]:
+        writer._with(base, cond)
+    assert writer._with(bases[0], cond) is held[0]
+    writer._prune_with_condition()
+    assert len(writer._with_condition) == 5
+    assert all(writer._with(base, cond) is mine for base, mine in zip(bases, held, strict=False))
+    assert held[0]["parents"][0]["conditions"] == [cond]

@@ -58,7 +58,7 @@ class Snapshot:
         entry = entries.get(name)
         if entry is None:
             resource = discovery_pb2.Resource(name=name, version=self.hashes[type_url][name],
-                                              resource=packed(type_url, self.resources[type_url][name]))
+                                              resource=as_any(type_url, self.resources[type_url][name]))
             entry = entries[name] = discovery_pb2.DeltaDiscoveryResponse(resources=[resource]).SerializeToString()
         return entry
 
@@ -315,6 +315,6 @@ def decode(type_url: str, blob: bytes) -> Any:
     return cls.FromString(blob)
 
 
-def packed(type_url: str, blob: bytes) -> any_pb2.Any:
+def as_any(type_url: str, blob: bytes) -> any_pb2.Any:
     """An encoded resource in the Any a response holds."""
     return any_pb2.Any(type_url=type_url, value=blob)

@@ -30,7 +30,7 @@ from lychgate import memory
 from lychgate.admin import metrics
 from lychgate.log import component_logger
 from lychgate.xds import delta_request, opening, types
-from lychgate.xds.cache import Snapshot, SnapshotCache, packed
+from lychgate.xds.cache import Snapshot, SnapshotCache, as_any
 from lychgate.xds.delta import EMPTY, DeltaState
 
 log = component_logger("xds")
@@ -42,7 +42,7 @@ MAX_ERROR_DETAIL = 4096  # NACK messages can embed a dump of the whole resource
 
 REPLICAS_EVERY = 0.5  # seconds: at most one update of a Gateway's local cluster so often
 LET_GO_WITHIN = 30.0  # seconds a change may take to reach every proxy before its encodings are kept
-GIVE_BACK_AFTER = 4 << 20  # bytes of answers sent: then the heap's free pages go back to the system (AdsServer.sent)
+GIVE_BACK_AFTER = 4 << 20  # bytes of answers sent: then the heap's free pages go back to the system (AdsServer._sent)
 
 
 @dataclass(slots=True)  # (one per type per stream)
@@ -485,9 +485,9 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             return None  # the same content was rejected; wait for a new version
         byname = snapshot.resources.get(type_url, {})
         if state.names is None:
-            resources = [packed(type_url, blob) for blob in byname.values()]
+            resources = [as_any(type_url, blob) for blob in byname.values()]
         else:
-            resources = [packed(type_url, byname[n]) for n in sorted(state.names) if n in byname]
+            resources = [as_any(type_url, byname[n]) for n in sorted(state.names) if n in byname]
         nonce = str(next(self._nonces))
         state.pending = state.force = state.names_changed = False
         state.nonce = nonce
