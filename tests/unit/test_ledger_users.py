@@ -41,3 +41,16 @@ def test_resolution_keys_share_their_listener_and_route() -> None:
     hop = ir.DelegationHop("apps", "r", 0, None)
     child = ledger.key(WHERE, ROUTE, ir.RouteSource("HTTPRoute", "apps", "child", 0, 0, delegated_by=(hop,)))
     assert child != keys[0] and child[1] is keys[0][1]
+
+
+def test_the_parts_of_keys_no_one_holds_go() -> None:
+    """Under churn routes come and go: the route keys shared by resolution keys go with them,
+    while the keys still held keep sharing theirs."""
+    ledger = Ledger()
+    held = ledger.key(WHERE, ROUTE, ir.RouteSource("HTTPRoute", "apps", "r", 0, 0))
+    for n in range(5_000):  # routes made and gone, their keys held by no one
+        route = ObjectKey("HTTPRoute", "apps", f"gone-{n}")
+        ledger.key(WHERE, route, ir.RouteSource("HTTPRoute", "apps", route.name, 0, 0))
+    assert len(ledger._routes) < 1_000
+    again = ledger.key(WHERE, ObjectKey("HTTPRoute", "apps", "r"), ir.RouteSource("HTTPRoute", "apps", "r", 1, 0))
+    assert again[1] is held[1] and again[0] is held[0]

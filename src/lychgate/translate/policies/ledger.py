@@ -89,17 +89,15 @@ class Ledger:
         # What the tallies changed for since the status was last written.
         self.touched_policies: set[str] = set()
         self.touched_routes: set[ObjectKey] = set()
-        # The `where` tuples and route keys the resolution keys share (key()).
-        self._wheres: dict[Where, Where] = {}
-        self._routes: dict[ObjectKey, ObjectKey] = {}
+        # The `where` tuples and route keys the resolution keys share (key()), each kept
+        # while a key holds it.
+        self._wheres: Interned[Where] = Interned()
+        self._routes: Interned[ObjectKey] = Interned()
 
     def key(self, where: Where, route: ObjectKey, src: ir.RouteSource) -> ResolutionKey:
         """The key of a route rule's resolution, sharing its parts with the other keys."""
-        if len(self._routes) > 2 * len(self._uses) + 1000:  # routes gone: start over
-            self._routes.clear()
-            self._wheres.clear()
-        where = self._wheres.setdefault(where, where)
-        route = self._routes.setdefault(route, route)
+        where = self._wheres(where)
+        route = self._routes(route)
         if src.delegated_by or src.name != route.name or src.namespace != route.namespace:
             return (where, route, src.rule, src.namespace, src.name, src.delegated_by)
         return (where, route, src.rule)

@@ -69,10 +69,10 @@ class WireCache:
     def __init__(self) -> None:
         self._entries: dict[tuple[int, str], tuple[Any, bytes, bytes]] = {}
         self._used = 0
-        # Per sequence key: the items of the last call, the message built from them,
-        # each item's length in it (after the prefix) and their digests end to end.
+        # Per sequence key: the items of the last call, the message built from them, its
+        # prefix's length, each item's length after it and their digests end to end.
         # The message's bytes are the snapshot's own: no copy of each item is kept.
-        self._sequences: dict[Hashable, tuple[tuple[Any, ...], bytes, array[int], bytes]] = {}
+        self._sequences: dict[Hashable, tuple[tuple[Any, ...], bytes, int, array[int], bytes]] = {}
         # Route tables split into scopes, by (namespace, gateway, table) (scoped.py).
         self.tables: dict[Hashable, Any] = {}
         # A Gateway's clusters (by "namespace/name"), and the Cluster and ClusterLoadAssignment
@@ -113,19 +113,18 @@ class WireCache:
             digests = b""
             start = 0
         else:
-            old, data, lengths, digests = previous
+            old, data, start, lengths, digests = previous
             head, tail = unchanged_ends(items, old)
             view = memoryview(data)
-            start = len(data) - sum(lengths)  # the old prefix's length
         old_end = len(old) - tail
         head_end = start + sum(lengths[:head])
-        tail_start = len(view) - sum(lengths[old_end:])
         # The last call's middle, by identity: items moved or kept between two changes.
         was: dict[int, tuple[Any, int, int]] = {}  # id -> (item, its place, its offset)
         at = head_end
         for i in range(head, old_end):
             was[id(old[i])] = (old[i], i, at)
             at += lengths[i]
+        tail_start = at  # (where the last call's unchanged tail begins)
         parts: list[Any] = [prefix, view[start:head_end]]
         middle_lengths = array("I")
         middle_digests = []
@@ -146,8 +145,8 @@ class WireCache:
         new_digests = b"".join((digests[:8 * head], *middle_digests, digests[8 * old_end:]))
         self._used += len(items)
         if key is not None:
-            self._sequences[key] = (tuple(items), joined, lengths[:head] + middle_lengths + lengths[old_end:],
-                                    new_digests)
+            self._sequences[key] = (tuple(items), joined, len(prefix),
+                                    lengths[:head] + middle_lengths + lengths[old_end:], new_digests)
         return joined, new_digests
 
     def forget(self, key: tuple[Hashable, ...]) -> None:
@@ -174,7 +173,7 @@ class WireCache:
         them every pass to find the stale few would cost more). The items of the
         sequences are all in use (each call replaces its key's), and count as
         entries here as they count as used."""
-        held = sum(len(items) for items, _, _, _ in self._sequences.values())
+        held = sum(len(sequence[0]) for sequence in self._sequences.values())
         if len(self._entries) + held > 2 * self._used + 1000:
             self._entries = {}
             self._sequences = {}
