@@ -16,8 +16,12 @@ own cost bounds what the latency can show). Then the reconnect storm: the contro
 stopped and started again, and once it is ready all 1,010 proxies reconnect at
 once, as Envoy does (their subscriptions and the versions they hold): the time
 until all are synced, and the controller's RSS peak meanwhile against its RSS
-with them connected before the restart. Last, every proxy disconnects: the RSS
-with none connected against the restarted controller's before the storm.
+with them connected before the restart. Then every proxy disconnects: the RSS
+with none connected against the restarted controller's before the storm. Last,
+the floor: the same simulated proxies, joining the same way, against a bare gRPC
+server (tests/bench/grpc_floor.py) that pushes one RouteConfiguration to all of
+them, timed as a change is: what gRPC in Python and the simulated proxies take
+on this machine before any control plane work.
 
 `python -m tests.bench.fleet [--proxies 200,1000] [--changes N] [--src DIR]`
 runs this part alone (`--src` runs the controller from another source tree:
@@ -45,6 +49,7 @@ from typing import Any
 import grpc
 
 from lychgate.xds import types
+from tests.bench import grpc_floor
 from tests.bench.common import (
     REPO,
     MiB,
@@ -268,7 +273,63 @@ async def run_fleet(directory: Path, routes: int, proxies: tuple[int, ...], chan
         await fleet.drop()
         for p in procs:
             _stop(p)
+    out["floor"] = await _floor(proxies, changes)
     return out
+
+
+async def _floor(proxies: tuple[int, ...], pushes: int) -> dict[int, dict[str, Any]]:
+    """The same simulated proxies against a bare gRPC server (tests/bench/grpc_floor.py), joining
+    100 at a time; at each count of `proxies`, `pushes` pushes one after the other: the time from
+    the push until every proxy ACKed it, and the CPU per push of the server and of the simulated
+    proxies (their collector off meanwhile, as in _fan_out)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.bench.grpc_floor", str(port)], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None
+    fleet = Fleet(port)
+    out: dict[int, dict[str, Any]] = {}
+    try:
+        await _ready(proc)
+        clients: list[DeltaClient] = []
+        while len(clients) < max(proxies):
+            batch = fleet.add(grpc_floor.GATEWAY, min(STEP, max(proxies) - len(clients)))
+            clients += batch
+            if not await _synced(batch, 60):
+                raise RuntimeError("the bare gRPC server's proxies did not sync")
+            if len(clients) in proxies:
+                await quiet(clients, 1.0, 60)
+                out[len(clients)] = await _pushes(proc, clients, pushes)
+    finally:
+        await fleet.drop()
+        proc.stdin.close()
+        _stop(proc)
+    return out
+
+
+async def _pushes(proc: subprocess.Popen[bytes], clients: list[DeltaClient], count: int) -> dict[str, Any]:
+    assert proc.stdin is not None
+    latencies: list[float] = []
+    gc.disable()
+    try:
+        cpu0, own0 = cpu_seconds(proc.pid), time.process_time()
+        for _ in range(count):
+            seen = [len(c.acks) for c in clients]
+            t0 = time.monotonic()
+            proc.stdin.write(b"push\n")
+            proc.stdin.flush()
+            while any(len(c.acks) == s for c, s in zip(clients, seen, strict=True)):
+                if time.monotonic() - t0 > 10:
+                    raise RuntimeError("a push did not reach every proxy of the bare gRPC server in 10 s")
+                await asyncio.sleep(0.005)
+            latencies.append(1000 * (max(c.acks[s][0] for c, s in zip(clients, seen, strict=True)) - t0))
+            await asyncio.sleep(0.02)
+        cpu, own = (cpu_seconds(proc.pid) - cpu0) / count, (time.process_time() - own0) / count
+    finally:
+        gc.enable()
+    log(f"fleet, bare gRPC server: {len(clients)} proxies, a push to all: p50 {percentile(latencies, 50):.1f} ms, "
+        f"p99 {percentile(latencies, 99):.1f} ms; CPU per push: server {1000 * cpu:.1f} ms, the simulated proxies "
+        f"{1000 * own:.1f} ms")
+    return {"latencies_ms": latencies, "server_cpu_ms": 1000 * cpu, "fleet_cpu_ms": 1000 * own}
 
 
 async def _storm(directory: Path, port: int, src: str | None, fleet: Fleet,
@@ -304,15 +365,20 @@ def report(r: dict[str, Any]) -> dict[str, Any]:
     base = r["rss_base"]
     per_100 = {n: 100 * (rss - base) / n for n, rss in r["curve"] if n in r["fan_out"]}
     storm = r["storm"]
+    floor = r.get("floor", {})
     checks = []
     for n, limit in zip(MEASURE_AT, (30, 60), strict=True):
         if n in r["fan_out"]:
             lat = r["fan_out"][n]["latencies_ms"]
+            under = floor.get(n, {}).get("latencies_ms")
+            bare = f"; a bare gRPC server, the same proxies: p50 {percentile(under, 50):.1f}, p99 " \
+                   f"{percentile(under, 99):.1f} ms" if under else ""
             checks += [
                 check(f"controller RSS per 100 proxies connected, {n} proxies on one Gateway of {r['routes']:,} routes",
                       per_100[n], 10, "MiB"),
                 check(f"a change reaches all {n} proxies of its Gateway (ACKed), {r['routes']:,} routes: p99",
-                      percentile(lat, 99), limit, "ms", note=f"p50 {percentile(lat, 50):.1f} ms, max {max(lat):.1f} ms"),
+                      percentile(lat, 99), limit, "ms",
+                      note=f"p50 {percentile(lat, 50):.1f} ms, max {max(lat):.1f} ms{bare}"),
             ]
     checks += [
         check("fleet: responses to the proxies of another Gateway", sum(f["stray"] for f in r["fan_out"].values()), 0,
@@ -340,6 +406,13 @@ def report(r: dict[str, Any]) -> dict[str, Any]:
                          "responses to the other Gateway's 10 proxies", "controller CPU per change (ms)",
                          "simulated proxies' CPU per change (ms)",
                          "the first change after the fleet joined, not counted (ms)"], "rows": fan_rows},
+            {"title": "The floor: the same simulated proxies against a bare gRPC server (tests/bench/grpc_floor.py: "
+                      "grpc.aio, no control plane, one RouteConfiguration pushed to every stream)",
+             "columns": ["proxies", "pushes", "p50 (ms)", "p99 (ms)", "max (ms)", "server CPU per push (ms)",
+                         "simulated proxies' CPU per push (ms)"],
+             "rows": [[n, len(f["latencies_ms"]), f"{percentile(f['latencies_ms'], 50):.1f}",
+                       f"{percentile(f['latencies_ms'], 99):.1f}", f"{max(f['latencies_ms'], default=float('nan')):.1f}",
+                       f"{f['server_cpu_ms']:.1f}", f"{f['fleet_cpu_ms']:.1f}"] for n, f in floor.items()]},
             {"title": "Reconnect storm (controller restarted, every proxy reconnects at once)",
              "columns": ["proxies", "all synced after (s)", "RSS before the restart (MiB)",
                          "restarted controller (MiB)", "peak (MiB)", "after (MiB)", "all disconnected (MiB)"],

@@ -7,13 +7,12 @@ control-plane replicas produce the same versions for the same input.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.service.discovery.v3 import discovery_pb2
@@ -195,6 +194,12 @@ def _with_endpoints(old: Snapshot, assignment: endpoint_pb2.ClusterLoadAssignmen
 _NO_REPLICAS = replica_assignment(())
 
 
+class Waker(Protocol):
+    """What a Gateway's new snapshot wakes: an asyncio.Event, or a stream's writer (xds/server.py)."""
+
+    def set(self) -> None: ...
+
+
 class SnapshotCache:
     """Current snapshot per node (Gateway "namespace/name"), with change wakeups.
 
@@ -209,7 +214,7 @@ class SnapshotCache:
 
     def __init__(self) -> None:
         self._snapshots: dict[str, Snapshot] = {}
-        self._watchers: dict[str, set[asyncio.Event]] = {}
+        self._watchers: dict[str, set[Waker]] = {}
         self._replicas: dict[str, endpoint_pb2.ClusterLoadAssignment] = {}
         self._counted: set[str] = set()  # nodes whose configuration counts their replicas
 
@@ -267,10 +272,10 @@ class SnapshotCache:
         if self._snapshots.pop(node, None) is not None:
             self._notify(node)
 
-    def watch(self, node: str, event: asyncio.Event) -> None:
+    def watch(self, node: str, event: Waker) -> None:
         self._watchers.setdefault(node, set()).add(event)
 
-    def unwatch(self, node: str, event: asyncio.Event) -> None:
+    def unwatch(self, node: str, event: Waker) -> None:
         self._watchers.get(node, set()).discard(event)
 
     def _notify(self, node: str) -> None:

@@ -1,0 +1,107 @@
+"""The floor under the fan-out figures: the same simulated proxies against a bare gRPC server.
+
+`python -m tests.bench.grpc_floor PORT` serves delta ADS with grpc.aio and the
+server options of lychgate's ADS server (xds/server.py), and the collector's
+thresholds of the control plane, but no control plane at all: it answers each
+stream's first request with one RouteConfiguration, and for each line read from
+its stdin writes one answer to every stream (the same bytes to all, as lychgate
+hands its proxies), then reads their ACKs without decoding them. The writes are
+started by one loop over the streams, each a task of its own, the cheapest
+way grpc.aio offers (measured against a writer task per stream woken by an Event,
+and a response generator: 5-15 µs more per stream on the server's main thread).
+
+The fleet part (tests/bench/fleet.py, _floor) runs the same simulated proxies
+against it after lychgate: a push reaching every proxy here is what gRPC in Python and the
+simulated proxies cost on this machine, the least a Python control plane's fan-out
+can take, whatever it does before the first write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+import grpc
+from envoy.config.route.v3 import route_pb2
+from envoy.service.discovery.v3 import discovery_pb2
+
+from lychgate.controlplane import tune_gc
+from lychgate.xds import types
+from lychgate.xds.server import SERVER_OPTIONS
+
+GATEWAY = "default/floor"  # (any: the server answers every stream alike)
+
+
+def _answer(nonce: int) -> bytes:
+    """A RouteConfiguration of the size lychgate sends the fleet per change: one virtual host
+    (a route's hostname), its two matches to one cluster."""
+    config = route_pb2.RouteConfiguration(name="floor-scope")
+    host = config.virtual_hosts.add(name="floor-host", domains=["fleet-route.example.com"])
+    for prefix in ("/", "/v/fleet-route/1"):
+        route = host.routes.add(name="floor-route")
+        route.match.prefix = prefix
+        route.route.cluster = "kube_default_fsvc_80"
+    response = discovery_pb2.DeltaDiscoveryResponse(type_url=types.ROUTE, system_version_info=str(nonce),
+                                                     nonce=str(nonce))
+    resource = response.resources.add(name=config.name, version=str(nonce))
+    resource.resource.Pack(config)
+    return response.SerializeToString()
+
+
+class FloorServer:
+    """Each stream is read by its handler; pushes write to all of them."""
+
+    def __init__(self) -> None:
+        self.streams: list[Any] = []
+        self.pushes = 0
+        self.writing: set[asyncio.Task[None]] = set()  # (a task no one holds may be collected)
+
+    async def DeltaAggregatedResources(self, request_iterator: Any, context: Any) -> None:
+        await context.read()
+        await context.write(_answer(0))
+        self.streams.append(context)
+        try:
+            while await context.read() is not grpc.aio.EOF:
+                pass
+        finally:
+            self.streams.remove(context)
+
+    def push(self) -> None:
+        self.pushes += 1
+        answer = _answer(self.pushes)
+        loop = asyncio.get_running_loop()
+        for context in self.streams:
+            task = loop.create_task(context.write(answer))
+            self.writing.add(task)
+            task.add_done_callback(self.writing.discard)
+
+
+async def serve(port: int) -> None:
+    tune_gc()
+    floor = FloorServer()
+    server = grpc.aio.server(options=SERVER_OPTIONS)
+    handler = grpc.stream_stream_rpc_method_handler(floor.DeltaAggregatedResources)
+    service = "envoy.service.discovery.v3.AggregatedDiscoveryService"
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {
+        "DeltaAggregatedResources": handler}),))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    closed = asyncio.Event()
+
+    def read() -> None:  # a push for each line; stdin closed: the end
+        data = os.read(sys.stdin.fileno(), 4096)
+        for _ in range(data.count(b"\n")):
+            floor.push()
+        if not data:
+            closed.set()
+
+    asyncio.get_running_loop().add_reader(sys.stdin.fileno(), read)
+    print("ready", flush=True)
+    await closed.wait()
+    await server.stop(None)
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(int(sys.argv[1])))
