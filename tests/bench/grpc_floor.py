@@ -19,8 +19,10 @@ can take, whatever it does before the first write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
+from collections.abc import Coroutine
 from typing import Any
 
 import grpc
@@ -54,28 +56,34 @@ class FloorServer:
     """Each stream is read by its handler; pushes write to all of them."""
 
     def __init__(self) -> None:
-        self.streams: list[Any] = []
+        self.streams: dict[Any, asyncio.Task[None] | None] = {}  # context -> its last write
         self.pushes = 0
-        self.writing: set[asyncio.Task[None]] = set()  # (a task no one holds may be collected)
 
     async def DeltaAggregatedResources(self, request_iterator: Any, context: Any) -> None:
         await context.read()
         await context.write(_answer(0))
-        self.streams.append(context)
+        self.streams[context] = None
         try:
             while await context.read() is not grpc.aio.EOF:
                 pass
         finally:
-            self.streams.remove(context)
+            self.streams.pop(context, None)
 
     def push(self) -> None:
+        """A write task per stream; where the last push's is still running (gRPC takes one write at
+        a time; its completion can come after the proxy ACKed), after it."""
         self.pushes += 1
         answer = _answer(self.pushes)
         loop = asyncio.get_running_loop()
-        for context in self.streams:
-            task = loop.create_task(context.write(answer))
-            self.writing.add(task)
-            task.add_done_callback(self.writing.discard)
+        for context, last in self.streams.items():
+            write = context.write(answer) if last is None or last.done() else _after(last, context.write(answer))
+            self.streams[context] = loop.create_task(write)
+
+
+async def _after(last: asyncio.Task[None], write: Coroutine[Any, Any, None]) -> None:
+    with contextlib.suppress(Exception):
+        await last
+    await write
 
 
 async def serve(port: int) -> None:
