@@ -42,6 +42,7 @@ MAX_ERROR_DETAIL = 4096  # NACK messages can embed a dump of the whole resource
 
 REPLICAS_EVERY = 0.5  # seconds: at most one update of a Gateway's local cluster so often
 LET_GO_WITHIN = 30.0  # seconds a change may take to reach every proxy before its encodings are kept
+_WILDCARD = frozenset({"*"})
 GIVE_BACK_AFTER = 4 << 20  # bytes of answers sent: then the heap's free pages go back to the system (AdsServer._sent)
 
 
@@ -517,16 +518,20 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                     asked = True
         if request.resource_names_subscribe or request.resource_names_unsubscribe:
             asked = True
-            subscribe, unsubscribe = set(request.resource_names_subscribe), set(request.resource_names_unsubscribe)
+            # (Frozen sets made once: a reconnecting proxy subscribes to thousands of names, and
+            # the first subscription of a stream is its names as they are.)
+            subscribe = frozenset(request.resource_names_subscribe)
+            unsubscribe = frozenset(request.resource_names_unsubscribe)
             if "*" in subscribe:
                 delta.wildcard = True
+                subscribe -= _WILDCARD
             if "*" in unsubscribe:
                 delta.wildcard = False
-            subscribe.discard("*")
             if delta.basis is not EMPTY or delta.diff:  # it may hold some of them
                 for name in subscribe | unsubscribe:
                     delta.forget(name)  # (re)subscribing asks for the resource again
-            delta.names = self._intern(frozenset((delta.names | subscribe) - unsubscribe))
+            names = subscribe if not delta.names and not unsubscribe else (delta.names | subscribe) - unsubscribe
+            delta.names = self._intern(names)
         if request.initial_entries:
             asked = True
             snapshot = self.cache.get(conn.gateway)
