@@ -34,10 +34,11 @@ change to every one of them at 200 and at 1,000 (write → all ACKed, p50/p99/ma
 and responses to 10 proxies of another Gateway), a reconnect storm of all of them
 after a controller restart, and the RSS once they have all left. Last, the floor:
 the same simulated proxies against a bare gRPC server (tests/bench/grpc_floor.py:
-grpc.aio, no control plane) that pushes one small RouteConfiguration to all of
-them, timed as a change is: what gRPC in Python and the simulated proxies take on
-this machine before any control-plane work (a change of lychgate's sends each
-proxy its route's scope, 7-23 KiB at 3,000 routes).
+grpc.aio, no control plane) that pushes one RouteConfiguration to all of them,
+the smallest and one the size of lychgate's answers above (a change sends each
+proxy its route's scope: 7-23 KiB at 3,000 routes), timed as a change is: what
+gRPC in Python and the simulated proxies take on this machine before any
+control-plane work.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ with them connected before the restart. Then every proxy disconnects: the RSS
 with none connected against the restarted controller's before the storm. Last,
 the floor: the same simulated proxies, joining the same way, against a bare gRPC
 server (tests/bench/grpc_floor.py) that pushes one RouteConfiguration to all of
-them, timed as a change is: what gRPC in Python and the simulated proxies take
-on this machine before any control plane work.
+them, the smallest and one the size of lychgate's answers, timed as a change is:
+what gRPC in Python and the simulated proxies take on this machine before any
+control-plane work.
 
 `python -m tests.bench.fleet [--proxies 200,1000] [--changes N] [--src DIR]`
 runs this part alone (`--src` runs the controller from another source tree:
@@ -254,7 +255,10 @@ async def run_fleet(directory: Path, routes: int, proxies: tuple[int, ...], chan
             log(f"fleet: {len(big)} proxies synced ({synced_s:.1f} s for the last {len(batch)}), controller RSS "
                 f"{out['curve'][-1][1]:.0f} MiB")
             if len(big) in proxies:
+                big[0].route_bytes = []  # the size of lychgate's answers (for the floor)
                 fan = await _fan_out(directory, big, others, changes, rng, routes, 1000 * len(big), proc.pid)
+                out["answer_bytes"] = out.get("answer_bytes", []) + big[0].route_bytes
+                big[0].route_bytes = None
                 out["fan_out"][len(big)] = fan
                 lat = fan["latencies_ms"]
                 log(f"fleet: {len(big)} proxies, a change to all: p50 {percentile(lat, 50):.1f} ms, p99 "
@@ -273,21 +277,23 @@ async def run_fleet(directory: Path, routes: int, proxies: tuple[int, ...], chan
         await fleet.drop()
         for p in procs:
             _stop(p)
-    out["floor"] = await _floor(proxies, changes)
+    sizes = sorted(out.get("answer_bytes", []))
+    out["floor"] = await _floor(proxies, changes, (0, sizes[len(sizes) // 2] if sizes else 0))
     return out
 
 
-async def _floor(proxies: tuple[int, ...], pushes: int) -> dict[int, dict[str, Any]]:
+async def _floor(proxies: tuple[int, ...], pushes: int, sizes: tuple[int, int]) -> dict[str, dict[str, Any]]:
     """The same simulated proxies against a bare gRPC server (tests/bench/grpc_floor.py), joining
-    100 at a time; at each count of `proxies`, `pushes` pushes one after the other: the time from
-    the push until every proxy ACKed it, and the CPU per push of the server and of the simulated
-    proxies (their collector off meanwhile, as in _fan_out)."""
+    100 at a time; at each count of `proxies`, `pushes` pushes one after the other of each answer
+    size of `sizes` (the smallest; the median of lychgate's answers): the time from the push until
+    every proxy ACKed it, and the CPU per push of the server and of the simulated proxies (their
+    collector off meanwhile, as in _fan_out). Keyed "PROXIES/SIZE"."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tests.bench.grpc_floor", str(port)], cwd=REPO,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None
     fleet = Fleet(port)
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = {}
     try:
         await _ready(proc)
         clients: list[DeltaClient] = []
@@ -298,7 +304,8 @@ async def _floor(proxies: tuple[int, ...], pushes: int) -> dict[int, dict[str, A
                 raise RuntimeError("the bare gRPC server's proxies did not sync")
             if len(clients) in proxies:
                 await quiet(clients, 1.0, 60)
-                out[len(clients)] = await _pushes(proc, clients, pushes)
+                for size in sizes:
+                    out[f"{len(clients)}/{size}"] = await _pushes(proc, clients, pushes, size)
     finally:
         await fleet.drop()
         proc.stdin.close()
@@ -306,7 +313,7 @@ async def _floor(proxies: tuple[int, ...], pushes: int) -> dict[int, dict[str, A
     return out
 
 
-async def _pushes(proc: subprocess.Popen[bytes], clients: list[DeltaClient], count: int) -> dict[str, Any]:
+async def _pushes(proc: subprocess.Popen[bytes], clients: list[DeltaClient], count: int, size: int) -> dict[str, Any]:
     assert proc.stdin is not None
     latencies: list[float] = []
     gc.disable()
@@ -315,7 +322,7 @@ async def _pushes(proc: subprocess.Popen[bytes], clients: list[DeltaClient], cou
         for _ in range(count):
             seen = [len(c.acks) for c in clients]
             t0 = time.monotonic()
-            proc.stdin.write(b"push\n")
+            proc.stdin.write(b"%d\n" % size)
             proc.stdin.flush()
             while any(len(c.acks) == s for c, s in zip(clients, seen, strict=True)):
                 if time.monotonic() - t0 > 10:
@@ -326,10 +333,12 @@ async def _pushes(proc: subprocess.Popen[bytes], clients: list[DeltaClient], cou
         cpu, own = (cpu_seconds(proc.pid) - cpu0) / count, (time.process_time() - own0) / count
     finally:
         gc.enable()
-    log(f"fleet, bare gRPC server: {len(clients)} proxies, a push to all: p50 {percentile(latencies, 50):.1f} ms, "
+    log(f"fleet, bare gRPC server: {len(clients)} proxies, a push of {size} bytes to all: p50 "
+        f"{percentile(latencies, 50):.1f} ms, "
         f"p99 {percentile(latencies, 99):.1f} ms; CPU per push: server {1000 * cpu:.1f} ms, the simulated proxies "
         f"{1000 * own:.1f} ms")
-    return {"latencies_ms": latencies, "server_cpu_ms": 1000 * cpu, "fleet_cpu_ms": 1000 * own}
+    return {"latencies_ms": latencies, "server_cpu_ms": 1000 * cpu, "fleet_cpu_ms": 1000 * own,
+            "answer_bytes": len(grpc_floor.answer(1, size))}
 
 
 async def _storm(directory: Path, port: int, src: str | None, fleet: Fleet,
@@ -370,9 +379,10 @@ def report(r: dict[str, Any]) -> dict[str, Any]:
     for n, limit in zip(MEASURE_AT, (30, 60), strict=True):
         if n in r["fan_out"]:
             lat = r["fan_out"][n]["latencies_ms"]
-            under = floor.get(n, {}).get("latencies_ms")
-            bare = f"; a bare gRPC server, the same proxies: p50 {percentile(under, 50):.1f}, p99 " \
-                   f"{percentile(under, 99):.1f} ms" if under else ""
+            bare = "".join(
+                f"; a bare gRPC server, the same proxies, answers of {f['answer_bytes'] / 1024:.1f} KiB: p50 "
+                f"{percentile(f['latencies_ms'], 50):.1f}, p99 {percentile(f['latencies_ms'], 99):.1f} ms"
+                for key, f in floor.items() if key.split("/")[0] == str(n))
             checks += [
                 check(f"controller RSS per 100 proxies connected, {n} proxies on one Gateway of {r['routes']:,} routes",
                       per_100[n], 10, "MiB"),
@@ -407,12 +417,14 @@ def report(r: dict[str, Any]) -> dict[str, Any]:
                          "simulated proxies' CPU per change (ms)",
                          "the first change after the fleet joined, not counted (ms)"], "rows": fan_rows},
             {"title": "The floor: the same simulated proxies against a bare gRPC server (tests/bench/grpc_floor.py: "
-                      "grpc.aio, no control plane, one RouteConfiguration pushed to every stream)",
-             "columns": ["proxies", "pushes", "p50 (ms)", "p99 (ms)", "max (ms)", "server CPU per push (ms)",
-                         "simulated proxies' CPU per push (ms)"],
-             "rows": [[n, len(f["latencies_ms"]), f"{percentile(f['latencies_ms'], 50):.1f}",
-                       f"{percentile(f['latencies_ms'], 99):.1f}", f"{max(f['latencies_ms'], default=float('nan')):.1f}",
-                       f"{f['server_cpu_ms']:.1f}", f"{f['fleet_cpu_ms']:.1f}"] for n, f in floor.items()]},
+                      "grpc.aio, no control plane, one RouteConfiguration pushed to every stream: the smallest, and "
+                      "one the size of lychgate's answers to the changes above, their median)",
+             "columns": ["proxies", "answer (KiB)", "pushes", "p50 (ms)", "p99 (ms)", "max (ms)",
+                         "server CPU per push (ms)", "simulated proxies' CPU per push (ms)"],
+             "rows": [[key.split("/")[0], f"{f['answer_bytes'] / 1024:.1f}", len(f["latencies_ms"]),
+                       f"{percentile(f['latencies_ms'], 50):.1f}", f"{percentile(f['latencies_ms'], 99):.1f}",
+                       f"{max(f['latencies_ms'], default=float('nan')):.1f}", f"{f['server_cpu_ms']:.1f}",
+                       f"{f['fleet_cpu_ms']:.1f}"] for key, f in floor.items()]},
             {"title": "Reconnect storm (controller restarted, every proxy reconnects at once)",
              "columns": ["proxies", "all synced after (s)", "RSS before the restart (MiB)",
                          "restarted controller (MiB)", "peak (MiB)", "after (MiB)", "all disconnected (MiB)"],

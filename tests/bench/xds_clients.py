@@ -54,6 +54,7 @@ class DeltaClient:
         self.held: dict[str, dict[str, str]] = {t: {} for t in (types.CLUSTER, types.ENDPOINT, types.LISTENER,
                                                                 types.SCOPED_ROUTE, types.ROUTE)}
         self.synced = asyncio.Event()
+        self.route_bytes: list[int] | None = None  # when a list: the size of each RouteConfiguration answer
 
     def _first_requests(self) -> list[bytes]:
         """The stream's opening: wildcard Clusters and Listeners, and on a reconnect
@@ -107,6 +108,8 @@ class DeltaClient:
             self.acks.append((time.monotonic(), response.type_url))
             if response.type_url == types.ROUTE:
                 self.synced.set()
+                if self.route_bytes is not None:
+                    self.route_bytes.append(response.ByteSize())
 
     def _hold(self, response: discovery_pb2.DeltaDiscoveryResponse) -> None:
         held = self.held.setdefault(response.type_url, {})
