@@ -173,23 +173,30 @@ async def _changes(directory: Path, fleet: list[DeltaClient], count: int, rng: r
         t0 = time.monotonic()
         with _route_file(directory, r).open("w") as f:  # in place, as an editor or kubectl does
             f.write(text)
-        deadline = t0 + 10
-        waiting = list(range(len(fleet)))
-        last = t0
-        while waiting and time.monotonic() < deadline:
-            still = []
-            for i in waiting:
-                acked = next((t for t, type_url in fleet[i].acks[seen[i]:] if type_url == types.ROUTE), None)
-                if acked is None:
-                    still.append(i)
-                else:
-                    last = max(last, acked)
-            waiting = still
-            if waiting:
-                await asyncio.sleep(0.005)
-        if not waiting:
+        last = await _all_acked(fleet, seen, t0)
+        if last is not None:
             latencies.append(1000 * (last - t0))
         await asyncio.sleep(0.02)  # let a stray push to the other Gateway show up
+
+
+async def _all_acked(clients: list[DeltaClient], seen: list[int], t0: float) -> float | None:
+    """When the last of `clients` ACKed a RouteConfiguration received after its `seen`-th ACK
+    (monotonic time, t0 at the earliest); None if one had not 10 s after t0."""
+    deadline = t0 + 10
+    waiting = list(range(len(clients)))
+    last = t0
+    while waiting and time.monotonic() < deadline:
+        still = []
+        for i in waiting:
+            acked = next((t for t, type_url in clients[i].acks[seen[i]:] if type_url == types.ROUTE), None)
+            if acked is None:
+                still.append(i)
+            else:
+                last = max(last, acked)
+        waiting = still
+        if waiting:
+            await asyncio.sleep(0.005)
+    return None if waiting else last
 
 
 def _start_controller(directory: Path, port: int, src: str | None) -> subprocess.Popen[bytes]:
@@ -324,11 +331,10 @@ async def _pushes(proc: subprocess.Popen[bytes], clients: list[DeltaClient], cou
             t0 = time.monotonic()
             proc.stdin.write(b"%d\n" % size)
             proc.stdin.flush()
-            while any(len(c.acks) == s for c, s in zip(clients, seen, strict=True)):
-                if time.monotonic() - t0 > 10:
-                    raise RuntimeError("a push did not reach every proxy of the bare gRPC server in 10 s")
-                await asyncio.sleep(0.005)
-            latencies.append(1000 * (max(c.acks[s][0] for c, s in zip(clients, seen, strict=True)) - t0))
+            last = await _all_acked(clients, seen, t0)
+            if last is None:
+                raise RuntimeError("a push did not reach every proxy of the bare gRPC server in 10 s")
+            latencies.append(1000 * (last - t0))
             await asyncio.sleep(0.02)
         cpu, own = (cpu_seconds(proc.pid) - cpu0) / count, (time.process_time() - own0) / count
     finally:

@@ -586,3 +586,45 @@ async def test_equal_subscriptions_are_one_set_that_goes_with_the_last_stream(
         assert gone() is None
     finally:
         await server.stop(0)
+
+
+async def test_changes_during_a_write_all_reach_the_proxy_and_a_failed_answer_ends_the_stream(
+        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream writes its answers one round at a time (xds/server.py, _Answering): snapshots set
+    while a round runs are answered by another round, not dropped; and when an answer cannot be
+    made, the stream ends (the proxy reconnects) instead of staying open with nothing sent."""
+    from lychgate.xds.delta import DeltaState
+
+    cache, ads, client = delta_setup
+    cache.set(NODE, build(gateway()))
+    client.delta(types.CLUSTER)
+    first = await client.recv()
+    client.delta(types.CLUSTER, nonce=first.nonce)
+    assert await client.silent()
+    for port in (3001, 3002, 3003):  # three changes back to back: the later ones while a write runs
+        cache.set(NODE, build(gateway(port=port, timeout_ms=port)))
+        await asyncio.sleep(0)  # (the round starts and waits on gRPC's write)
+    latest = cache.get(NODE)
+    assert latest is not None
+    wanted = latest.resources[types.CLUSTER]["kube/default/svc/80"]
+    received = []
+    for _ in range(3):  # (bounded) each answer ACKed, until the last snapshot's cluster came
+        update = await client.recv()
+        client.delta(types.CLUSTER, nonce=update.nonce)
+        received.append(update.resources[0].resource.value)
+        if received[-1] == wanted:
+            break
+    assert received[-1] == wanted
+
+    def broken(*_: Any) -> None:
+        raise RuntimeError("a bug while answering")
+
+    monkeypatch.setattr(DeltaState, "respond", broken)
+    cache.set(NODE, build(gateway(timeout_ms=900)))
+    await asyncio.wait_for(asyncio.gather(client.reader, return_exceptions=True), 2)  # the stream ended
+    assert client.reader.done()
+    for _ in range(50):  # (bounded) the server lets go of it
+        if not ads.connections:
+            break
+        await asyncio.sleep(0.02)
+    assert not ads.connections
