@@ -254,8 +254,6 @@ FREE_FORM: dict[str, str] = {
         "--log-format text, Envoy takes any (measured): api/format_dict.JsonObject checks it is JSON",
     r"GatewayParameters \.spec\.kube\.(deploymentOverlay|serviceOverlay|serviceAccountOverlay)\.spec":
         "a patch of any part of the object (as kgateway's): deploy/overlays.problem checks the object it makes",
-    r"GatewayParameters \.spec\.kube\.verticalPodAutoscaler\.spec":
-        "VerticalPodAutoscaler is a CRD outside Kubernetes' schemas: its own CRD checks it when lychgate writes it",
 }
 
 

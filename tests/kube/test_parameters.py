@@ -258,8 +258,21 @@ def test_disruption_budget_and_autoscaler_specs_are_kubernetes_types() -> None:
     from lychgate.api.registry import ManifestError, parse
 
     parse(gateway_parameters(horizontalPodAutoscaler={"spec": {"minReplicas": 2}},
-                             podDisruptionBudget={"spec": {"maxUnavailable": "50%"}}))
+                             podDisruptionBudget={"spec": {"maxUnavailable": "50%"}},
+                             verticalPodAutoscaler={"spec": {
+                                 "updatePolicy": {"updateMode": "InPlaceOrRecreate", "minReplicas": 2},
+                                 "resourcePolicy": {"containerPolicies": [{
+                                     "containerName": "envoy", "minAllowed": {"cpu": "100m", "memory": "64Mi"},
+                                     "controlledValues": "RequestsOnly"}]},
+                                 "recommenders": [{"name": "default"}]}}))
     for kube_fields, where in (
+        # The VerticalPodAutoscaler is a CRD outside Kubernetes' schemas, typed after its own CRD.
+        ({"verticalPodAutoscaler": {"spec": {"updatePolicy": {"updateMode": "Sometimes"}}}},
+         "verticalPodAutoscaler.spec: Value error, not a valid Kubernetes VerticalPodAutoscalerSpec: "
+         "updatePolicy.updateMode: 'Sometimes' is not one of"),
+        ({"verticalPodAutoscaler": {"spec": {"updatePolicies": {"updateMode": "Off"}}}},
+         "verticalPodAutoscaler.spec: Value error, not a valid Kubernetes VerticalPodAutoscalerSpec: "
+         "Additional properties are not allowed ('updatePolicies' was unexpected)"),
         ({"podDisruptionBudget": {"spec": {"minAvailable": [1]}}}, "podDisruptionBudget.spec: Value error, not a "
          "valid Kubernetes PodDisruptionBudgetSpec: minAvailable"),
         ({"horizontalPodAutoscaler": {"spec": {"maxReplicas": 3, "metrics": [{"type": "Resource", "resource": {

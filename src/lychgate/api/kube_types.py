@@ -27,7 +27,57 @@ SCHEMA_VERSION = "v1.37.0-local-strict"
 def _definitions() -> dict[str, Any]:
     path = resources.files("kubernetes_validate") / "kubernetes-json-schema" / SCHEMA_VERSION / "_definitions.json"
     defs: dict[str, Any] = json.loads(path.read_text())["$defs"]
-    return defs
+    return {**defs, **_VPA}
+
+
+def _ref(definition: str) -> dict[str, str]:
+    return {"$ref": f"#/$defs/{definition}"}
+
+
+def _closed(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An object of these fields and no other (as the strict schemas are)."""
+    return {"type": "object", "properties": properties, "additionalProperties": False,
+            **({"required": list(required)} if required else {})}
+
+
+def _strings(*allowed: str) -> dict[str, Any]:
+    return {"type": "string", "enum": list(allowed)} if allowed else {"type": "string"}
+
+
+# The VerticalPodAutoscaler (autoscaling.k8s.io/v1) is a CRD of the Kubernetes autoscaler project,
+# not in Kubernetes' own schemas: its spec as that CRD (VPA 1.x) defines it, in the same form, so a
+# GatewayParameters' verticalPodAutoscaler is checked like its HorizontalPodAutoscaler.
+_VPA_PREFIX = "io.k8s.autoscaler.vpa.v1."
+_RESOURCES = {"type": "object", "additionalProperties": _ref("io.k8s.apimachinery.pkg.api.resource.Quantity")}
+_VPA: dict[str, Any] = {
+    _VPA_PREFIX + "VerticalPodAutoscaler": _closed({
+        "apiVersion": _strings(), "kind": _strings(),
+        "metadata": _ref("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+        "spec": _ref(_VPA_PREFIX + "VerticalPodAutoscalerSpec"),
+    }, ("spec",)),
+    _VPA_PREFIX + "VerticalPodAutoscalerSpec": _closed({
+        "targetRef": _ref("io.k8s.api.autoscaling.v1.CrossVersionObjectReference"),
+        "updatePolicy": _closed({
+            "updateMode": _strings("Off", "Initial", "Recreate", "InPlaceOrRecreate", "Auto"),
+            "minReplicas": {"type": "integer", "format": "int32"},
+            "evictionRequirements": {"type": "array", "items": _closed({
+                "resources": {"type": "array", "items": _strings()},
+                "changeRequirement": _strings("TargetHigherThanRequests", "TargetLowerThanRequests"),
+            }, ("resources", "changeRequirement"))},
+        }),
+        "resourcePolicy": _closed({
+            "containerPolicies": {"type": "array", "items": _closed({
+                "containerName": _strings(),
+                "mode": _strings("Auto", "Off"),
+                "minAllowed": _RESOURCES,
+                "maxAllowed": _RESOURCES,
+                "controlledResources": {"type": "array", "items": _strings("cpu", "memory")},
+                "controlledValues": _strings("RequestsAndLimits", "RequestsOnly"),
+            })},
+        }),
+        "recommenders": {"type": "array", "items": _closed({"name": _strings()}, ("name",))},
+    }, ("targetRef",)),
+}
 
 
 @functools.cache
@@ -161,3 +211,5 @@ DeploymentStrategy = Annotated[Object, *_is("io.k8s.api.apps.v1.DeploymentStrate
 # The specs of the objects GatewayParameters ask lychgate to create for the proxy (deploy/overlays.py).
 PodDisruptionBudgetSpec = Annotated[Object, *_is_partial("io.k8s.api.policy.v1.PodDisruptionBudgetSpec")]
 HorizontalPodAutoscalerSpec = Annotated[Object, *_is_partial("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerSpec")]
+VERTICAL_POD_AUTOSCALER = _VPA_PREFIX + "VerticalPodAutoscaler"
+VerticalPodAutoscalerSpec = Annotated[Object, *_is_partial(_VPA_PREFIX + "VerticalPodAutoscalerSpec")]

@@ -219,6 +219,13 @@ class HorizontalPodAutoscaler(ResourceOverlay):
     spec: k8s.HorizontalPodAutoscalerSpec | None = None
 
 
+class VerticalPodAutoscaler(ResourceOverlay):
+    """A VerticalPodAutoscaler (autoscaling.k8s.io/v1) of the proxy's Deployment: lychgate fills in
+    `spec.targetRef`. The cluster needs the VPA's CRD (the Kubernetes autoscaler project's)."""
+
+    spec: k8s.VerticalPodAutoscalerSpec | None = None
+
+
 class SdsBootstrap(Model):
     log_level: Literal["debug", "info", "warn", "error", "panic", "fatal"] | None = None
 
@@ -339,7 +346,7 @@ class KubernetesProxyConfig(Model):
     # Present: the object is created for the proxy (its selector or target filled in).
     pod_disruption_budget: PodDisruptionBudget | None = None
     horizontal_pod_autoscaler: HorizontalPodAutoscaler | None = None
-    vertical_pod_autoscaler: ResourceOverlay | None = None
+    vertical_pod_autoscaler: VerticalPodAutoscaler | None = None
 
 
 class SelfManaged(Model):

@@ -12,8 +12,9 @@ An overlay's spec is free-form (in the CRD too, as kgateway's: a patch may be an
 part of the object), so the object it makes is checked whole against Kubernetes'
 own type (api/kube_types.py) before it is written: the API server would drop an
 unknown field without a word (server-side apply only warns) and refuse a mistyped
-one far from the field that caused it. The VerticalPodAutoscaler is a CRD that
-Kubernetes' schemas do not hold: its own CRD checks it when it is written.
+one far from the field that caused it. The VerticalPodAutoscaler, a CRD that
+Kubernetes' schemas do not hold, is checked against its CRD's schema as
+api/kube_types.py writes it down.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ CHECKED = {
     "ServiceAccount": ("serviceAccountOverlay", "io.k8s.api.core.v1.ServiceAccount"),
     "PodDisruptionBudget": ("podDisruptionBudget", "io.k8s.api.policy.v1.PodDisruptionBudget"),
     "HorizontalPodAutoscaler": ("horizontalPodAutoscaler", "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler"),
+    "VerticalPodAutoscaler": ("verticalPodAutoscaler", kube_types.VERTICAL_POD_AUTOSCALER),
 }
 
 
@@ -101,7 +103,8 @@ def problem(kube: KubernetesProxyConfig, objs: list[dict[str, Any]]) -> str | No
     overlay and the field; None: all are (objects no overlay touched are lychgate's own)."""
     given = {"Deployment": kube.deployment_overlay, "Service": kube.service_overlay,
              "ServiceAccount": kube.service_account_overlay, "PodDisruptionBudget": kube.pod_disruption_budget,
-             "HorizontalPodAutoscaler": kube.horizontal_pod_autoscaler}
+             "HorizontalPodAutoscaler": kube.horizontal_pod_autoscaler,
+             "VerticalPodAutoscaler": kube.vertical_pod_autoscaler}
     for obj in objs:
         kind = obj["kind"]
         if kind not in CHECKED or given.get(kind) is None:
