@@ -70,6 +70,10 @@ async def limiter() -> AsyncIterator[TokenLimiter]:
 
 
 def service(port: int, **settings: object) -> LimitService:
+    """The rate-limit service at `port`. Its deadline is generous unless a test sets one: the
+    first call on a new channel connects first, and on a busy machine that took more than the
+    100 ms default (the call failed open, and the test saw no hit)."""
+    settings.setdefault("timeout_ms", 5000)
     return LimitService("team/rls", (f"127.0.0.1:{port}",), "ai", **settings)  # type: ignore[arg-type]
 
 
