@@ -12,7 +12,7 @@ pools growing steadily for minutes, several MiB in all.)
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -37,6 +37,12 @@ class Interned(Generic[T]):
                 self._prune()
             found = self._pool[k] = value
         return found
+
+    def made(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The value kept for `key`, made (and kept) when there is none: for values that cost
+        more to make than their key."""
+        found = self._pool.get(key)
+        return found if found is not None else self(make(), key)
 
     def __len__(self) -> int:
         return len(self._pool)

@@ -91,6 +91,20 @@ def test_a_pool_shares_equal_values_and_keeps_only_those_still_held(monkeypatch:
     for n in range(50):
         statuses({"n": n}, frozen({"n": n}))
     assert len(statuses) <= 8 and statuses({"parents": [{"port": 1}]}, frozen(status)) is status
+    # Values made from their key (what a policy says of routes alike): made once while held.
+    conditions: interned.Interned[dict[str, Any]] = interned.Interned()
+    made: list[int] = []
+
+    def condition(n: int) -> dict[str, Any]:
+        made.append(n)
+        return {"message": f"TrafficPolicy apps/p-{n}: applied"}
+
+    said = conditions.made(("p", 0), lambda: condition(0))
+    assert conditions.made(("p", 0), lambda: condition(0)) is said and made == [0]
+    for n in range(1, 50):
+        conditions.made(("p", n), lambda n=n: condition(n))  # each edit of a policy: a new text
+    assert len(conditions) <= 8 and conditions.made(("p", 0), lambda: condition(0)) is said
+    assert made.count(0) == 1
 
 
 def test_statuses_with_a_policy_condition_stay_shared_while_held_and_go_after() -> None:

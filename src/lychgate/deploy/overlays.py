@@ -101,13 +101,9 @@ def optional_objects(kube: KubernetesProxyConfig, metadata: dict[str, Any],
 def problem(kube: KubernetesProxyConfig, objs: list[dict[str, Any]]) -> str | None:
     """The first object an overlay shaped that is not a valid Kubernetes object, naming the
     overlay and the field; None: all are (objects no overlay touched are lychgate's own)."""
-    given = {"Deployment": kube.deployment_overlay, "Service": kube.service_overlay,
-             "ServiceAccount": kube.service_account_overlay, "PodDisruptionBudget": kube.pod_disruption_budget,
-             "HorizontalPodAutoscaler": kube.horizontal_pod_autoscaler,
-             "VerticalPodAutoscaler": kube.vertical_pod_autoscaler}
     for obj in objs:
         kind = obj["kind"]
-        if kind not in CHECKED or given.get(kind) is None:
+        if kind not in CHECKED or getattr(kube, _ATTRIBUTES[CHECKED[kind][0]]) is None:
             continue
         field, definition = CHECKED[kind]
         try:
@@ -115,3 +111,7 @@ def problem(kube: KubernetesProxyConfig, objs: list[dict[str, Any]]) -> str | No
         except ValueError as err:
             return f"spec.kube.{field}: the {kind} it makes is {err}"
     return None
+
+
+# spec.kube's field names (CHECKED's) -> the model's attributes.
+_ATTRIBUTES = {info.serialization_alias or name: name for name, info in KubernetesProxyConfig.model_fields.items()}

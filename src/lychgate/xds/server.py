@@ -64,6 +64,18 @@ class TypeState:
         return self.delta.names if self.delta is not None else self.names
 
 
+class _NotYet:
+    """The waker of a connection whose stream has no writer yet: nothing to wake."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+
+NOT_YET: Waker = _NotYet()
+
+
 @dataclass(slots=True)
 class ProxyConnection:
     """What the control plane knows about one connected Envoy."""
@@ -76,7 +88,7 @@ class ProxyConnection:
     protocol: str = "sotw"
     node: dict[str, Any] = field(default_factory=dict)
     types: dict[str, TypeState] = field(default_factory=dict)
-    wake: Waker = field(default_factory=asyncio.Event, repr=False)  # (the stream's _Answering)
+    wake: Waker = field(default=NOT_YET, repr=False)  # the stream's _Answering, once it has one
     asked: bool = False  # something to look at again since the stream last answered
     looked_at: Snapshot | None = field(default=None, repr=False)  # the snapshot last answered from
     counters: dict[tuple[Counter, str], Any] = field(default_factory=dict, repr=False)
