@@ -36,7 +36,7 @@ after a controller restart, and the RSS once they have all left. Last, the floor
 the same simulated proxies against a bare gRPC server (tests/bench/grpc_floor.py:
 grpc.aio, no control plane) that pushes one RouteConfiguration to all of them,
 the smallest and one the size of lychgate's answers above (a change sends each
-proxy its route's scope: 7-23 KiB at 3,000 routes), timed as a change is: what
+proxy its route's scope: ~3 KiB at 3,000 routes, 256 scopes), timed as a change is: what
 gRPC in Python and the simulated proxies take on this machine before any
 control-plane work.
 """

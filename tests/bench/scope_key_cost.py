@@ -45,7 +45,8 @@ def _manager(key: str, bits: int) -> dict[str, Any]:
                                  "virtual_hosts": [_vhost(h) for h in HOSTS]}}
     scopes = [{"name": scoped.scope_name("t", i), "key": {"fragments": [{"string_key": scoped.scope_name("t", i)}]},
                "route_configuration": {"name": scoped.scope_name("t", i), "ignore_port_in_host_matching": True,
-                                       "virtual_hosts": [_vhost(h) for h in HOSTS if scoped.bucket(h, bits) == i]}}
+                                       "virtual_hosts": [_vhost(h) for h in HOSTS
+                                                         if scoped.bucket(h, bits, key == "native") == i]}}
               for i in range(1 << bits)]
     if key == "const":  # one scope of every host (bits 0): the lookup without computing a key
         mutation = {"name": "const", "typed_config": {

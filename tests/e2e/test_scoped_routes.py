@@ -46,7 +46,6 @@ from tests.harness import EchoBackends, Lychgate, free_port, wait_for
 pytestmark = pytest.mark.e2e
 
 HOSTS = [f"h{i}.scoped.example" for i in range(70)]
-BITS = 1  # 140 routes: the fewest scopes, 2
 
 
 def route(name: str, host: str, backend: str) -> str:
@@ -83,7 +82,20 @@ def key(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def stack(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, key: str) -> Iterator[Stack]:
+def bits(key: str) -> int:
+    """The bits of the table's key: 140 routes make 2 scopes with CEL (SCOPE_ROUTES a scope),
+    8 with lychgate's module (NATIVE_SCOPE_ROUTES)."""
+    return scoped.scope_bits(2 * len(HOSTS), native=key == "native")
+
+
+def bucket(host: str, bits: int, key: str) -> int:
+    """The scope the translator puts `host` in, with the hash of the `key` the test runs with."""
+    return scoped.bucket(host, bits, native=key == "native")
+
+
+@pytest.fixture
+def stack(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, key: str,
+          bits: int) -> Iterator[Stack]:
     monkeypatch.setenv("LYCHGATE_ROUTE_SCOPE_THRESHOLD", "8")
     monkeypatch.setenv("LYCHGATE_NATIVE_SCOPE_KEY", str(key == "native").lower())
     lg = Lychgate(tmp_path_factory.mktemp("scoped"))
@@ -92,8 +104,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPa
         for i, host in enumerate(HOSTS):
             lg.write(f"route-{i}.yaml", route(f"r{i}", host, ("v1", "v2", "v3")[i % 3]))
         # Two wildcard routes in every scope may not outweigh the exact routes (2 per host).
-        assert 2 * len(HOSTS) >= (1 << BITS) * 2, "the wildcard routes would keep the table whole"
-        assert 2 * len(HOSTS) <= SCOPE_ROUTES << BITS
+        assert 2 * len(HOSTS) >= (1 << bits) * 2, "the wildcard routes would keep the table whole"
         lg.write("wild.yaml", route("wild", "*.wild.example", "v2"))
         lg.write("any.yaml", route("any", "", "v1"))
         yield Stack(lg, loop)
@@ -125,11 +136,11 @@ def key_extension(stack: Stack) -> str:
     return str(mutation["typed_config"]["@type"]).rsplit(".", 1)[-1]
 
 
-def test_every_request_reaches_what_the_whole_table_routes_it_to(stack: Stack, key: str) -> None:
+def test_every_request_reaches_what_the_whole_table_routes_it_to(stack: Stack, key: str, bits: int) -> None:
     lg = stack.lg
     lg.wait_pod(stack.addr, "v2", host=HOSTS[1])
     # Envoy holds scopes, not one table, keyed as configured.
-    assert scope_names(stack) == {f"http-8080/{i}" for i in range(1 << BITS)}
+    assert scope_names(stack) == {f"http-8080/{i}" for i in range(1 << bits)}
     assert key_extension(stack) == {"native": "DynamicModuleEarlyHeaderMutation", "cel": "HeaderMutation"}[key]
     for i, host in enumerate(HOSTS):
         assert pod(stack, host) == ("v1", "v2", "v3")[i % 3], host
@@ -146,14 +157,15 @@ def test_every_request_reaches_what_the_whole_table_routes_it_to(stack: Stack, k
     assert config["ok"], config
 
 
-def test_a_table_that_doubles_keeps_its_scopes_and_routes_as_before(stack: Stack) -> None:
-    """Past SCOPE_ROUTES routes a scope a growing table keeps its key (a new key
-    would change the listener under draining connections): the scopes grow,
-    and every request still goes where the whole table would send it."""
+def test_a_table_that_doubles_keeps_its_scopes_and_routes_as_before(stack: Stack, bits: int) -> None:
+    """Past the routes a scope may hold (SCOPE_ROUTES; NATIVE_SCOPE_ROUTES with the module),
+    a growing table keeps its key (a new key would change the listener under draining
+    connections): the scopes grow, and every request still goes where the whole table
+    would send it."""
     lg = stack.lg
     lg.wait_pod(stack.addr, "v2", host=HOSTS[1])
     before = scope_names(stack)
-    assert before == {f"http-8080/{i}" for i in range(1 << BITS)}
+    assert before == {f"http-8080/{i}" for i in range(1 << bits)}
     # 2 routes a host: past SCOPE_ROUTES routes in each scope
     grown = [f"g{i}.scoped.example" for i in range(SCOPE_ROUTES - len(HOSTS) + 10)]
     lg.write("grown.yaml", "---".join(textwrap.dedent(route(f"g{i}", host, "v3")) for i, host in enumerate(grown)))
@@ -197,13 +209,13 @@ def test_websocket_upgrades_only_where_the_backend_speaks_websocket(stack: Stack
 
 
 
-def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: Stack) -> None:
+def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: Stack, key: str, bits: int) -> None:
     """Policies turn filters on per route; Envoy finds the scope before it builds
     the filter chain, so they apply in a split table as in a whole one."""
     lg = stack.lg
     # Two hosts in one scope: the policy on the first must not reach the second.
     i, j = next((i, j) for i in range(len(HOSTS)) for j in range(i + 1, len(HOSTS))
-                if scoped.bucket(HOSTS[i], BITS) == scoped.bucket(HOSTS[j], BITS))
+                if bucket(HOSTS[i], bits, key) == bucket(HOSTS[j], bits, key))
     limited, neighbour = HOSTS[i], HOSTS[j]
     lg.write("limit.yaml", f"""
         apiVersion: gateway.lychgate.dev/v1alpha1
@@ -222,7 +234,7 @@ def test_a_policy_on_a_route_of_a_split_table_applies_to_that_route_only(stack: 
     dump = httpx.get(f"http://{admin}/config_dump").json()
     assert any(c["@type"].endswith("ScopedRoutesConfigDump") and c.get("dynamic_scoped_route_configs")
                for c in dump["configs"])
-    other = next(h for h in HOSTS if scoped.bucket(h, BITS) != scoped.bucket(limited, BITS))
+    other = next(h for h in HOSTS if bucket(h, bits, key) != bucket(limited, bits, key))
     for host in (neighbour, other, "unknown.example"):
         assert all(pod(stack, host) != 429 for _ in range(4)), host
 
@@ -287,19 +299,19 @@ def _hosts() -> list[str]:
     return out
 
 
-def _expected(sent: str, bits: int) -> int:
-    """The scope of a Host as the CEL regexes define it: bucket() of the Host
+def _expected(sent: str, bits: int, native: bool) -> int:
+    """The scope of a Host as the translator hashes route hostnames: bucket() of the Host
     without a trailing ':<digits>' port (a Host with any other character: 0)."""
-    return scoped.bucket(re.sub(r":[0-9]*$", "", sent), bits)
+    return scoped.bucket(re.sub(r":[0-9]*$", "", sent), bits, native)
 
 
-@pytest.mark.parametrize("bits", [1, 2, 3, scoped.MAX_BITS])
+@pytest.mark.parametrize("bits", [1, 2, 3, scoped.MAX_BITS, scoped.NATIVE_MAX_BITS])
 def test_envoy_hashes_a_host_into_the_scope_the_translator_puts_it_in(tmp_path: Path, bits: int) -> None:
-    """lychgate's module and the CEL expression, each on a listener of one Envoy,
-    agree with bucket() on every Host: route hostnames in any case, with ports,
-    IPs, other characters, an empty Host."""
+    """lychgate's module and the CEL expression (up to its 6 bits), each on a listener of one
+    Envoy, agree with bucket() on every Host, each with its own hash: route hostnames in any
+    case, with ports, IPs, other characters, an empty Host."""
     module = scope_module()
-    ports = {"cel": free_port(), "native": free_port()}
+    ports = {kind: free_port() for kind in ("native", "cel")[:2 if bits <= scoped.MAX_BITS else 1]}
     listeners = []
     for kind, port in ports.items():
         manager = json_format.MessageToDict(_scope_numbers_manager(bits, kind == "native"))
@@ -310,20 +322,23 @@ def test_envoy_hashes_a_host_into_the_scope_the_translator_puts_it_in(tmp_path: 
                                             "typed_config": manager}]}]})
     (tmp_path / "envoy.json").write_text(json.dumps({"static_resources": {"listeners": listeners}}))
     envoy = subprocess.Popen([envoy_binary(), "-c", str(tmp_path / "envoy.json"), "--disable-hot-restart",
-                              "--base-id", str(ports["cel"]), "-l", "error"], stderr=(tmp_path / "envoy.log").open("wb"),
+                              "--base-id", str(ports["native"]), "-l", "error"],
+                             stderr=(tmp_path / "envoy.log").open("wb"),
                              env={**os.environ, "ENVOY_DYNAMIC_MODULES_SEARCH_PATH": str(module.parent)})
     try:
-        for port in ports.values():
-            wait_for(lambda port=port: _answer(port, "a") == str(scoped.bucket("a", bits)),
+        for kind, port in ports.items():
+            wait_for(lambda kind=kind, port=port: _answer(port, "a") == str(_expected("a", bits, kind == "native")),
                      20, f"the static Envoy ({(tmp_path / 'envoy.log').read_text()[-2000:]})")
         answered = 0
         for sent in _hosts():
-            cel, module_key = (_answer(port, sent) for port in ports.values())
-            assert module_key == cel, sent
-            if cel.isdigit():
-                assert int(cel) == _expected(sent, bits), sent
-                answered += 1
-        assert answered > 1500  # Envoy refuses some odd Hosts (both listeners alike); most are keyed
+            answers = {kind: _answer(port, sent) for kind, port in ports.items()}
+            # Envoy refuses some odd Hosts before any key: both listeners alike.
+            assert len({a.isdigit() or a for a in answers.values()}) == 1, (sent, answers)
+            for kind, got in answers.items():
+                if got.isdigit():
+                    assert int(got) == _expected(sent, bits, kind == "native"), (sent, kind)
+                    answered += kind == "native"
+        assert answered > 1500  # most are keyed
         # An empty Host is scope 0; Envoy refuses a request without one before any key.
         assert {_answer(port, "") for port in ports.values()} == {"0"}
         for version in ("HTTP/1.1", "HTTP/1.0"):

@@ -54,16 +54,17 @@ def route_tables(resources: Resources) -> list[str]:
     return sorted(n for n in resources.by_type[types.ROUTE] if not n.endswith(chain_routes.POLICY_CHAIN))
 
 
-def fresh_split(vhosts: list[ir.VirtualHost]) -> tuple[list[list[str]], list[str]]:
-    table = scoped.ScopedTable()
+def fresh_split(vhosts: list[ir.VirtualHost], native: bool = False) -> tuple[list[list[str]], list[str]]:
+    table = scoped.ScopedTable(native)
     table.update(vhosts)
     return [[vh.name for vh in e] for e in table.exact], [vh.name for vh in table.shared]
 
 
-def test_incremental_split_equals_a_fresh_split() -> None:
+@pytest.mark.parametrize("native", [False, True], ids=["cel", "native"])
+def test_incremental_split_equals_a_fresh_split(native: bool) -> None:
     rng = random.Random(7)
     hosts = [vhost(f"h{i:03d}.example.com") for i in range(200)] + [vhost("*.wild.example.com")]
-    table = scoped.ScopedTable()
+    table = scoped.ScopedTable(native)
     current = sorted(rng.sample(hosts, 120), key=lambda v: v.name)
     table.update(current)
     for step in range(60):
@@ -80,28 +81,29 @@ def test_incremental_split_equals_a_fresh_split() -> None:
                 current = [vhost(current[0].domains[0], 3, str(step)), *current[1:-1],
                            vhost(current[-1].domains[0], 3, str(step))]
         table.update(current)
-        exact, shared = fresh_split(current)
+        exact, shared = fresh_split(current, native)
         assert [[vh.name for vh in e] for e in table.exact] == exact, f"step {step}"
         assert [vh.name for vh in table.shared] == shared, f"step {step}"
         assert table.exact_routes == sum(len(v.routes) for v in current if "*" not in v.domains[0])
 
 
-def test_each_host_sits_in_the_scope_of_its_hash_and_wildcards_in_all() -> None:
-    hosts = [vhost(f"h{i}.example.com") for i in range(300)]
+@pytest.mark.parametrize("native", [False, True], ids=["cel", "native"])
+def test_each_host_sits_in_the_scope_of_its_hash_and_wildcards_in_all(native: bool) -> None:
+    hosts = [vhost(f"h{i}.example.com") for i in range(600)]
     wild = [vhost("*.example.com"), vhost("*")]
-    table = scoped.ScopedTable()
+    table = scoped.ScopedTable(native)
     table.update(sorted([*hosts, *wild], key=lambda v: v.name))
-    for bits in range(1, scoped.MAX_BITS + 1):
+    for bits in range(1, (scoped.NATIVE_MAX_BITS if native else scoped.MAX_BITS) + 1):
         table.bits = bits
         scopes = [table.scope(i) for i in range(1 << bits)]
         for vh in hosts:
-            assert [i for i, scope in enumerate(scopes) if vh in scope] == [scoped.bucket(vh.domains[0], bits)]
+            assert [i for i, scope in enumerate(scopes) if vh in scope] == [scoped.bucket(vh.domains[0], bits, native)]
         for scope in scopes:
             exact = scope[:-2]
             assert exact == sorted(exact, key=lambda v: v.name)  # by name, as a fresh table lists them
             assert scope[-2:] == sorted(wild, key=lambda v: v.name)
     # The hash ignores ASCII case, as Envoy's host matching does.
-    assert scoped.bucket("H1.Example.COM") == scoped.bucket("h1.example.com")
+    assert scoped.bucket("H1.Example.COM", native=native) == scoped.bucket("h1.example.com", native=native)
 
 
 def test_a_host_of_several_domains_sits_once_in_each_scope_of_one() -> None:
@@ -165,6 +167,13 @@ def test_hosts_spread_evenly_over_the_scopes() -> None:
             fullest = max(collections.Counter(scoped.bucket(h, bits) for h in hosts).values())
             assert fullest <= 2.2 * len(hosts) / (1 << bits), (family, bits)
             assert len({scoped.bucket(h, bits) for h in hosts}) == 1 << bits, family  # every scope is used
+        # lychgate's module's mixed hash, to 256 scopes: no fuller than random placement
+        # would make one (the mean and four standard deviations of a scope's count).
+        for bits in range(1, scoped.NATIVE_MAX_BITS + 1):
+            mean = len(hosts) / (1 << bits)
+            counts = collections.Counter(scoped.bucket(h, bits, native=True) for h in hosts)
+            assert max(counts.values()) <= mean + 4 * mean ** 0.5 + 1, (family, bits)
+            assert len(counts) == 1 << bits, family
 
 
 def test_build_splits_a_big_table_into_scopes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,7 +214,12 @@ def test_the_native_key_carries_the_hash_to_lychgates_module(monkeypatch: pytest
     assert mutation.dynamic_module_config.name == native.SCOPE_MODULE
     config = wrappers_pb2.StringValue()
     assert mutation.early_header_mutation_config.Unpack(config)
-    assert config.value.split(" ") == [scoped.SCOPE_HEADER, "http-80/", scoped._ALPHABET, *scoped._SETS[:4]]
+    assert config.value.split(" ") == [scoped.SCOPE_HEADER, "http-80/", scoped._ALPHABET, "#4"]
+    # The module's own hash, not CEL's: each host sits in the scope the module computes for it.
+    for i in (0, 7, 42, 99):
+        host = f"h{i:03d}.example.com"
+        target = scoped.scope_name("http-80", scoped.bucket(host, 4, native=True))
+        assert f"80/{host}" in {vh.name for vh in resources.message(types.ROUTE, target).virtual_hosts}
 
 
 def test_local_proxies_get_the_module_kubernetes_ones_when_told(tmp_path: Path) -> None:
@@ -240,12 +254,13 @@ def test_a_table_gets_as_few_scopes_as_keep_them_small(monkeypatch: pytest.Monke
         == [1, 1, 2, 2, 3, 4, 6, 6]
     # lychgate's module costs the same at any bits: scopes of NATIVE_SCOPE_ROUTES, so a change
     # re-sends a small table (3,000 two-match routes: 64 scopes instead of 16).
-    assert scoped.scope_bits(6000) == 4 and scoped.scope_bits(6000, native=True) == 6
+    assert scoped.scope_bits(6000) == 4 and scoped.scope_bits(6000, native=True) == 8
     n = scoped.NATIVE_SCOPE_ROUTES
-    assert [scoped.scope_bits(k, native=True) for k in (2 * n, 2 * n + 1, 32 * n + 1)] == [1, 2, 6]
+    assert [scoped.scope_bits(k, native=True) for k in (2 * n, 2 * n + 1, 32 * n + 1, 128 * n + 1, 10**9)] \
+        == [1, 2, 6, 8, 8]
     native = build(gateway([vhost(f"h{i:04d}.example.com") for i in range(2000)]), WireCache(),
                    scope_threshold=1000, native_key=True)
-    assert len(native.by_type[types.SCOPED_ROUTE]) == 32  # 5 bits
+    assert len(native.by_type[types.SCOPED_ROUTE]) == 128  # 7 bits
     monkeypatch.setattr(scoped, "SCOPE_ROUTES", 10)  # through build: 10 routes a scope
     hosts = [vhost(f"h{i:03d}.example.com") for i in range(400)]
 
@@ -288,6 +303,18 @@ def test_tables_that_stay_whole() -> None:
     assert not whole(gateway([*many, vhost("*", routes=50)]))
     # Filters that routes turn on are chosen after the scope is known: such tables split too.
     assert not whole(gateway(many, policy_filters=True))
+
+
+def test_wildcard_routes_split_a_table_into_fewer_scopes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wildcard hosts are copied into every scope: a table splits into as many scopes as
+    keep them fewer than the table's routes per scope, not into more, nor none."""
+    monkeypatch.setattr(scoped, "NATIVE_SCOPE_ROUTES", 1)  # 100 routes: all 8 bits, without wildcards
+    many = [vhost(f"h{i:03d}.example.com") for i in range(100)]
+    resources = build(gateway([*many, vhost("*", routes=3)]), WireCache(), scope_threshold=50, native_key=True)
+    assert len(resources.by_type[types.SCOPED_ROUTE]) == 32  # 3 << 5 <= 100 < 3 << 6
+    everywhere = {n for n in resources.by_type[types.ROUTE] if "80/*" in
+                  {vh.name for vh in resources.message(types.ROUTE, n).virtual_hosts}}
+    assert everywhere == {scoped.scope_name("http-80", i) for i in range(32)}
 
 
 def test_a_changed_host_rebuilds_only_its_scope() -> None:

@@ -4,15 +4,23 @@
  * regex per key bit and resolves request.host for each; this one reads
  * :authority once and hashes it in one pass.
  *
- * The hash is scoped.bucket(): bit j is the parity of the host's characters
- * that are in set j, ASCII case ignored, a trailing ":<digits>" port ignored,
- * and a host with any character outside the alphabet hashes to 0 (as none of
- * the CEL regexes matches it). The sets come from the config, so Python's
- * scoped._SETS stays their one definition.
+ * Its hash is not CEL's (bit j the parity of the host's characters in set j,
+ * what RE2 can compute: 6 bits at most, and numbered host names spread unevenly
+ * past that). It is FNV-1a over the host's bytes, then MurmurHash3's 32-bit
+ * finalizer, and its low bits (at most 8): every bit depends on every
+ * character, so host names spread evenly over up to 256 scopes. scoped.bucket()
+ * with `native` computes the same for route hostnames. ASCII case and a
+ * trailing ":<digits>" port are ignored, as Envoy's host matching does, and a
+ * host with any character outside the alphabet hashes to 0 (the scope where
+ * wildcard hosts and the catch-all are, as in every scope).
  *
  * Config (a StringValue, fields parted by one space):
- *   <header> <prefix> <alphabet> <set 0> ... <set bits-1>
- * sets <header> to <prefix><hash>, e.g. "x-lychgate-scope" = "http/3".
+ *   <header> <prefix> <alphabet> #<bits>
+ * sets <header> to <prefix><hash>, e.g. "x-lychgate-scope" = "http/3". The
+ * alphabet comes from scoped.py, its one definition. (The module before this
+ * one took the parity sets in place of "#<bits>", and refuses this config: '#'
+ * is in no alphabet. A proxy image with it makes Envoy reject the listener
+ * rather than key scopes with the other hash.)
  *
  * Envoy's ABI (source/extensions/dynamic_modules/abi/abi.h) is declared here
  * for the few types and functions used: no Envoy header is needed to build. */
@@ -39,13 +47,13 @@ bool envoy_dynamic_module_callback_early_header_mutation_set_header(
 
 /* --- The scope key. --- */
 
-#define MAX_BITS 6
-#define VALID 0x80 /* in a code: the character is in the alphabet */
+#define MAX_BITS 8
 
 struct scope_config {
     char header[64];
     size_t header_len;
-    uint8_t code[256]; /* per byte: VALID | the bits of the sets it is in; 0 if outside */
+    bool valid[256]; /* per byte: the character (or its upper case) is in the alphabet */
+    unsigned bits;
     size_t prefix_len;
     char prefix[]; /* the table's name and '/': no limit, as listener names have none */
 };
@@ -77,18 +85,13 @@ static struct scope_config *parse(const char *at, size_t length) {
     if (!field(&at, end, &s, &n)) goto bad;
     for (size_t i = 0; i < n; i++) {
         uint8_t c = lower((uint8_t)s[i]);
-        cfg->code[c] = VALID;
-        if (c >= 'a' && c <= 'z') cfg->code[c - 32] = VALID;
+        cfg->valid[c] = true;
+        if (c >= 'a' && c <= 'z') cfg->valid[c - 32] = true;
     }
-    for (int bit = 0; field(&at, end, &s, &n); bit++) {
-        if (bit >= MAX_BITS) goto bad;
-        for (size_t i = 0; i < n; i++) {
-            uint8_t c = lower((uint8_t)s[i]);
-            if (!(cfg->code[c] & VALID)) goto bad; /* a set is part of the alphabet */
-            cfg->code[c] |= (uint8_t)(1u << bit);
-            if (c >= 'a' && c <= 'z') cfg->code[c - 32] |= (uint8_t)(1u << bit);
-        }
-    }
+    /* "#<bits>", the last field */
+    if (!field(&at, end, &s, &n) || n != 2 || s[0] != '#' || at < end) goto bad;
+    if (s[1] < '1' || s[1] > '0' + MAX_BITS) goto bad;
+    cfg->bits = (unsigned)(s[1] - '0');
     return cfg;
 bad:
     free(cfg);
@@ -100,12 +103,18 @@ static unsigned hash(const struct scope_config *cfg, const uint8_t *host, size_t
     size_t cut = len;
     while (cut > 0 && host[cut - 1] >= '0' && host[cut - 1] <= '9') cut--;
     if (cut > 0 && host[cut - 1] == ':') len = cut - 1;
-    unsigned out = 0, valid = VALID;
+    if (len == 0) return 0; /* no host: no exact host matches it */
+    uint32_t h = 2166136261u; /* FNV-1a */
     for (size_t i = 0; i < len; i++) {
-        out ^= cfg->code[host[i]];
-        valid &= cfg->code[host[i]];
+        if (!cfg->valid[host[i]]) return 0;
+        h = (h ^ lower(host[i])) * 16777619u;
     }
-    return valid ? out & 0x3f : 0;
+    h ^= h >> 16; /* MurmurHash3's fmix32 */
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h & ((1u << cfg->bits) - 1);
 }
 
 /* --- The module's side of the ABI. --- */
@@ -130,10 +139,11 @@ bool envoy_dynamic_module_on_early_header_mutation_mutate(void *config, void *re
     if (envoy_dynamic_module_callback_early_header_mutation_get_header_value(
             request, (module_buffer){authority, sizeof authority - 1}, &host, 0, &count) && host.ptr != NULL)
         key = hash(cfg, (const uint8_t *)host.ptr, host.length);
-    char value[cfg->prefix_len + 2];
+    char value[cfg->prefix_len + 3];
     memcpy(value, cfg->prefix, cfg->prefix_len);
     size_t len = cfg->prefix_len;
-    if (key >= 10) value[len++] = (char)('0' + key / 10);
+    if (key >= 100) value[len++] = (char)('0' + key / 100);
+    if (key >= 10) value[len++] = (char)('0' + key / 10 % 10);
     value[len++] = (char)('0' + key % 10);
     envoy_dynamic_module_callback_early_header_mutation_set_header(
         request, (module_buffer){cfg->header, cfg->header_len}, (module_buffer){value, len});

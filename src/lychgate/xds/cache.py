@@ -66,8 +66,9 @@ class Snapshot:
 
 
 # Clusters and their endpoints are the same objects while unchanged (translator/__init__.py,
-# _cluster_resources); route tables and listeners are built anew with their Gateway.
-IDENTIFIED = frozenset({types.CLUSTER, types.ENDPOINT})
+# _cluster_resources), and so are the scopes of a split route table (scoped.scope_resources);
+# route tables and listeners are built anew with their Gateway.
+IDENTIFIED = frozenset({types.CLUSTER, types.ENDPOINT, types.SCOPED_ROUTE})
 
 
 def make_snapshot(resources: Resources, previous: Snapshot | None = None) -> Snapshot:

@@ -3,9 +3,9 @@
 
 Envoy's early header mutation `envoy.http.early_header_mutation.dynamic_modules`
 hands the module a config string; the module reads `:authority` once and sets
-the key header to `<table>/<hash>`, the hash scoped.bucket() computes. The
-character sets travel in that string, so scoped._SETS stays their only
-definition.
+the key header to `<table>/<hash>`, the hash scoped.bucket() computes (with
+`native`: the module's mixed hash). The alphabet travels in that string, so
+scoped.py stays its only definition.
 
 The extension's message (DynamicModuleEarlyHeaderMutation) is newer than the
 Python protos lychgate pins: it is declared here from Envoy's
@@ -59,19 +59,21 @@ def mutation_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{_MESSAGE}"))
 
 
-def module_config(header: str, prefix: str, alphabet: str, sets: tuple[str, ...]) -> str:
+def module_config(header: str, prefix: str, alphabet: str, key: tuple[str, ...]) -> str:
     """The module's config: fields parted by a space (none of them holds one)."""
-    fields = (header, prefix, alphabet, *sets)
+    fields = (header, prefix, alphabet, *key)
     assert all(f and " " not in f for f in fields), fields
     return " ".join(fields)
 
 
 def scope_key_mutation(header: str, prefix: str, alphabet: str,
-                       sets: tuple[str, ...]) -> extension_pb2.TypedExtensionConfig:
-    """Sets `header` to `prefix` and the parity of the Host's characters in each of `sets`."""
+                       key: tuple[str, ...]) -> extension_pb2.TypedExtensionConfig:
+    """Sets `header` to `prefix` and the hash of the Host that `key` names: the parity of
+    its characters in each of the sets given, or ("#<bits>",) the low bits of the module's
+    mixed hash (lychgate_scope.c)."""
     mutation = mutation_class()(early_header_mutation_name="scope")
     mutation.dynamic_module_config.name = SCOPE_MODULE
-    config = wrappers_pb2.StringValue(value=module_config(header, prefix, alphabet, sets))
+    config = wrappers_pb2.StringValue(value=module_config(header, prefix, alphabet, key))
     mutation.early_header_mutation_config.Pack(config)
     out = extension_pb2.TypedExtensionConfig(name="lychgate.route_scope")
     out.typed_config.Pack(mutation)

@@ -3,7 +3,7 @@
 Envoy rebuilds a RouteConfiguration whole on every change: at 3,000 hosts a
 new route costs its main thread 50-100 ms before traffic follows (RDS and VHDS
 alike rebuild every virtual host). A table with many hosts is therefore served
-through scoped RDS: 2 to 64 RouteConfigurations (scopes), each holding the
+through scoped RDS: 2 to 256 RouteConfigurations (scopes), each holding the
 hosts whose name hashes into it, and a scope key that says which one a request
 uses. A change to one host then re-sends and rebuilds one scope's
 RouteConfiguration.
@@ -11,23 +11,27 @@ RouteConfiguration.
 The scope key is a hash of the request's host, computed by Envoy itself before
 it looks the route up: an early header mutation of the connection manager sets
 the key header, so no filter runs Lua and the route (with its upgrades and
-per-route filter settings) is known before the filter chain is built. Each bit
-of the hash is the parity of the host's characters that are in one set
-(`bucket()` computes it in Python: the XOR of a 6-bit code per character,
-masked to the table's bits). The sets were picked among random ones for an
-even spread over families of real-looking host names (numbered services,
-words, tenants, two varying labels): with all 6 bits the fullest scope holds
-1.2-2.1 times the mean, with fewer bits less.
-
-Two mutations compute it (`scope_key_mutation`; `native_key` chooses):
+per-route filter settings) is known before the filter chain is built. Two
+mutations compute it (`scope_key_mutation`; `native_key` chooses), each its
+own hash, and `bucket()` computes either in Python for the route hostnames:
 - lychgate's Envoy module (scope_module.py, src/lychgate/native/lychgate_scope.c,
   an `envoy.http.early_header_mutation.dynamic_modules` extension) reads
-  `:authority` once and hashes it in one pass. Local mode uses it when `make
+  `:authority` once and hashes it in one pass: FNV-1a, then MurmurHash3's
+  finalizer (`_mixed`), up to 8 bits. Every bit depends on every character, so
+  the fullest of 256 scopes holds 1.9-2.1 times the mean of 3,000 names (what
+  random placement gives), 1.0-1.2 with 3 bits. Local mode uses it when `make
   install` built it (the deployer hands Envoy its search path); Kubernetes
   mode when the proxy image carries it (Helm `proxy.nativeScopeKey`).
 - Otherwise CEL (`scope_key_expression`), which any Envoy computes: Envoy's CEL
   has no string function but `matches`, so each bit is one small RE2 regex,
-  and Envoy resolves `request.host` once per bit.
+  and Envoy resolves `request.host` once per bit. Each bit of this hash is the
+  parity of the host's characters that are in one set (`_hash`: the XOR of a
+  6-bit code per character). The sets were picked among random ones for an
+  even spread over families of real-looking host names (numbered services,
+  words, tenants, two varying labels): with all 6 bits the fullest scope holds
+  1.2-2.1 times the mean, with fewer bits less. A parity hash cannot give more
+  bits: a 7th spread numbered names at best 3.6 times the mean, and 4-digit
+  names have fewer parity classes than 256 scopes.
 Envoy's own instructions per request (`python -m tests.bench.scope_key_cost`:
 callgrind, one keep-alive connection, 2,000 hosts, direct response): whole
 table 74.8k; split with a constant key 82.1k (the scoped lookup and the key
@@ -48,11 +52,13 @@ route among 6,000 (3,000 two-match HTTPRoutes) reached Envoy in 20 ms with
 64 scopes, 23 with 16, 26 with 8 and 30 with 4, against 67 ms for the whole
 table (Envoy rebuilds a scope of 1,500 routes in ~3.5 ms). With lychgate's module the key
 costs the same at any bits, and a table gets as many as keep its scopes at about
-NATIVE_SCOPE_ROUTES routes (6 bits, 64 scopes, from 3,200 routes): what a change
+NATIVE_SCOPE_ROUTES routes (8 bits, 256 scopes, from 6,400 routes): what a change
 costs is then mostly sending the scope to every proxy of the Gateway. A new route
-among 3,000 two-match HTTPRoutes re-sent a scope of 47 KiB at 16 scopes and
-12 KiB at 64, and reached 200 proxies (simulated, `python -m tests.bench.fleet`)
-at p50 26-27 ms instead of 33-34. The bits are
+among 3,000 two-match HTTPRoutes re-sent a scope of 47 KiB at 16 scopes, 12-14
+KiB at 64 and 3 KiB at 256; with 256 instead of 64 it reached 1,000 simulated
+proxies (`python -m tests.bench.fleet`) at p50 175-180 ms instead of 209-220,
+with 169-175 ms of the controller's CPU instead of 195-205 (64 instead of 16
+had taken 200 proxies from p50 33-34 ms to 26-27). The bits are
 chosen when a table splits (a table loaded at 10,000 routes gets 5) and kept
 while it stays split: a new count would change the listener, and the
 connections of the old filter chain, draining, would look scopes up with the
@@ -77,7 +83,7 @@ import bisect
 import functools
 import hashlib
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +103,10 @@ from lychgate.xds.translator.wire import RawMessage
 
 MAX_BITS = 6  # len(_SETS): at most 64 scopes
 SCOPES = 1 << MAX_BITS
+NATIVE_MAX_BITS = 8  # lychgate's module's mixed hash: at most 256 scopes
 SCOPE_ROUTES = 500  # routes a scope may hold on average before its table gets another bit
-NATIVE_SCOPE_ROUTES = 100  # the same with lychgate's module, whose key costs the same at any bits
+NATIVE_SCOPE_ROUTES = 25  # the same with lychgate's module, whose key costs the same at any bits
+MIXED = "#"  # the module's config names the mixed hash by its bits: "#8"
 SCOPE_HEADER = "x-lychgate-scope"
 MIN_HOSTS = 16  # fewer exact hosts leave most scopes empty: such tables stay whole
 
@@ -145,9 +153,9 @@ def scope_bits(routes: int, native: bool = False) -> int:
     """The bits of a table split at `routes` routes: as few as keep a scope at
     SCOPE_ROUTES routes on average (NATIVE_SCOPE_ROUTES with the `native` key),
     at least 1 (kept while the table stays split)."""
-    per_scope = NATIVE_SCOPE_ROUTES if native else SCOPE_ROUTES
+    per_scope, most = (NATIVE_SCOPE_ROUTES, NATIVE_MAX_BITS) if native else (SCOPE_ROUTES, MAX_BITS)
     want = 1
-    while want < MAX_BITS and routes > per_scope << want:
+    while want < most and routes > per_scope << want:
         want += 1
     return want
 
@@ -167,10 +175,31 @@ def _hash(host: str) -> int:
     return out
 
 
-def bucket(host: str, bits: int = MAX_BITS) -> int:
+_VALID = frozenset(_ALPHABET)
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _mixed(host: str) -> int:
+    """lychgate's module's own hash: FNV-1a over the host's characters (lower case),
+    then MurmurHash3's 32-bit finalizer; 0 for a host with other characters."""
+    host = host.lower()
+    if not host or not _VALID.issuperset(host):
+        return 0
+    h = 0x811C9DC5
+    for c in host.encode():
+        h = ((h ^ c) * 0x01000193) & 0xFFFFFFFF
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def bucket(host: str, bits: int = MAX_BITS, native: bool = False) -> int:
     """The scope of an exact host in a table of `bits` bits, as Envoy computes
-    it for a request (the first `bits` terms of the same hash)."""
-    return _hash(host) & ((1 << bits) - 1)
+    it for a request (the low `bits` of the hash): the mixed hash of lychgate's
+    module with `native`, else the parity hash CEL computes."""
+    return (_mixed(host) if native else _hash(host)) & ((1 << bits) - 1)
 
 
 def scope_name(table: str, index: int) -> str:
@@ -191,19 +220,23 @@ class ScopedTable:
     Each pass hands the table's virtual hosts in; the hosts that are not the
     very objects of the last pass (found at C speed, as WireCache.get_all
     finds them) move in or out of their buckets, so a pass costs what changed,
-    not what the table holds. Hosts are kept in the SCOPES buckets of the full
-    hash whatever the table's bits; a scope is the buckets that agree on its
-    bits. Every scope lists its exact hosts by name, then the shared (wildcard)
-    hosts by name: the same lists a fresh split gives."""
+    not what the table holds. Hosts are kept in the buckets of the full hash
+    (2**most: 64 of the parity hash, 256 of the module's mixed one) whatever the
+    table's bits; a scope is the buckets that agree on its bits. Every scope
+    lists its exact hosts by name, then the shared (wildcard) hosts by name: the
+    same lists a fresh split gives."""
 
-    def __init__(self) -> None:
+    def __init__(self, native: bool = False) -> None:
+        self.native = native  # keyed by lychgate's module (its mixed hash), else by CEL (parity)
+        self.most = NATIVE_MAX_BITS if native else MAX_BITS
         self.vhosts: tuple[ir.VirtualHost, ...] = ()
-        self.exact: list[list[ir.VirtualHost]] = [[] for _ in range(SCOPES)]
+        self.exact: list[list[ir.VirtualHost]] = [[] for _ in range(1 << self.most)]
         self.shared: list[ir.VirtualHost] = []
         self.exact_routes = 0
         self.shared_routes = 0
-        self.versions = [0] * SCOPES  # per bucket, bumped whenever its list (or the shared list) changes
-        self.built: dict[int, tuple[tuple[int, int], Any]] = {}  # scope -> ((bits, version), its RouteConfiguration)
+        self.stale: set[int] = set()  # buckets whose list changed since their scopes were last built
+        self.all_stale = True  # the shared list changed: every scope
+        self.built: dict[str, Any] = {}  # scope name -> its RouteConfiguration, as last built
         self.active = False  # split on the last pass
         self.bits = 0  # of the last split pass
 
@@ -224,12 +257,12 @@ class ScopedTable:
         if _shared(vh):
             self._place(self.shared, vh, sign)
             self.shared_routes += sign * len(vh.routes)
-            self.versions = [v + 1 for v in self.versions]
+            self.all_stale = True
             return
         self.exact_routes += sign * len(vh.routes)
-        for i in {bucket(d) for d in vh.domains}:
+        for i in {bucket(d, self.most, self.native) for d in vh.domains}:
             self._place(self.exact[i], vh, sign)
-            self.versions[i] += 1
+            self.stale.add(i)
 
     @staticmethod
     def _place(items: list[ir.VirtualHost], vh: ir.VirtualHost, sign: int) -> None:
@@ -241,34 +274,45 @@ class ScopedTable:
             at += 1
         del items[at]
 
-    def scoped(self, threshold: int, native: bool = False) -> bool:
+    def scoped(self, threshold: int) -> bool:
         """From `threshold` routes of exact hosts on (and down to
         keep_below(threshold) once split): Envoy's cost of a change grows with
         the routes of the table, whether they sit on many hosts or on few.
         Only with MIN_HOSTS exact hosts or more (one host's routes are one scope
         whatever is done), and only while the wildcard hosts copied into every
         scope hold fewer routes than the table has per scope (a table of mostly
-        wildcard routes would grow many-fold instead). Sets the table's bits."""
+        wildcard routes would grow many-fold instead): a table splits into fewer
+        scopes where that keeps them so. Sets the table's bits."""
         hosts = len(self.vhosts) - len(self.shared)
         floor = keep_below(threshold) if self.active else threshold
         # A split table keeps its bits: a new count changes the listener, and connections
         # of the old filter chain, still draining, would look scopes up with the old key.
-        bits = self.bits if self.active else scope_bits(self.exact_routes, native)
+        bits = self.bits if self.active else scope_bits(self.exact_routes, self.native)
+        if not self.active:
+            while bits > 1 and self.shared_routes << bits > self.exact_routes:
+                bits -= 1
         self.active = (0 < floor <= self.exact_routes and hosts >= MIN_HOSTS
                        and self.shared_routes << bits <= self.exact_routes)
         if not self.active or bits != self.bits:
-            self.built = {}  # every scope changes
+            self.built, self.all_stale = {}, True  # every scope changes
         self.bits = bits if self.active else 0
         return self.active
 
     def _members(self, index: int) -> range:
         """The buckets of scope `index`: those whose low bits are `index`."""
-        return range(index, SCOPES, 1 << self.bits)
+        return range(index, 1 << self.most, 1 << self.bits)
 
-    def version(self, index: int) -> tuple[int, int]:
-        """Changes whenever scope `index` (of the table's bits) does: bucket
-        versions only grow."""
-        return self.bits, sum(self.versions[i] for i in self._members(index))
+    def stale_scopes(self) -> Iterable[int]:
+        """The scopes (of the table's bits) whose hosts changed since they were last built; each is
+        handed out once. Looking only at the buckets that changed: with 256 scopes, asking each
+        scope whether it changed cost every pass ~0.5 ms."""
+        if self.all_stale:
+            out: Iterable[int] = range(1 << self.bits)
+        else:
+            mask = (1 << self.bits) - 1
+            out = sorted({bucket & mask for bucket in self.stale})
+        self.stale, self.all_stale = set(), False
+        return out
 
     def scope(self, index: int) -> list[ir.VirtualHost]:
         exact: list[ir.VirtualHost] = []
@@ -307,7 +351,7 @@ def scope_key_mutation(table: str, bits: int, native: bool = False) -> extension
     before Envoy looks the route up: lychgate's module when the proxies have it
     (`native`), else CEL."""
     if native:
-        return scope_module.scope_key_mutation(SCOPE_HEADER, f"{table}/", _ALPHABET, _SETS[:bits])
+        return scope_module.scope_key_mutation(SCOPE_HEADER, f"{table}/", _ALPHABET, (f"{MIXED}{bits}",))
     mutation = early_pb.HeaderMutation()
     mutation.mutations.add(append=base_pb2.HeaderValueOption(
         header=base_pb2.HeaderValue(key=SCOPE_HEADER, value=f"{table}/%CEL({scope_key_expression(bits)})%"),
