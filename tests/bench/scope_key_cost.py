@@ -8,7 +8,7 @@ One Envoy per case, under callgrind, 2,000 hosts of one direct-response route
 each: the whole table; the table split in 4 scopes with a constant key (what
 the scoped lookup and the key header cost); and the key lychgate emits
 (scoped.scope_key_mutation) from its Envoy module and from CEL, at 2, 3 and 6
-bits. After a warm-up the counters are zeroed, N requests go over one
+bits, and from the module at 8. After a warm-up the counters are zeroed, N requests go over one
 keep-alive connection to the last host, in upper case, and the counters are
 dumped: instructions / N. Deterministic up to a few hundred instructions, so it
 tells apart what wrk on a shared machine cannot.
@@ -93,7 +93,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.scope_key_cost", description=__doc__)
     parser.add_argument("--requests", type=int, default=2000)
     opts = parser.parse_args()
-    cases = [("whole", 0), ("const", 0)] + [(key, bits) for bits in (2, 3, 6) for key in ("native", "cel")]
+    cases = [("whole", 0), ("const", 0)] + [(key, bits) for bits in (2, 3, 6) for key in ("native", "cel")] \
+        + [("native", scoped.NATIVE_MAX_BITS)]
     if native.scope_module() is None:
         raise SystemExit("src/lychgate/native/liblychgate_scope.so is not built: run `make native`")
     with tempfile.TemporaryDirectory(prefix="lychgate-scope-key-") as tmp:
