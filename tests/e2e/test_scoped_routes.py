@@ -33,10 +33,11 @@ from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb,
 )
-from google.protobuf import json_format
+from google.protobuf import json_format, wrappers_pb2
 
 from lychgate import native
 from lychgate.deploy.local import envoy_binary
+from lychgate.xds.translator import scope_module as scope_module_ext
 from lychgate.xds.translator import scoped
 from lychgate.xds.translator.listener import ads_source
 from lychgate.xds.translator.scoped import SCOPE_ROUTES
@@ -346,3 +347,36 @@ def test_envoy_hashes_a_host_into_the_scope_the_translator_puts_it_in(tmp_path: 
     finally:
         envoy.terminate()
         envoy.wait(10)
+
+
+@pytest.mark.parametrize("key", [
+    f"{scoped._SETS[0]} {scoped._SETS[1]}",  # the parity sets an earlier lychgate gave its module
+    f"#{scoped.NATIVE_MAX_BITS + 1}", "#0", "#", "",
+])
+def test_envoy_refuses_a_key_the_module_cannot_compute(tmp_path: Path, key: str) -> None:
+    """The module takes `#<bits>` of its own hash and nothing else: Envoy refuses the listener
+    (here in its validate mode) rather than key scopes with another hash than the translator's."""
+    module = scope_module()
+
+    def validate(config: str) -> subprocess.CompletedProcess[str]:
+        manager = _scope_numbers_manager(3, native_key=True)
+        extension = manager.early_header_mutation_extensions[0]
+        mutation = scope_module_ext.mutation_class()()
+        extension.typed_config.Unpack(mutation)
+        mutation.early_header_mutation_config.Pack(wrappers_pb2.StringValue(value=config))
+        extension.typed_config.Pack(mutation)
+        typed = json_format.MessageToDict(manager)
+        typed["@type"] = "type.googleapis.com/" + hcm_pb.HttpConnectionManager.DESCRIPTOR.full_name
+        (tmp_path / "envoy.json").write_text(json.dumps({"static_resources": {"listeners": [{
+            "name": "key", "address": {"socket_address": {"address": "127.0.0.1", "port_value": free_port()}},
+            "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                            "typed_config": typed}]}]}]}}))
+        return subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(tmp_path / "envoy.json"), "-l", "error"],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "ENVOY_DYNAMIC_MODULES_SEARCH_PATH": str(module.parent)})
+
+    prefix = f"{scoped.SCOPE_HEADER} {TABLE}/ {scoped._ALPHABET}"
+    assert validate(f"{prefix} #3").returncode == 0  # what lychgate sends
+    refused = validate(f"{prefix} {key}".rstrip())
+    assert refused.returncode != 0
+    assert "dynamic module early header mutation config" in refused.stdout + refused.stderr

@@ -59,21 +59,19 @@ def mutation_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{_MESSAGE}"))
 
 
-def module_config(header: str, prefix: str, alphabet: str, key: tuple[str, ...]) -> str:
-    """The module's config: fields parted by a space (none of them holds one)."""
-    fields = (header, prefix, alphabet, *key)
+def module_config(header: str, prefix: str, alphabet: str, bits: int) -> str:
+    """The module's config: fields parted by a space (none of them holds one), the bits as "#<bits>"."""
+    fields = (header, prefix, alphabet, f"#{bits}")
     assert all(f and " " not in f for f in fields), fields
     return " ".join(fields)
 
 
-def scope_key_mutation(header: str, prefix: str, alphabet: str,
-                       key: tuple[str, ...]) -> extension_pb2.TypedExtensionConfig:
-    """Sets `header` to `prefix` and the hash of the Host that `key` names: the parity of
-    its characters in each of the sets given, or ("#<bits>",) the low bits of the module's
-    mixed hash (lychgate_scope.c)."""
+def scope_key_mutation(header: str, prefix: str, alphabet: str, bits: int) -> extension_pb2.TypedExtensionConfig:
+    """Sets `header` to `prefix` and the low `bits` of the module's hash of the Host
+    (lychgate_scope.c; scoped.bucket() with `native`)."""
     mutation = mutation_class()(early_header_mutation_name="scope")
     mutation.dynamic_module_config.name = SCOPE_MODULE
-    config = wrappers_pb2.StringValue(value=module_config(header, prefix, alphabet, key))
+    config = wrappers_pb2.StringValue(value=module_config(header, prefix, alphabet, bits))
     mutation.early_header_mutation_config.Pack(config)
     out = extension_pb2.TypedExtensionConfig(name="lychgate.route_scope")
     out.typed_config.Pack(mutation)

@@ -107,7 +107,6 @@ SCOPES = 1 << MAX_BITS
 NATIVE_MAX_BITS = 8  # lychgate's module's mixed hash: at most 256 scopes
 SCOPE_ROUTES = 500  # routes a scope may hold on average before its table gets another bit
 NATIVE_SCOPE_ROUTES = 25  # the same with lychgate's module, whose key costs the same at any bits
-MIXED = "#"  # the module's config names the mixed hash by its bits: "#8"
 SCOPE_HEADER = "x-lychgate-scope"
 MIN_HOSTS = 16  # fewer exact hosts leave most scopes empty: such tables stay whole
 
@@ -352,7 +351,7 @@ def scope_key_mutation(table: str, bits: int, native: bool = False) -> extension
     before Envoy looks the route up: lychgate's module when the proxies have it
     (`native`), else CEL."""
     if native:
-        return scope_module.scope_key_mutation(SCOPE_HEADER, f"{table}/", _ALPHABET, (f"{MIXED}{bits}",))
+        return scope_module.scope_key_mutation(SCOPE_HEADER, f"{table}/", _ALPHABET, bits)
     mutation = early_pb.HeaderMutation()
     mutation.mutations.add(append=base_pb2.HeaderValueOption(
         header=base_pb2.HeaderValue(key=SCOPE_HEADER, value=f"{table}/%CEL({scope_key_expression(bits)})%"),
