@@ -180,8 +180,8 @@ def test_build_splits_a_big_table_into_scopes(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(scoped, "SCOPE_ROUTES", 1)  # 100 routes: all 6 bits
     vhosts = [vhost(f"h{i:03d}.example.com") for i in range(100)]
     resources = build(gateway(vhosts), WireCache(), scope_threshold=50)
-    assert route_tables(resources) == sorted(scoped.scope_name("http-80", i) for i in range(scoped.SCOPES))
-    assert len(resources.by_type[types.SCOPED_ROUTE]) == scoped.SCOPES
+    assert route_tables(resources) == sorted(scoped.scope_name("http-80", i) for i in range(1 << scoped.MAX_BITS))
+    assert len(resources.by_type[types.SCOPED_ROUTE]) == 1 << scoped.MAX_BITS
     target = scoped.scope_name("http-80", scoped.bucket("h042.example.com"))
     held = {vh.name for vh in resources.message(types.ROUTE, target).virtual_hosts}
     assert "80/h042.example.com" in held
@@ -325,6 +325,22 @@ def test_a_changed_host_rebuilds_only_its_scope() -> None:
     after = build(gateway(vhosts), cache, scope_threshold=50).by_type[types.ROUTE]
     changed = {name for name in after if after[name] is not before[name]}
     assert changed == {scoped.scope_name("http-80", scoped.bucket("h042.example.com", 1))}
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["cel", "native"])
+def test_a_changed_wildcard_host_reaches_every_scope(native: bool) -> None:
+    """Wildcard hosts are copied into every scope: a change to one rebuilds them all (a scope
+    left as built before would route the wildcard's requests as before)."""
+    cache = WireCache()
+    vhosts = [vhost(f"h{i:03d}.example.com") for i in range(100)] + [vhost("*.wild.example.com")]
+    before = build(gateway(vhosts), cache, scope_threshold=50, native_key=native).by_type[types.ROUTE]
+    vhosts[-1] = vhost("*.wild.example.com", routes=2)
+    resources = build(gateway(vhosts), cache, scope_threshold=50, native_key=native)
+    scopes = [n for n in route_tables(resources) if n != "http-80"]
+    assert len(scopes) > 1 and all(resources.by_type[types.ROUTE][n] is not before[n] for n in scopes)
+    for name in scopes:
+        [wild] = [vh for vh in resources.message(types.ROUTE, name).virtual_hosts if vh.name == "80/*.wild.example.com"]
+        assert len(wild.routes) == 2, name
 
 
 def test_a_split_table_stays_split_a_little_below_the_threshold() -> None:

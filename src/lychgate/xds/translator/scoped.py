@@ -103,7 +103,6 @@ from lychgate.xds.translator import scope_module
 from lychgate.xds.translator.wire import RawMessage
 
 MAX_BITS = 6  # len(_SETS): at most 64 scopes
-SCOPES = 1 << MAX_BITS
 NATIVE_MAX_BITS = 8  # lychgate's module's mixed hash: at most 256 scopes
 SCOPE_ROUTES = 500  # routes a scope may hold on average before its table gets another bit
 NATIVE_SCOPE_ROUTES = 25  # the same with lychgate's module, whose key costs the same at any bits
