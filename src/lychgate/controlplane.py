@@ -331,6 +331,7 @@ class ControlPlane:
                     ai_extension_port=getattr(self.deployer, "ai_extension_port", ai_config.DEFAULT_EXTENSION_PORT),
                     mcp_relay_port=getattr(self.deployer, "mcp_relay_port", DEFAULT_RELAY_PORT),
                     gcp_metadata_server=self.settings.gcp_metadata_server,
+                    class_parameters_refs=self.settings.gateway_class_parameters_refs,
                 )
                 # Strict preflight validates whole route tables: it sees them unsplit.
                 threshold = 0 if self.preflight is not None else self.settings.route_scope_threshold

@@ -134,8 +134,7 @@ async def run_controller(
         else:
             elector = AlwaysLeader()
 
-        deployer = KubeDeployer(client, proxy_context(settings, ca_pem), elector.is_leader,
-                                settings.gateway_class_parameters_refs)
+        deployer = KubeDeployer(client, proxy_context(settings, ca_pem), elector.is_leader)
         preflight = None
         if settings.validation_level is ValidationLevel.STRICT:
             from lychgate.deploy.local import envoy_binary

@@ -80,3 +80,37 @@ def test_io_uring_where_the_kernel_allows_it(lychgate: Lychgate, backends: EchoB
     wait_for(lambda: "default_socket_interface" not in json.loads(
         (lg.state / "proxies" / "default" / "gw" / "bootstrap.json").read_text()), 15, "the new bootstrap")
     lg.wait_pod(address, "v1")
+
+
+def accepted(lg: Lychgate) -> dict[str, str]:
+    conds = lg.status("Gateway", "gw").get("conditions", [])
+    return next((c for c in conds if c["type"] == "Accepted"), {})
+
+
+def test_an_overlay_is_checked_locally_by_the_object_it_would_make(
+        lychgate: Lychgate, backends: EchoBackends) -> None:
+    """Locally no Deployment is made, yet an overlay is not kept unread: the objects it would make
+    in Kubernetes are checked, and one that is invalid refuses the parameters naming the field
+    (as the same manifests would in a cluster), until it is fixed."""
+    lg = lychgate
+    valid = ("  kube:\n    deploymentOverlay:\n      metadata: {labels: {team: edge}}\n"
+             "      spec: {template: {spec: {dnsPolicy: ClusterFirst}}}")
+    lg.write("svc.yaml", service_yaml("v1", 80, backends.start(pod="v1")))
+    lg.write("params.yaml", parameters(valid))
+    lg.write("gateway.yaml", gateway_yaml(parameters="params") + "---\n" + ROUTE)
+    lg.start()
+    address = lg.address()
+    lg.wait_pod(address, "v1")
+    assert accepted(lg)["status"] == "True", accepted(lg)
+
+    lg.write("params.yaml", parameters(valid.replace("dnsPolicy:", "dnsPolicyy:")))
+    refused = wait_for(lambda: accepted(lg) if accepted(lg).get("status") == "False" else None, 15,
+                       "the Gateway's Accepted=False")
+    assert refused["reason"] == "InvalidParameters", refused
+    assert ("GatewayParameters default/params: spec.kube.deploymentOverlay: the Deployment it makes is not a valid "
+            "Kubernetes Deployment: spec.template.spec: Additional properties are not allowed ('dnsPolicyy' was "
+            "unexpected)") in refused["message"], refused
+
+    lg.write("params.yaml", parameters(valid))
+    wait_for(lambda: accepted(lg).get("status") == "True", 15, "the Gateway accepted again")
+    lg.wait_pod(lg.address(), "v1")

@@ -228,7 +228,8 @@ async def test_what_lychgate_cannot_run_is_refused_naming_the_field(kube: KubeFa
 async def test_an_overlay_that_makes_an_invalid_object_is_refused_naming_the_field(
         kube: KubeFake, controller: Controller) -> None:
     """Overlays are free-form patches: the object each makes is checked whole against Kubernetes'
-    type, or the API server would drop a misspelt field without a word (server-side apply only warns)."""
+    type, or the API server would drop a misspelt field without a word (server-side apply only warns).
+    Translation checks them, so the Gateway is not accepted with them (as locally)."""
     kube.create(gateway_class())
     kube.create(gateway_parameters(deploymentOverlay={"spec": {"template": {"spec": {"dnsPolicyy": "None"}}}}))
     kube.create(gateway_parameters("svc", serviceOverlay={"spec": {"sessionAffinity": 1}}))
@@ -247,10 +248,50 @@ async def test_an_overlay_that_makes_an_invalid_object_is_refused_naming_the_fie
             ("hpa", "GatewayParameters default/hpa: spec.kube.horizontalPodAutoscaler: the HorizontalPodAutoscaler "
                     "it makes is not a valid Kubernetes HorizontalPodAutoscaler: spec: 'maxReplicas' is a required"),
         ):
-            programmed = await eventually(lambda n=name: gateway_condition(kube, "Programmed", n),  # type: ignore[misc]
-                                          what=f"{name}'s status")
-            assert programmed["status"] == "False" and message in programmed["message"], programmed
+            accepted = await eventually(lambda n=name: gateway_condition(kube, "Accepted", n),  # type: ignore[misc]
+                                        what=f"{name}'s status")
+            assert accepted["status"] == "False" and accepted["reason"] == "InvalidParameters", accepted
+            assert message in accepted["message"], accepted
         assert kube.get("deployments", "gw") is None and kube.get("horizontalpodautoscalers", "hpa") is None
+
+
+async def test_an_invalid_overlay_on_a_deployed_gateway_is_said_and_the_proxy_kept(
+        kube: KubeFake, controller: Controller) -> None:
+    """An edit that breaks a deployed Gateway's overlay: the Gateway is not Accepted, naming the field
+    (not only a Programmed condition that its connected proxies would turn True), and its objects stay
+    as they were."""
+    kube.create(gateway_class())
+    kube.create(gateway_parameters(serviceOverlay={"metadata": {"labels": {"tier": "edge"}}}))
+    kube.create(gateway(params="params"))
+    async with controller():
+        svc = await eventually(lambda: kube.get("services", "gw"), what="the Service")
+        assert svc["metadata"]["labels"]["tier"] == "edge"
+        replace(kube, gateway_parameters(serviceOverlay={"metadata": {"labels": {"tier": "edge"}},
+                                                         "spec": {"sessionAffinity": 1}}))
+        accepted = await eventually(
+            lambda: (c := gateway_condition(kube, "Accepted")) and c["status"] == "False" and c,
+            what="Accepted=False")
+        assert "spec.kube.serviceOverlay: the Service it makes is not a valid Kubernetes Service: " \
+               "spec.sessionAffinity: 1 is not of type 'string'" in accepted["message"], accepted
+        kept = kube.get("services", "gw")
+        assert kept is not None and kept["spec"]["sessionAffinity"] == "None"  # as the API server defaults it
+        assert kube.get("deployments", "gw") is not None
+
+
+async def test_the_helm_class_layer_completes_what_the_gateways_overlay_leaves(
+        kube: KubeFake, controller: Controller) -> None:
+    """Helm's class parameters (gatewayClassParametersRefs) are a layer of the merge that translation
+    checks: the Gateway's HPA leaves maxReplicas to it and is accepted and deployed whole."""
+    kube.namespace("infra")
+    kube.create(gateway_parameters("defaults", "infra", horizontalPodAutoscaler={"spec": {"maxReplicas": 6}}))
+    kube.create(gateway_class())
+    kube.create(gateway_parameters(horizontalPodAutoscaler={"spec": {"minReplicas": 2}}))
+    kube.create(gateway(params="params"))
+    async with controller(gateway_class_parameters_refs={"lychgate": {"name": "defaults", "namespace": "infra"}}):
+        hpa = await eventually(lambda: kube.get("horizontalpodautoscalers", "gw"), what="the HPA")
+        assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 6), hpa["spec"]
+        accepted = gateway_condition(kube, "Accepted")
+        assert accepted is not None and accepted["status"] == "True", accepted
 
 
 def test_disruption_budget_and_autoscaler_specs_are_kubernetes_types() -> None:

@@ -37,7 +37,6 @@ from lightkube.types import PatchType
 from lychgate.ai.config import AIConfig
 from lychgate.api.core import Service
 from lychgate.api.gateway import Gateway, GatewayClass
-from lychgate.api.lychgate import GatewayParameters
 from lychgate.deploy import ai_container, manifests, mcp_container, overlays
 from lychgate.deploy.manifests import ProxyContext
 from lychgate.kubeapi import (
@@ -60,7 +59,6 @@ from lychgate.log import component_logger
 from lychgate.mcp.config import MCPConfig
 from lychgate.sources.kube import Informer
 from lychgate.store import Store
-from lychgate.translate import parameters
 from lychgate.translate.gateway import CONTROLLER_NAME, ProxyIntent
 
 log = component_logger("deploy")
@@ -113,13 +111,11 @@ class KubeDeployer:
         client: Any,
         ctx: ProxyContext,
         is_leader: Callable[[], bool] = lambda: True,
-        class_parameters_refs: dict[str, dict[str, str]] | None = None,
         resync_seconds: float = RESYNC_SECONDS,
     ) -> None:
         self.client = client
         self.ctx = ctx
         self.is_leader = is_leader
-        self.class_parameters_refs = class_parameters_refs or {}
         self.resync_seconds = resync_seconds
         self.store = Store()
         self.notify: Callable[[], None] = lambda: None
@@ -132,7 +128,6 @@ class KubeDeployer:
         self.errors: dict[str, str] = {}  # ref -> why its objects could not be written
         self.deployments: dict[str, dict[str, Any]] = {}  # ref -> managed Deployment (raw)
         self._ready: dict[str, str] = {}  # ref -> readiness summary, to notify on change
-        self._fallback: list[GatewayParameters | None] = []
         self._wake = asyncio.Event()
         self._work: asyncio.Task[None] | None = None
         self._backoff = Backoff(base=1.0, cap=60.0)
@@ -170,13 +165,8 @@ class KubeDeployer:
         return out
 
     async def sync(self, intents: dict[str, ProxyIntent]) -> None:
-        # The class-wide GatewayParameters (gatewayClassParametersRefs) are not part of
-        # the intents: a change of theirs must wake the worker too.
-        fallback = [self.store.get(GatewayParameters, r.get("namespace", ""), r.get("name", ""))
-                    for r in self.class_parameters_refs.values()]
-        if intents != self.intents or fallback != self._fallback:
+        if intents != self.intents:
             self.intents = dict(intents)
-            self._fallback = fallback
             self._wake.set()
 
     def sync_ai(self, configs: dict[str, AIConfig]) -> None:
@@ -285,21 +275,15 @@ class KubeDeployer:
 
     async def _reconcile(self) -> None:
         failed = False
-        deployed: set[str] = set()  # intents with objects: not self-managed through the class's parameters
+        deployed: set[str] = set()
         for ref, intent in sorted(self.intents.items()):
             if not self.is_leader():
                 return
             gateway = self.store.get(Gateway, intent.namespace, intent.name)
             if gateway is None:
                 continue
-            params = parameters.merge(self._class_parameters(gateway), intent.parameters)
-            if params is not None and params.spec.self_managed is not None:
-                continue  # the user runs this proxy (class-wide selfManaged): nothing of ours stays
-            problem = parameters.problem(params)
-            if problem is not None:
-                self._set_error(ref, f"GatewayParameters {params.namespace}/{params.name}: {problem}"
-                                if params else problem)
-                continue
+            # Merged and checked by translation (translate/parameters.py), installation's layer included.
+            params = intent.parameters
             ai = self.ai_configs.get(ref)
             mcp = self.mcp_configs.get(ref)
             conflict = (ai_container.port_conflict(params, ai, intent.ports)
@@ -312,6 +296,8 @@ class KubeDeployer:
             digest = _digest(objs)
             if self.applied.get(ref) == digest:
                 continue
+            # Translation checked the objects the overlays make; these are the ones written, with
+            # the AI extension's and MCP relay's containers an overlay may patch too.
             invalid = overlays.problem(params.spec.kube, objs) if params is not None else None
             if params is not None and invalid is not None:
                 self._set_error(ref, f"GatewayParameters {params.namespace}/{params.name}: {invalid}")
@@ -353,18 +339,6 @@ class KubeDeployer:
             self.errors[ref] = message
             self.notify()
         self.applied.pop(ref, None)
-
-    def _class_parameters(self, gateway: Gateway) -> GatewayParameters | None:
-        """gatewayClassParametersRefs: the class's GatewayParameters, under the Gateway's own."""
-        ref = self.class_parameters_refs.get(gateway.spec.gateway_class_name)
-        if not ref:
-            return None
-        params = self.store.get(GatewayParameters, ref["namespace"], ref["name"])
-        if params is None:
-            log.warning("gatewayClassParametersRefs.%s: GatewayParameters %s/%s not found; "
-                        "using defaults for Gateway %s/%s", gateway.spec.gateway_class_name,
-                        ref["namespace"], ref["name"], gateway.namespace, gateway.name)
-        return params
 
     def _gateway_is_ours(self, ref: str) -> bool:
         ns, name = _split(ref)

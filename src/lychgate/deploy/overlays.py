@@ -103,7 +103,7 @@ def problem(kube: KubernetesProxyConfig, objs: list[dict[str, Any]]) -> str | No
     overlay and the field; None: all are (objects no overlay touched are lychgate's own)."""
     for obj in objs:
         kind = obj["kind"]
-        if kind not in CHECKED or getattr(kube, _ATTRIBUTES[CHECKED[kind][0]]) is None:
+        if kind not in CHECKED or getattr(kube, ATTRIBUTES[CHECKED[kind][0]]) is None:
             continue
         field, definition = CHECKED[kind]
         try:
@@ -114,4 +114,4 @@ def problem(kube: KubernetesProxyConfig, objs: list[dict[str, Any]]) -> str | No
 
 
 # spec.kube's field names (CHECKED's) -> the model's attributes.
-_ATTRIBUTES = {info.serialization_alias or name: name for name, info in KubernetesProxyConfig.model_fields.items()}
+ATTRIBUTES = {info.serialization_alias or name: name for name, info in KubernetesProxyConfig.model_fields.items()}

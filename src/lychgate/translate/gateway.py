@@ -182,14 +182,16 @@ def translate(
     ai_extension_port: int = ai_config.DEFAULT_EXTENSION_PORT,
     mcp_relay_port: int = DEFAULT_RELAY_PORT,
     gcp_metadata_server: str = gcp.DEFAULT_METADATA_SERVER,
+    class_parameters_refs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Translation:
     """Translate the store. With a `state` kept across calls, a call after changes
     to routes, Services, EndpointSlices or ReferenceGrants only redoes the routes
     those changes reach (see translate/aggregate.py). Rules in `quarantine`
-    answer 500 (translate/quarantine.py)."""
+    answer 500 (translate/quarantine.py). `class_parameters_refs`: the installation's
+    GatewayParameters of each class (Helm's gatewayClassParametersRefs), under all others."""
     with inference.serving(inference_enabled):
         out = _translate(store, address_for, feedback, policy_merge, status_addresses, state, waypoint_enabled,
-                         quarantine or Quarantine(), global_policy_namespace)
+                         quarantine or Quarantine(), global_policy_namespace, class_parameters_refs or {})
     if state is not None and state.revision is not None:
         store.forget_changes_until(state.revision)  # the state kept asks only what changed after it
     if store.count("Backend"):  # AI Backends are Backends: nothing to do without any
@@ -204,7 +206,7 @@ def translate(
 def _translate(
     store: Store, address_for: AddressFor, feedback: Feedback | None, policy_merge: Mapping[str, Any] | None,
     status_addresses: StatusAddresses | None, state: Aggregate | None, waypoint_enabled: bool,
-    quarantine: Quarantine, global_policy_namespace: str,
+    quarantine: Quarantine, global_policy_namespace: str, class_parameters_refs: Mapping[str, Mapping[str, str]],
 ) -> Translation:
     feedback = feedback or Feedback()
     state = state or Aggregate()
@@ -254,8 +256,9 @@ def _translate(
     meshed = mesh.translate_mesh(
         store, {k: (c.gateway, c.listeners) for k, c in ctxs.items() if mesh.is_waypoint(c.gateway)}, policies)
     for ctx in ctxs.values():
-        _finish_gateway(store, state, ctx, classes[ctx.gateway.spec.gateway_class_name], address_for, feedback,
-                        out, policies, streams, status_addresses)
+        class_name = ctx.gateway.spec.gateway_class_name
+        _finish_gateway(store, state, ctx, classes[class_name], class_parameters_refs.get(class_name), address_for,
+                        feedback, out, policies, streams, status_addresses)
     meshed.finish(out.gateways, out.status)
     if listeners is not None:
         out.gateways = {ref: listeners.apply(g) for ref, g in out.gateways.items()}
@@ -408,11 +411,15 @@ def _attachment(
     return conds, attached
 
 
-def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayParameters | None, str | None]:
-    """The class's GatewayParameters with the Gateway's merged over them (translate/parameters.py)."""
+def _parameters(store: Store, gw: Gateway, gc: GatewayClass, installed: Mapping[str, str] | None,
+                ports: tuple[int, ...]) -> tuple[GatewayParameters | None, str | None]:
+    """The GatewayParameters of the installation (`installed`: Helm's gatewayClassParametersRefs
+    for the class), of the class and of the Gateway, merged in that order (translate/parameters.py);
+    `ports`: the Gateway's TCP listener ports, which its proxy's objects expose."""
     cref = gc.spec.parameters_ref
-    class_params = (store.get(GatewayParameters, cref.namespace or "", cref.name)
-                    if cref and cref.group == LYCHGATE_GROUP and cref.kind == "GatewayParameters" else None)
+    layers = [parameters.installed(store, gc.name, installed),
+              store.get(GatewayParameters, cref.namespace or "", cref.name)
+              if cref and cref.group == LYCHGATE_GROUP and cref.kind == "GatewayParameters" else None]
     infra = gw.spec.infrastructure
     if infra and infra.parameters_ref:
         ref = infra.parameters_ref
@@ -421,10 +428,9 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass) -> tuple[GatewayPar
         params = store.get(GatewayParameters, gw.namespace, ref.name)
         if params is None:
             return None, f"spec.infrastructure.parametersRef: GatewayParameters {gw.namespace}/{ref.name} not found"
-        merged = parameters.merge(class_params, params)
-    else:
-        merged = class_params
-    problem = parameters.problem(merged)
+        layers.append(params)
+    merged = parameters.merge(*layers)
+    problem = parameters.problem(merged) or parameters.overlay_problem(gw, merged, ports)
     if merged is not None and problem is not None:
         return None, f"GatewayParameters {merged.namespace}/{merged.name}: {problem}"
     return merged, None
@@ -571,6 +577,7 @@ def _finish_gateway(
     agg: Aggregate,
     ctx: GatewayCtx,
     gc: GatewayClass,
+    installed: Mapping[str, str] | None,
     address_for: AddressFor,
     feedback: Feedback,
     out: Translation,
@@ -581,7 +588,8 @@ def _finish_gateway(
     gw = ctx.gateway
     gen = gw.generation
     ref = f"{gw.namespace}/{gw.name}"
-    params, params_error = _parameters(store, gw, gc)
+    params, params_error = _parameters(store, gw, gc, installed, tuple(sorted(
+        {l.spec.port for l in ctx.listeners if l.spec.protocol != "UDP"})))
     address = address_for(gw)
 
     for listener in ctx.listeners:

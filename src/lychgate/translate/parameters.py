@@ -7,14 +7,27 @@ replaces the class's, and what the Gateway leaves unset keeps the class's value
 Overlays merge the same way, so the class's overlay applies first and the
 Gateway's over it. `kube` and `selfManaged` exclude each other: a layer that
 sets one drops the other from the layers below.
+
+The overlays (and the PDB, HPA and VPA specs) are free-form patches of the
+proxy's Kubernetes objects, so they are checked here, by the objects they make,
+in both modes: locally too an overlay that would make an invalid Deployment
+refuses the Gateway's parameters by the field, instead of being kept unread.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Mapping
 from typing import Any
 
+from lychgate.api.gateway import Gateway
 from lychgate.api.lychgate import GatewayParameters
+from lychgate.deploy import manifests, overlays
 from lychgate.deploy.overload import quantity_bytes
+from lychgate.store import Store
+
+log = logging.getLogger(__name__)
 
 
 def deep_merge(base: Any, over: Any) -> Any:
@@ -45,6 +58,23 @@ def merge(*layers: GatewayParameters | None) -> GatewayParameters | None:
         "metadata": top.metadata.model_dump(by_alias=True, exclude_none=True, mode="json"), "spec": spec})
 
 
+def installed(store: Store, class_name: str, ref: Mapping[str, str] | None) -> GatewayParameters | None:
+    """The installation's GatewayParameters of a class (Helm's gatewayClassParametersRefs), if any;
+    when it does not exist the class's Gateways get lychgate's defaults, said once in the log."""
+    if not ref:
+        return None
+    params = store.get(GatewayParameters, ref["namespace"], ref["name"])
+    if params is None:
+        _missing(class_name, ref["namespace"], ref["name"])
+    return params
+
+
+@functools.cache
+def _missing(class_name: str, namespace: str, name: str) -> None:
+    log.warning("gatewayClassParametersRefs.%s: GatewayParameters %s/%s not found; its Gateways get "
+                "lychgate's defaults until it exists", class_name, namespace, name)
+
+
 def problem(params: GatewayParameters | None) -> str | None:
     """What lychgate cannot honour in the (merged) parameters, naming the field; None: all of it."""
     if params is None:
@@ -71,3 +101,31 @@ def problem(params: GatewayParameters | None) -> str | None:
         return ("spec.kube.sdsContainer.image: lychgate ships no SDS image; name one (registry, repository, tag), "
                 "such as kgateway's sds image")
     return None
+
+
+
+# spec.kube's fields that shape the proxy's Kubernetes objects by free-form patches.
+_PATCHES = tuple(overlays.ATTRIBUTES[field] for field, _ in overlays.CHECKED.values())
+# Only the objects' shape matters to the check, not where the proxy finds its control plane.
+_STAND_IN = manifests.ProxyContext(xds_host="lychgate.lychgate-system.svc")
+# Rendering and checking the objects takes milliseconds, which a pass must not spend on
+# parameters it has checked before: results by what the objects are made of.
+_CHECKED: dict[tuple[str, ...], str | None] = {}
+_CHECKED_MAX = 256
+
+
+def overlay_problem(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...]) -> str | None:
+    """The first overlay of the (merged) parameters that makes an invalid Kubernetes object
+    of this Gateway's proxy, naming its field; None: none does, or none is set."""
+    if params is None or params.spec.self_managed is not None:
+        return None
+    kube = params.spec.kube
+    if all(getattr(kube, attr) is None for attr in _PATCHES):
+        return None
+    key = (gateway.namespace, gateway.name, gateway.spec.model_dump_json(include={"infrastructure"}),
+           params.spec.model_dump_json(), repr(ports))
+    if key not in _CHECKED:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[key] = overlays.problem(kube, manifests.proxy_objects(gateway, params, ports, _STAND_IN))
+    return _CHECKED[key]
