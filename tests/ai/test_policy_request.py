@@ -16,7 +16,7 @@ from lychgate.ai.rejection import PolicyError, Rejection
 from lychgate.api.policy import TrafficPolicy
 from lychgate.api.registry import parse
 from lychgate.store import Store
-from lychgate.translate.ai_backends import route_settings
+from lychgate.translate.policies.ai import route_settings
 from tests.ai.conftest import Serve
 
 

@@ -22,7 +22,8 @@ from google.rpc import status_pb2
 from lychgate import ir
 from lychgate.xds import opening, types
 from lychgate.xds.cache import SnapshotCache
-from lychgate.xds.server import AdsServer, start_server
+from lychgate.xds.delta import DeltaState
+from lychgate.xds.server import AdsServer, ProxyConnection, start_server
 from lychgate.xds.translator import build
 
 NODE = "default/gw"
@@ -628,3 +629,28 @@ async def test_changes_during_a_write_all_reach_the_proxy_and_a_failed_answer_en
             break
         await asyncio.sleep(0.02)
     assert not ads.connections
+
+
+async def test_a_stream_that_ends_leaves_nothing_for_the_cyclic_collector(
+        delta_setup: tuple[SnapshotCache, AdsServer, DeltaClient]) -> None:
+    """What a stream held goes as it ends, by reference counting: the control plane raises the
+    collector's thresholds, so state kept in a reference cycle (a connection and its writer)
+    stayed until it next ran; after a fleet of 1,000 proxies left, 5,000 delta states and ~4 MiB
+    of Python objects for as long as the process stayed quiet."""
+    cache, ads, client = delta_setup
+    await _holding_one_cluster(cache, client)
+    gc.collect()
+    gc.disable()
+    try:
+        assert any(isinstance(o, DeltaState) for o in gc.get_objects())
+        await client.close()
+        for _ in range(100):  # (bounded) until the stream has ended
+            if not ads.connections:
+                break
+            await asyncio.sleep(0.02)
+        assert not ads.connections
+        await asyncio.sleep(0.05)
+        left = [type(o).__name__ for o in gc.get_objects() if isinstance(o, (ProxyConnection, DeltaState))]
+        assert left == []
+    finally:
+        gc.enable()

@@ -20,7 +20,8 @@ from lychgate.api.policy import TrafficPolicy
 from lychgate.api.registry import ManifestError, parse
 from lychgate.store import Store
 from lychgate.translate import backends
-from lychgate.translate.ai_backends import providers_of, route_settings
+from lychgate.translate.ai_backends import providers_of
+from lychgate.translate.policies.ai import route_settings
 from lychgate.translate.policies.common import Invalid, Unresolved
 from tests.harness import service_yaml
 

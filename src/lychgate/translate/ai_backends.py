@@ -1,6 +1,6 @@
-"""AI Backends and TrafficPolicy `ai` as the AI extension reads them (lychgate.ai.config):
-every provider with its credentials read and its address filled in, and a route's AI
-settings as plain data with kgateway's field names. No Envoy here.
+"""AI Backends as the AI extension reads them (lychgate.ai.config): every provider with
+its credentials read and its address filled in (a TrafficPolicy's `ai` settings are
+policies/ai.py's, its moderation guard's token read here as a provider's). No Envoy here.
 
 Where a provider is reached: its API's host on port 443 (api.openai.com, the Azure
 `endpoint`, api.anthropic.com, generativelanguage.googleapis.com,
@@ -27,9 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from lychgate.ai.config import LimitService, Provider, RouteSettings, TokenRateLimit
+from lychgate.ai.config import Provider
 from lychgate.api.ai import (
-    AIPolicy,
     AnthropicConfig,
     AzureOpenAIConfig,
     BedrockConfig,
@@ -41,11 +40,8 @@ from lychgate.api.ai import (
 )
 from lychgate.api.backend import Backend
 from lychgate.api.core import Secret
-from lychgate.api.rate_limit import GlobalRateLimitPolicy
 from lychgate.store import Store
 from lychgate.translate.policies.common import Invalid, Unresolved
-from lychgate.translate.policies.extensions import rate_limit_service
-from lychgate.translate.policies.rate_limit import descriptor_entry
 from lychgate.translate.secrets import secret_field
 
 ASSUME_ROLE_REFUSED = ("lychgate does not assume IAM roles: that needs AWS STS, which lychgate does not call, and the "
@@ -70,52 +66,6 @@ def providers_of(store: Store, backend: Backend) -> list[tuple[int, Provider]]:
             for i, group in enumerate(ai.priority_groups or ()) for j, p in enumerate(group.providers)]
 
 
-def route_settings(policy_id: str, policy: AIPolicy, *, store: Store, namespace: str,
-                   path: str = "spec.ai") -> RouteSettings:
-    """A TrafficPolicy's `ai` as the extension reads it. The moderation guard's token is
-    resolved like a provider's (from a Secret of the policy's `namespace`) and handed over
-    as `authToken: {kind: Inline, inline: <token>}` (or `{kind: Passthrough}`);
-    `tokenRateLimit`'s GatewayExtension (in that namespace unless its ref says another)
-    as the addresses the extension calls."""
-    guard = None
-    if policy.prompt_guard is not None:
-        guard = policy.prompt_guard.model_dump(by_alias=True, exclude_none=True)
-        request = policy.prompt_guard.request
-        moderation = request.moderation.open_ai_moderation if request and request.moderation else None
-        if moderation is not None:
-            where = f"{path}.promptGuard.request.moderation.openAIModeration.authToken"
-            token = _token(store, namespace, moderation.auth_token, where)
-            guard["request"]["moderation"]["openAIModeration"]["authToken"] = (
-                {"kind": "Passthrough"} if token is None else {"kind": "Inline", "inline": token})
-    enrichment = policy.prompt_enrichment
-    limit = policy.token_rate_limit
-    return RouteSettings(
-        id=policy_id, route_type=policy.route_type,
-        prompt_enrichment=enrichment.model_dump(by_alias=True, exclude_none=True) if enrichment else None,
-        prompt_guard=guard,
-        defaults=tuple(d.model_dump(by_alias=True, exclude_none=True) for d in policy.defaults),
-        token_rate_limit=_token_rate_limit(store, namespace, limit, f"{path}.tokenRateLimit") if limit else None)
-
-
-def _token_rate_limit(store: Store, namespace: str, limit: GlobalRateLimitPolicy, path: str) -> TokenRateLimit:
-    """`tokenRateLimit` as the extension calls it: the descriptors as rateLimit.global
-    builds them, and its RateLimit GatewayExtension's service by the addresses of its
-    ready endpoints (the extension calls it directly, not through Envoy). Raises Invalid
-    or Unresolved as rateLimit.global does."""
-    descriptors = tuple(
-        tuple(descriptor_entry(e.model_dump(by_alias=True, exclude_none=True), f"{path}.descriptors[{i}].entries[{j}]")
-              for j, e in enumerate(d.entries))
-        for i, d in enumerate(limit.descriptors))
-    ref = limit.extension_ref
-    service, cluster = rate_limit_service(store, ref.namespace or namespace, ref.name)
-    addresses = tuple(f"[{e.address}]:{e.port}" if ":" in e.address else f"{e.address}:{e.port}"
-                      for e in cluster.endpoints if e.ready)
-    return TokenRateLimit(LimitService(
-        name=service.name, addresses=addresses, domain=service.domain, fail_open=service.fail_open,
-        timeout_ms=service.timeout_ms, authority=service.authority,
-        x_ratelimit_headers=service.x_ratelimit_headers), descriptors)
-
-
 def _provider(store: Store, backend: Backend, llm: LLMProvider, name: str, path: str) -> Provider:
     config, at = llm.config, f"{path}.{llm.kind}"
     for suffix, kind in llm.routes.items():
@@ -135,7 +85,7 @@ def _provider(store: Store, backend: Backend, llm: LLMProvider, name: str, path:
                        secret_access_key=secret, session_token=session,
                        guardrail_identifier=guardrail.identifier if guardrail else None,
                        guardrail_version=guardrail.version if guardrail else None)
-    token = _token(store, backend.namespace, config.auth_token, f"{at}.authToken")
+    token = auth_token(store, backend.namespace, config.auth_token, f"{at}.authToken")
     base = replace(base, token=token, passthrough=token is None)
     if isinstance(config, OpenAIConfig):
         return replace(base, model=config.model or None)
@@ -191,7 +141,7 @@ def _text(secret: Secret, key: str) -> str | None:
     return text if text and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in text) else None
 
 
-def _token(store: Store, namespace: str, token: SingleAuthToken, path: str) -> str | None:
+def auth_token(store: Store, namespace: str, token: SingleAuthToken, path: str) -> str | None:
     """The key to send (None: Passthrough, the client's own)."""
     if token.kind == "Passthrough":
         return None

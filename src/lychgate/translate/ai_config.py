@@ -20,7 +20,7 @@ from lychgate.api.backend import Backend
 from lychgate.api.policy import TrafficPolicy
 from lychgate.store import Store
 from lychgate.translate import ai_backends
-from lychgate.translate.policies.ai import AI, settings_id
+from lychgate.translate.policies.ai import AI, route_settings, settings_id
 from lychgate.translate.policies.common import Invalid, Unresolved
 
 # Where the AI extension listens beside Envoy when nothing else says (the proxy pod's
@@ -70,8 +70,7 @@ def build(store: Store, gateways: dict[str, ir.GatewayIR]) -> AIConfig:
         value = AI.value(policy)
         assert value is not None
         try:
-            settings = ai_backends.route_settings(settings_id(value), policy.spec.ai, store=store,
-                                                  namespace=policy.namespace)
+            settings = route_settings(settings_id(value), policy.spec.ai, store=store, namespace=policy.namespace)
         except (Invalid, Unresolved):
             continue  # the policy's status says why; its routes answer 500
         out.routes[settings.id] = settings

@@ -4,15 +4,8 @@ to its codec."""
 
 from __future__ import annotations
 
-from lychgate.ai.providers.base import ProviderCodec
-
-CODECS: dict[str, ProviderCodec] = {}
-
-
-def register(codec: ProviderCodec) -> ProviderCodec:
-    CODECS[codec.kind] = codec
-    return codec
-
-
 # The provider modules register themselves on import (add each new one here).
-from lychgate.ai.providers import anthropic, azureopenai, bedrock, gemini, openai, vertexai  # noqa: E402,F401
+from lychgate.ai.providers import anthropic, azureopenai, bedrock, gemini, openai, vertexai  # noqa: F401
+from lychgate.ai.providers.base import CODECS, register
+
+__all__ = ["CODECS", "register"]

@@ -27,7 +27,6 @@ from typing import Any
 
 from lychgate.ai.config import Provider
 from lychgate.ai.providers import chat as chat_request
-from lychgate.ai.providers import register
 from lychgate.ai.providers.base import (
     Answer,
     ProviderCodec,
@@ -39,6 +38,7 @@ from lychgate.ai.providers.base import (
     json_object,
     json_request,
     openai_error,
+    register,
 )
 from lychgate.ai.providers.chat import Image, Message, invalid
 from lychgate.ai.providers.credentials import credential_headers

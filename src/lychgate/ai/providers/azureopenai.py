@@ -10,8 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lychgate.ai.config import Provider
-from lychgate.ai.providers import register
-from lychgate.ai.providers.base import ProviderError
+from lychgate.ai.providers.base import ProviderError, register
 from lychgate.ai.providers.credentials import credential_headers
 from lychgate.ai.providers.openai import OpenAICodec
 

@@ -11,7 +11,8 @@ errors whole. Nothing here does I/O: the extension owns the streams.
 
 Here too: OpenAI's error bodies for what a provider answered (`error_answer()`, any
 body; `provider_error()`, a provider's own error read), the 502 of an answer that cannot
-be read (`unreadable()`), and a JSON request to a provider (`json_request()`).
+be read (`unreadable()`), and a JSON request to a provider (`json_request()`). And the
+codecs by kind (`CODECS`): each provider module adds its own with `register()`.
 """
 
 from __future__ import annotations
@@ -190,3 +191,13 @@ class ProviderCodec:
         """The provider's API host when the Backend overrides none (Vertex AI's depends on the
         location, Bedrock's on the region)."""
         return self.default_host
+
+
+# A provider kind (kgateway's field name) -> its codec; each provider module registers its
+# own on import (the package's __init__ imports them all).
+CODECS: dict[str, ProviderCodec] = {}
+
+
+def register(codec: ProviderCodec) -> ProviderCodec:
+    CODECS[codec.kind] = codec
+    return codec

@@ -22,7 +22,6 @@ from botocore.eventstream import EventStreamBuffer, EventStreamMessage, ParserEr
 
 from lychgate.ai.config import Provider
 from lychgate.ai.providers import chat as oai
-from lychgate.ai.providers import register
 from lychgate.ai.providers.base import (
     Answer,
     ProviderCodec,
@@ -32,6 +31,7 @@ from lychgate.ai.providers.base import (
     error_answer,
     json_object,
     provider_error,
+    register,
     unreadable,
 )
 from lychgate.ai.providers.chat import invalid

@@ -19,7 +19,6 @@ from typing import Any
 
 from lychgate.ai.config import Provider
 from lychgate.ai.providers import chat as oai
-from lychgate.ai.providers import register
 from lychgate.ai.providers.base import (
     Answer,
     ProviderCodec,
@@ -29,6 +28,7 @@ from lychgate.ai.providers.base import (
     json_object,
     json_request,
     provider_error,
+    register,
 )
 from lychgate.ai.providers.chat import invalid
 from lychgate.ai.providers.credentials import credential_headers

@@ -15,7 +15,6 @@ from typing import Any
 
 from lychgate.ai.config import Provider
 from lychgate.ai.providers import chat as chat_request
-from lychgate.ai.providers import register
 from lychgate.ai.providers.base import (
     Answer,
     ProviderCodec,
@@ -24,6 +23,7 @@ from lychgate.ai.providers.base import (
     Usage,
     json_object,
     json_request,
+    register,
 )
 from lychgate.ai.providers.credentials import credential_headers
 from lychgate.ai.providers.sse import DONE, Event, EventReader

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lychgate.ai.config import Provider
-from lychgate.ai.providers import register
-from lychgate.ai.providers.base import ProviderError
+from lychgate.ai.providers.base import ProviderError, register
 from lychgate.ai.providers.credentials import credential_headers
 from lychgate.ai.providers.gemini import GeminiCodec
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from lychgate import ir
 from lychgate.envoy_limits import EnvoyRejects
@@ -96,3 +97,13 @@ def header_name(name: object, path: str, pseudo: bool = False) -> str:
     if not isinstance(name, str) or not _HEADER_NAME.match(name) or (name.startswith(":") and not pseudo):
         raise Invalid(path, f"{name!r} is not a valid header name")
     return name.lower()
+
+
+def descriptor_entry(entry: dict[str, Any], path: str) -> ir.DescriptorEntry:
+    """An entry of a rate limit descriptor (rateLimit.global's, ai.tokenRateLimit's)."""
+    kind = entry["type"]
+    if kind == "Generic":
+        return ("generic", entry["generic"]["key"], entry["generic"]["value"])
+    if kind == "Header":
+        return ("header", header_name(entry["header"], f"{path}.header"), "")
+    return ("remote_address", "", "") if kind == "RemoteAddress" else ("path", "", "")

@@ -10,20 +10,16 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.policy import TrafficPolicy
-from lychgate.translate.policies.common import CompileContext, Invalid, duration_ms, header_name
+from lychgate.translate.policies.common import (
+    CompileContext,
+    Invalid,
+    descriptor_entry,
+    duration_ms,
+)
 from lychgate.translate.policies.ext_auth import normalize_ref
 from lychgate.translate.policies.extensions import rate_limit_service
 from lychgate.translate.policies.fields import PolicyField, register
 from lychgate.translate.policies.rate_limit_quota import compile_quota
-
-
-def descriptor_entry(entry: dict[str, Any], path: str) -> ir.DescriptorEntry:
-    kind = entry["type"]
-    if kind == "Generic":
-        return ("generic", entry["generic"]["key"], entry["generic"]["value"])
-    if kind == "Header":
-        return ("header", header_name(entry["header"], f"{path}.header"), "")
-    return ("remote_address", "", "") if kind == "RemoteAddress" else ("path", "", "")
 
 
 class RateLimitField(PolicyField):
