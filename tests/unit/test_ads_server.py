@@ -654,3 +654,36 @@ async def test_a_stream_that_ends_leaves_nothing_for_the_cyclic_collector(
         assert left == []
     finally:
         gc.enable()
+
+
+async def test_a_stream_subscribing_as_the_last_one_did_shares_its_set_and_any_other_gets_its_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream's first names are looked up in the set the Gateway's last stream of the type
+    subscribed to (not made into a set of their own first): in another order they share it; as
+    many names but one other, or more of them, the stream gets exactly what it asked for."""
+    monkeypatch.setattr(opening, "IDLE", 0.05)
+    cache = SnapshotCache()
+    ads = AdsServer(cache)
+    server, port = await start_server(ads, "127.0.0.1:0")
+    cache.set(NODE, build(_two_clusters()), counts_replicas=False)
+    b, svc = "kube/default/b/80", "kube/default/svc/80"
+    asked = {"first": [b, svc], "reordered": [svc, b], "one other": [b, "kube/default/c/80"],
+             "one more": [b, svc, "kube/default/c/80"]}
+    clients = {case: DeltaClient(f"127.0.0.1:{port}", delta=True) for case in asked}
+    try:
+        held: dict[str, frozenset[str]] = {}
+        for case, client in clients.items():
+            before = set(ads.connections)
+            client.delta(types.ENDPOINT, subscribe=asked[case])
+            await client.recv()
+            (conn_id,) = set(ads.connections) - before
+            delta = ads.connections[conn_id].types[types.ENDPOINT].delta
+            assert delta is not None
+            held[case] = delta.names
+        assert held["reordered"] is held["first"]
+        for case in ("one other", "one more"):
+            assert held[case] == frozenset(asked[case]), case
+    finally:
+        for client in clients.values():
+            await client.close()
+        await server.stop(0)

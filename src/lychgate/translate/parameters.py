@@ -1,7 +1,8 @@
 """GatewayParameters of a class and of a Gateway, merged as kgateway merges them.
 
-The class's parameters are the defaults and the Gateway's are laid over them,
-field by field: objects merge key by key, a list or a value the Gateway sets
+The installation's parameters of the class (Helm's gatewayClassParametersRefs)
+lie lowest, then the GatewayClass's parametersRef; they are the defaults and the
+Gateway's are laid over them, field by field: objects merge key by key, a list or a value the Gateway sets
 replaces the class's, and what the Gateway leaves unset keeps the class's value
 (a Gateway naming its own parameters no longer loses the class's defaults).
 Overlays merge the same way, so the class's overlay applies first and the
@@ -101,7 +102,6 @@ def problem(params: GatewayParameters | None) -> str | None:
         return ("spec.kube.sdsContainer.image: lychgate ships no SDS image; name one (registry, repository, tag), "
                 "such as kgateway's sds image")
     return None
-
 
 
 # spec.kube's fields that shape the proxy's Kubernetes objects by free-form patches.
