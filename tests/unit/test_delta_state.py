@@ -90,17 +90,18 @@ def _walk(seed: int, steps: int = 300) -> None:
         op = rng.randrange(8)
         if op == 0:  # the Gateway changes (and sometimes again before the stream looks)
             snapshot = _snapshot(rng, snapshot)
-        elif op == 1:  # subscribe / unsubscribe names
-            name = rng.choice(NAMES)
+        elif op == 1:  # subscribe / unsubscribe names, a request's worth at once
+            chosen = frozenset(rng.sample(NAMES, rng.randint(1, 4)))
             names = set(mine.names)
             if rng.random() < 0.5:
-                names.add(name)
-                plain.names.add(name)
+                names |= chosen
+                plain.names |= chosen
             else:
-                names.discard(name)
-                plain.names.discard(name)
-            mine.forget(name)
-            plain.known.pop(name, None)
+                names -= chosen
+                plain.names -= chosen
+            mine.forget_any(chosen)
+            for name in chosen:
+                plain.known.pop(name, None)
             mine.names = _interned(names, pool)
         elif op == 2:  # "*" subscribed or unsubscribed
             mine.wildcard = plain.wildcard = rng.random() < 0.5

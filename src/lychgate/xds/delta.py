@@ -102,6 +102,13 @@ class DeltaState:
         if self.held(name) is not None:
             self.diff[name] = None
 
+    def forget_any(self, names: frozenset[str]) -> None:
+        """forget() each of `names`: only those in the basis or `diff` can be held, found by set
+        intersections at C speed (an Envoy that joins subscribes to thousands of endpoints at once,
+        and one by one they were a tenth of the controller's CPU when a fleet joined together)."""
+        for name in (self.basis.keys() & names) | (self.diff.keys() & names):
+            self.forget(name)
+
     def initial(self, versions: dict[str, str], hashes: dict[str, str] | None,
                 shared: dict[tuple[Any, ...], tuple[Any, ...]] | None = None) -> None:
         """What a reconnecting proxy says it holds. Mostly the snapshot itself (versions are

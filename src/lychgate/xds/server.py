@@ -548,8 +548,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             if "*" in unsubscribe:
                 delta.wildcard = False
             if delta.basis is not EMPTY or delta.diff:  # it may hold some of them
-                for name in subscribe | unsubscribe:
-                    delta.forget(name)  # (re)subscribing asks for the resource again
+                delta.forget_any(subscribe | unsubscribe)  # (re)subscribing asks for the resource again
             names = subscribe if not delta.names and not unsubscribe else (delta.names | subscribe) - unsubscribe
             delta.names = self._latest[(conn.gateway, type_url)] = self._intern(names)
         if request.initial_entries:
