@@ -184,13 +184,13 @@ async def test_invalid_object_is_reported_and_the_last_good_version_kept(kube: K
     async with running(kube) as (source, store):
         key = ObjectKey("GatewayParameters", "default", "params")
         kube.apply(gateway_parameters(envoyContainer={"bootstrap": {"logLevel": "loud"}}))
-        await eventually(lambda: key in source.problems, what="the problem")
-        assert "spec.kube.envoyContainer.bootstrap.logLevel" in source.problems[key]
+        await eventually(lambda: key in store.refused, what="the problem")
+        assert "spec.kube.envoyContainer.bootstrap.logLevel" in store.refused[key].message
         kept = store.get(GatewayParameters, "default", "params")
         assert kept is not None and kept.spec.kube.envoy_container.bootstrap.log_level == "debug"
         assert source.all_problems()[0]["object"] == "GatewayParameters default/params"
         kube.apply(gateway_parameters(envoyContainer={"bootstrap": {"logLevel": "warn"}}))
-        await eventually(lambda: key not in source.problems, what="the problem to clear")
+        await eventually(lambda: key not in store.refused and not source.all_problems(), what="the problem to clear")
         assert store.get(GatewayParameters, "default", "params").spec.kube.envoy_container.bootstrap.log_level == "warn"  # type: ignore[union-attr]
 
 

@@ -242,7 +242,6 @@ class KubeSource:
         # kind -> namespace ("" when cluster-scoped) -> name -> raw object from the API
         self._raw: dict[str, dict[str, dict[str, Raw]]] = defaultdict(lambda: defaultdict(dict))
         self._ns_labels: dict[str, dict[str, str]] = {}
-        self.problems: dict[ObjectKey, str] = {}
         self.synced = asyncio.Event()
         self.informers: dict[str, Informer] = {}
         for kind, model in self.kinds.items():
@@ -274,8 +273,9 @@ class KubeSource:
         return any(matches(sel, labels) for sel in self.selectors)
 
     def all_problems(self) -> list[dict[str, Any]]:
-        return [{"file": "api-server", "document": None, "object": str(k), "message": m, "severity": "error"}
-                for k, m in sorted(self.problems.items())]
+        """The objects the API server holds that lychgate refuses (the store keeps why)."""
+        return [{"file": "api-server", "document": None, "object": str(k), "message": r.message, "severity": "error"}
+                for k, r in sorted(self.store.refused.items())]
 
     # --- running ------------------------------------------------------------------
 
@@ -341,10 +341,10 @@ class KubeSource:
             obj = parse(normal)
         except ManifestError as err:
             message = str(err)
-            if self.problems.get(key) != message:
+            before = self.store.refused.get(key)
+            if before is None or before.message != message:
                 kept = " (the last valid version stays in use)" if self.store.get_key(key) else ""
                 log.error("%s%s", message, kept)
-            self.problems[key] = message
             # The API server took it, so no one else tells the user: its status will
             # (status/invalid.py). Without status or resourceVersion (normalized), our own
             # status write coming back as a watch event refuses nothing new.
@@ -352,13 +352,12 @@ class KubeSource:
             self.store.refuse(key, Refusal(message, err.fields, generation if isinstance(generation, int) else 0,
                                            normal))
             return
-        if self.problems.pop(key, None) is not None:
+        if key in self.store.refused:
             log.info("%s: problem resolved", key)
         self.store.unrefuse(key)
         self.store.upsert(obj)
 
     def _forget(self, key: ObjectKey) -> None:
-        self.problems.pop(key, None)
         self.store.unrefuse(key)
         self.store.delete(key)
 
