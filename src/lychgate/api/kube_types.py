@@ -14,10 +14,12 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import jsonschema
 from pydantic import AfterValidator, WithJsonSchema
+
+if TYPE_CHECKING:
+    import jsonschema
 
 # The newest Kubernetes release whose schemas kubernetes-validate ships (strict variant).
 SCHEMA_VERSION = "v1.37.0-local-strict"
@@ -82,6 +84,8 @@ _VPA: dict[str, Any] = {
 
 @functools.cache
 def _validator(definition: str) -> jsonschema.Draft202012Validator:
+    import jsonschema  # (2.3 MiB, its meta-schemas: only once a Kubernetes piece is checked)
+
     return jsonschema.Draft202012Validator({"$ref": f"#/$defs/{definition}", "$defs": _definitions()})
 
 
@@ -129,6 +133,8 @@ PARTIAL_KEY = "x-lychgate-partial"
 @functools.cache
 def _partial_validator(definition: str) -> jsonschema.Draft202012Validator:
     top = {k: v for k, v in _definitions()[definition].items() if k != "required"}
+    import jsonschema
+
     return jsonschema.Draft202012Validator({**top, "$defs": _definitions()})
 
 
