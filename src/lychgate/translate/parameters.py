@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lychgate.api.gateway import Gateway
@@ -109,23 +109,27 @@ _PATCHES = tuple(overlays.ATTRIBUTES[field] for field, _ in overlays.CHECKED.val
 # Only the objects' shape matters to the check, not where the proxy finds its control plane.
 _STAND_IN = manifests.ProxyContext(xds_host="lychgate.lychgate-system.svc")
 # Rendering and checking the objects takes milliseconds, which a pass must not spend on
-# parameters it has checked before: results by what the objects are made of.
-_CHECKED: dict[tuple[str, ...], str | None] = {}
+# parameters it has checked before. Keyed by the very objects the check reads (stored objects
+# are immutable and replaced when they change: no content is serialized per pass to key it),
+# and holding them, so that their ids are not reused while the key lives.
+_CHECKED: dict[tuple[object, ...], tuple[tuple[object, ...], str | None]] = {}
 _CHECKED_MAX = 256
 
 
-def overlay_problem(gateway: Gateway, params: GatewayParameters | None, ports: tuple[int, ...]) -> str | None:
-    """The first overlay of the (merged) parameters that makes an invalid Kubernetes object
-    of this Gateway's proxy, naming its field; None: none does, or none is set."""
-    if params is None or params.spec.self_managed is not None:
-        return None
-    kube = params.spec.kube
-    if all(getattr(kube, attr) is None for attr in _PATCHES):
-        return None
-    key = (gateway.namespace, gateway.name, gateway.spec.model_dump_json(include={"infrastructure"}),
-           params.spec.model_dump_json(), repr(ports))
-    if key not in _CHECKED:
-        if len(_CHECKED) >= _CHECKED_MAX:
-            _CHECKED.clear()
-        _CHECKED[key] = overlays.problem(kube, manifests.proxy_objects(gateway, params, ports, _STAND_IN))
-    return _CHECKED[key]
+def overlay_problem(gateway: Gateway, layers: Sequence[GatewayParameters | None],
+                    ports: tuple[int, ...]) -> str | None:
+    """The first overlay of the parameters `layers` merge into (merge()) that makes an invalid
+    Kubernetes object of this Gateway's proxy, naming its field; None: none does, or none is set."""
+    key = (id(gateway), ports, *map(id, layers))
+    hit = _CHECKED.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], (gateway, *layers), strict=True)):
+        return hit[1]
+    params = merge(*layers)
+    problem = None
+    if params is not None and params.spec.self_managed is None and any(
+            getattr(params.spec.kube, attr) is not None for attr in _PATCHES):
+        problem = overlays.problem(params.spec.kube, manifests.proxy_objects(gateway, params, ports, _STAND_IN))
+    if len(_CHECKED) >= _CHECKED_MAX:
+        _CHECKED.clear()
+    _CHECKED[key] = ((gateway, *layers), problem)
+    return problem
