@@ -687,3 +687,85 @@ async def test_a_stream_subscribing_as_the_last_one_did_shares_its_set_and_any_o
         for client in clients.values():
             await client.close()
         await server.stop(0)
+
+
+async def test_proxies_opening_as_one_already_did_are_taken_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reconnect storm: the proxies of a Gateway open with the same names and the versions of
+    the same snapshot. The first opening of a type taken as holding the snapshot is kept with it;
+    a later stream whose opening is the same bytes after its node is taken as that one was, its
+    versions not read again. One version other than the snapshot's, or the same opening once
+    the snapshot changed, is read and answered with the difference."""
+    monkeypatch.setattr(opening, "IDLE", 60.0)  # the openings stay "not over" (they keep what they kept)
+    read: list[int] = []
+    entries_of = DeltaState.initial_entries
+
+    def counted(self: DeltaState, entries: Any, *args: Any) -> None:
+        read.append(len(entries))
+        entries_of(self, entries, *args)
+
+    monkeypatch.setattr(DeltaState, "initial_entries", counted)
+    cache = SnapshotCache()
+    ads = AdsServer(cache)
+    server, port = await start_server(ads, "127.0.0.1:0")
+    ports = {f"c{i:02d}": 5000 + i for i in range(30)}
+    snap = cache.set(NODE, build(_clusters(ports)), counts_replicas=False)
+    held = dict(snap.hashes[types.ENDPOINT])
+    names = sorted(held)
+    changed = "kube/default/c05/80"
+    clients: list[DeltaClient] = []
+
+    async def opened(versions: dict[str, str]) -> Any:
+        client = DeltaClient(f"127.0.0.1:{port}", delta=True)
+        clients.append(client)
+        client.delta(types.ENDPOINT, subscribe=names, initial=versions)
+        answer = await client.recv()
+        client.delta(types.ENDPOINT, nonce=answer.nonce)
+        return answer
+
+    try:
+        for _ in range(3):  # the first is read; the next two are taken as it was
+            answer = await opened(held)
+            assert not answer.resources and not answer.removed_resources
+        assert read == [len(held)]
+        stale = dict(held, **{changed: "an older one"})
+        assert [r.name for r in (await opened(stale)).resources] == [changed]
+        assert read == [len(held)] * 2
+        # Streams taken alike are streams like any other: a change reaches each of them.
+        ports["c05"] = 6005
+        cache.set(NODE, build(_clusters(ports)), counts_replicas=False)
+        for client in clients:
+            assert [r.name for r in (await client.recv()).resources] == [changed]
+        # The same opening now holds an endpoint the snapshot no longer has: read, and answered.
+        assert [r.name for r in (await opened(held)).resources] == [changed]
+        assert read == [len(held)] * 3
+    finally:
+        for client in clients:
+            await client.close()
+        await server.stop(0)
+
+
+@pytest.mark.parametrize("method", ["DeltaAggregatedResources", "StreamAggregatedResources"])
+async def test_a_request_that_does_not_decode_ends_its_stream_with_invalid_argument(method: str) -> None:
+    """Requests are read as bytes and decoded by the server: one that is not a request ends its
+    stream with a status saying so, and the server goes on serving the next stream."""
+    cache = SnapshotCache()
+    server, port = await start_server(AdsServer(cache), "127.0.0.1:0")
+    cache.set(NODE, build(gateway()), counts_replicas=False)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        call = channel.stream_stream(f"/envoy.service.discovery.v3.AggregatedDiscoveryService/{method}",
+                                     request_serializer=None, response_deserializer=None)()
+        await call.write(b"\xff\xff\xff")  # a field of number 0 with a truncated varint: not protobuf
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await asyncio.wait_for(call.read(), 5)
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "does not decode" in (raised.value.details() or "")
+        client = DeltaClient(f"127.0.0.1:{port}", delta=True)
+        try:
+            client.delta(types.CLUSTER)
+            assert [r.name for r in (await client.recv()).resources] == ["kube/default/svc/80"]
+        finally:
+            await client.close()
+    finally:
+        await channel.close()
+        await server.stop(0)

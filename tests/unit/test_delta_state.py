@@ -205,3 +205,17 @@ def test_a_proxy_that_reconnects_holding_the_snapshot_costs_no_decoding(monkeypa
         assert decoded, case
         assert state.respond(snapshot, EDS, itertools.count(1))[:2] == (expected, []), case
         decoded.clear()
+
+
+@pytest.mark.parametrize("node_id", [None, "default/gw", "x" * 300])  # no node; a length of one byte; of two
+def test_a_requests_bytes_after_its_node_are_the_request_without_it(node_id: str | None) -> None:
+    request = discovery_pb2.DeltaDiscoveryRequest(type_url=EDS, resource_names_subscribe=NAMES,
+                                                  initial_resource_versions={"c1": "v1"})
+    if node_id is not None:
+        request.node.id = node_id
+    raw = request.SerializeToString()
+    after = delta_request.after_node(raw)
+    rest = discovery_pb2.DeltaDiscoveryRequest.FromString(raw[after:])
+    request.ClearField("node")
+    assert rest == request
+    assert after == len(raw) - len(request.SerializeToString())

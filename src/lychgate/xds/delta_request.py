@@ -50,6 +50,26 @@ def _lean_class() -> Any:
 DeltaRequest = _lean_class()
 
 
+NODE_TAG = 0x0A  # field 1 (node), length-delimited
+
+
+def after_node(raw: bytes) -> int:
+    """Where a request's bytes go on after its node, when the node is the first field (protobuf
+    libraries write fields in number order), else 0: a field's boundary either way. What follows
+    is the same for every proxy of a Gateway that holds the same, whatever its node's id."""
+    if not raw or raw[0] != NODE_TAG:
+        return 0
+    size, shift, at = 0, 0, 1
+    while at < len(raw) and shift < 64:
+        byte = raw[at]
+        size |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            return min(at + size, len(raw))
+        shift += 7
+    return 0
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:
