@@ -9,8 +9,8 @@ from google.protobuf import json_format
 
 from lychgate import ir
 from lychgate.api.policy import Transform
-from lychgate.translate.policies.common import Invalid
 from lychgate.translate.policies.templates import compile_template
+from lychgate.translate.values import Invalid
 from lychgate.xds.translator import transformation
 from lychgate.xds.translator.template_uses import uses
 

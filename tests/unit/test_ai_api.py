@@ -22,7 +22,7 @@ from lychgate.store import Store
 from lychgate.translate import backends
 from lychgate.translate.ai_backends import providers_of
 from lychgate.translate.policies.ai import route_settings
-from lychgate.translate.policies.common import Invalid, Unresolved
+from lychgate.translate.values import Invalid, Unresolved
 from tests.harness import service_yaml
 
 KEY = "sk-test-0123456789abcdef"

@@ -472,7 +472,7 @@ def test_endpoints_a_discovery_document_lists_must_be_https() -> None:
     """An https issuer whose document sends the browser or the token request over http fails
     closed, as an http endpoint written in the spec would be refused."""
     from lychgate.translate.policies import oauth2 as oauth2_policy
-    from lychgate.translate.policies.common import Unresolved
+    from lychgate.translate.values import Unresolved
 
     doc = {"authorization_endpoint": "https://idp.example.com/auth", "token_endpoint": "http://idp.example.com/t"}
     assert oauth2_policy._discovered(doc, "authorization_endpoint", "https://idp.example.com").startswith("https")

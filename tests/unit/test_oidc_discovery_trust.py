@@ -15,8 +15,8 @@ from aiohttp import web
 
 from lychgate.api.registry import parse
 from lychgate.store import Store
-from lychgate.translate.policies.common import Unresolved
 from lychgate.translate.policies.oauth2 import oauth2_service
+from lychgate.translate.values import Unresolved
 from tests.certs import CA
 from tests.e2e.test_backend_tls import _ca_configmap
 from tests.harness import free_port, service_yaml

@@ -25,7 +25,7 @@ from lychgate.api.listener_policy import (
 )
 from lychgate.store import Store
 from lychgate.translate.collectors import collector
-from lychgate.translate.policies.common import Invalid, Unresolved, envoy_check, header_name
+from lychgate.translate.values import Invalid, Unresolved, envoy_check, header_name
 
 # One line per request: when, what, the answer, how long, who asked, and where it went.
 DEFAULT_FORMAT = (

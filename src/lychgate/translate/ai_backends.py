@@ -41,8 +41,8 @@ from lychgate.api.ai import (
 from lychgate.api.backend import Backend
 from lychgate.api.core import Secret
 from lychgate.store import Store
-from lychgate.translate.policies.common import Invalid, Unresolved
 from lychgate.translate.secrets import secret_field
+from lychgate.translate.values import Invalid, Unresolved
 
 ASSUME_ROLE_REFUSED = ("lychgate does not assume IAM roles: that needs AWS STS, which lychgate does not call, and the "
                        "AI extension signs Bedrock requests only with a Secret's keys or its own default credential "

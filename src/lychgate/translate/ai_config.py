@@ -21,7 +21,7 @@ from lychgate.api.policy import TrafficPolicy
 from lychgate.store import Store
 from lychgate.translate import ai_backends
 from lychgate.translate.policies.ai import AI, route_settings, settings_id
-from lychgate.translate.policies.common import Invalid, Unresolved
+from lychgate.translate.values import Invalid, Unresolved
 
 # Where the AI extension listens beside Envoy when nothing else says (the proxy pod's
 # container port in Kubernetes; `lychgate run` picks a free one).

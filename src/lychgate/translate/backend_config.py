@@ -26,14 +26,14 @@ from lychgate.api.base import ObjectKey
 from lychgate.api.core import Secret, Service
 from lychgate.store import Store
 from lychgate.translate.conditions import CONTROLLER_NAME, condition
-from lychgate.translate.policies.common import (
+from lychgate.translate.secrets import secret_value, tls_secret
+from lychgate.translate.values import (
     Invalid,
     duration_ms,
     envoy_check,
     header_name,
     quantity_bytes,
 )
-from lychgate.translate.secrets import secret_value, tls_secret
 
 KIND = "BackendConfigPolicy"
 

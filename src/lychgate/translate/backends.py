@@ -28,7 +28,7 @@ from lychgate.translate import (
 )
 from lychgate.translate.conditions import condition
 from lychgate.translate.grants import grant_allows
-from lychgate.translate.policies.common import Invalid, Unresolved
+from lychgate.translate.values import Invalid, Unresolved
 
 _H2 = frozenset({"http2", "grpc", "kubernetes.io/h2c"})
 

@@ -14,8 +14,8 @@ from lychgate import ir, ir_listener
 from lychgate.api.listener_policy import CommonGrpcService
 from lychgate.api.lychgate import GROUP
 from lychgate.store import Store
-from lychgate.translate.policies.common import Invalid, Unresolved, duration_ms, header_name
 from lychgate.translate.references import resolve_service
+from lychgate.translate.values import Invalid, Unresolved, duration_ms, header_name
 
 
 def collector(store: Store, kind: str, namespace: str, svc: CommonGrpcService,

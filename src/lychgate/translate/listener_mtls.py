@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from lychgate.api.client_validation import ClientCertificateValidationConfig
 from lychgate.api.gateway import ObjectRef
 from lychgate.store import Store
-from lychgate.translate.policies.common import Invalid
 from lychgate.translate.secrets import resolve_ca_ref
+from lychgate.translate.values import Invalid
 
 FIELD = "clientCertificateValidation"
 

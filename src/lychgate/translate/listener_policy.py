@@ -44,8 +44,8 @@ from lychgate.api.listener_policy import HTTPListenerPolicy, ListenerPolicy
 from lychgate.store import Store
 from lychgate.translate import listener_mtls, tracing
 from lychgate.translate.listener_settings import Compiled, compile_http, compile_port
-from lychgate.translate.policies.common import Invalid, Unresolved
 from lychgate.translate.policy_status import TargetResult, policy_status
+from lychgate.translate.values import Invalid, Unresolved
 
 AnyListenerPolicy = ListenerPolicy | HTTPListenerPolicy
 KINDS: tuple[type[ListenerPolicy] | type[HTTPListenerPolicy], ...] = (ListenerPolicy, HTTPListenerPolicy)

@@ -18,7 +18,8 @@ from lychgate.store import Store
 from lychgate.translate.access_logs import compile_access_logs
 from lychgate.translate.grpc_stats import compile_grpc_stats
 from lychgate.translate.local_replies import compile_local_replies
-from lychgate.translate.policies.common import (
+from lychgate.translate.tracing import compile_tracing
+from lychgate.translate.values import (
     Invalid,
     Unresolved,
     duration_ms,
@@ -26,7 +27,6 @@ from lychgate.translate.policies.common import (
     header_name,
     quantity_bytes,
 )
-from lychgate.translate.tracing import compile_tracing
 
 Compiled = dict[str, dict[str, Any]]  # field (as in the spec) -> IR keyword arguments
 

@@ -33,8 +33,8 @@ from lychgate.api.policy import PolicyHeaderFilter, PolicyHTTPHeader
 from lychgate.store import Store
 from lychgate.translate.access_logs import compile_filter
 from lychgate.translate.grants import grant_allows
-from lychgate.translate.policies.common import Invalid, Unresolved, envoy_check, header_name
 from lychgate.translate.secrets import literal_header_value, secret_value
+from lychgate.translate.values import Invalid, Unresolved, envoy_check, header_name
 
 _PERCENT = "has an unpaired '%' (command operators look like %RESPONSE_CODE%; write a literal percent sign as %%)"
 

@@ -13,7 +13,7 @@ from lychgate.api.listener_policy import Tracing
 from lychgate.api.trace_attributes import CustomAttribute
 from lychgate.store import Store
 from lychgate.translate.collectors import collector
-from lychgate.translate.policies.common import Invalid, header_name
+from lychgate.translate.values import Invalid, header_name
 
 # Filled in per Gateway: a policy may serve several.
 SERVICE_NAME_OF_GATEWAY = ""

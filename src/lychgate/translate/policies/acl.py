@@ -20,8 +20,8 @@ import ipaddress
 from typing import Any
 
 from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, Invalid, header_name
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid, header_name
 
 _SINGLE = ("statusCode", "blockedByHeaderName")
 

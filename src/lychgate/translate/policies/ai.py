@@ -20,9 +20,9 @@ from lychgate.api.policy import TrafficPolicy
 from lychgate.api.rate_limit import GlobalRateLimitPolicy
 from lychgate.store import Store
 from lychgate.translate import ai_backends
-from lychgate.translate.policies.common import CompileContext, descriptor_entry
 from lychgate.translate.policies.extensions import rate_limit_service
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, descriptor_entry
 
 NAMESPACE = "fromNamespace"
 

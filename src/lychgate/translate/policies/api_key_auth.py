@@ -14,9 +14,9 @@ from typing import Any
 from lychgate import ir
 from lychgate.api.core import Secret
 from lychgate.api.policy import TrafficPolicy
-from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved, header_name
 from lychgate.translate.policies.fields import PolicyField, register
 from lychgate.translate.policies.secret_refs import entries, secret
+from lychgate.translate.values import CompileContext, Invalid, Unresolved, header_name
 
 DEFAULT_SOURCE = ir.ApiKeySource(header="api-key")
 

@@ -64,13 +64,13 @@ from lychgate.api.gateway import (
 )
 from lychgate.api.policy import GatewayExtension, TrafficPolicy, is_policy_ref
 from lychgate.store import Read, Store, reached
-from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved
 from lychgate.translate.policies.extensions import SERVICES as EXTENSION_SERVICES
 from lychgate.translate.policies.extensions import extension_status, extension_type
 from lychgate.translate.policies.fields import FIELDS, PolicyField
 from lychgate.translate.policies.ledger import Ledger, Mark, Owner, Record
 from lychgate.translate.policies.outcomes import StatusWriter
 from lychgate.translate.rule_filters import REPLACED_ROUTE_BODY
+from lychgate.translate.values import CompileContext, Invalid, Unresolved
 
 # kgateway's words first (its suites look for them), then where to look.
 INVALID_POLICY_BODY = (f"{REPLACED_ROUTE_BODY}A policy of this route is invalid; see the TrafficPolicy status.\n")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate.api.policy import TrafficPolicy
-from lychgate.translate.policies.common import CompileContext
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext
 
 
 class AutoHostRewriteField(PolicyField):

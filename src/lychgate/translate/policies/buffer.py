@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lychgate.translate.policies.common import CompileContext, Invalid, quantity_bytes
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid, quantity_bytes
 
 
 class BufferField(PolicyField):

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, Invalid
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid
 
 
 def _libraries(value: dict[str, Any], path: str) -> tuple[str, ...]:

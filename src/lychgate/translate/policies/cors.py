@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate import envoy_limits, ir
-from lychgate.translate.policies.common import CompileContext, Invalid, envoy_check, header_name
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid, envoy_check, header_name
 
 _METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "*"}
 

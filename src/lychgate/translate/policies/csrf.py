@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate import envoy_limits, ir
-from lychgate.translate.policies.common import CompileContext, Invalid, envoy_check
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid, envoy_check
 
 _KINDS = {"exact": "exact", "prefix": "prefix", "suffix": "suffix", "contains": "contains", "safeRegex": "safe_regex"}
 

@@ -8,8 +8,8 @@ from typing import Any
 from lychgate.api.direct_response import DirectResponseSpec
 from lychgate.envoy_limits import EnvoyRejects
 from lychgate.translate.direct_response import response_of
-from lychgate.translate.policies.common import CompileContext, Invalid
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid
 
 
 class DirectResponseField(PolicyField):

@@ -6,9 +6,9 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.policy import TrafficPolicy
-from lychgate.translate.policies.common import CompileContext, Invalid
 from lychgate.translate.policies.extensions import ext_auth_service
 from lychgate.translate.policies.fields import PolicyField, deep_merge, register
+from lychgate.translate.values import CompileContext, Invalid
 
 
 def normalize_ref(policy: TrafficPolicy, value: dict[str, Any]) -> dict[str, Any]:

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from lychgate import ir
-from lychgate.translate.policies.common import CompileContext
 from lychgate.translate.policies.ext_auth import ExtensionField, check_switch
 from lychgate.translate.policies.extensions import ext_proc_service, processing_mode
 from lychgate.translate.policies.fields import register
+from lychgate.translate.values import CompileContext
 
 # The key of a merged value: the policies' own values, one per extension, highest
 # priority first. A user cannot write it (the model rejects unknown fields).

@@ -27,7 +27,7 @@ from lychgate.api.policy import (
 from lychgate.store import Store
 from lychgate.translate.conditions import condition
 from lychgate.translate.policies import extension_backend
-from lychgate.translate.policies.common import (
+from lychgate.translate.values import (
     CompileContext,
     Invalid,
     Unresolved,

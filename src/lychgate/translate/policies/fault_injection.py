@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, Invalid, duration_ms
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid, duration_ms
 
 MAX_DELAY_MS = 3_600_000  # kgateway's limit: 1h
 

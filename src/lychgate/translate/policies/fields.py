@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lychgate.api.policy import TrafficPolicy
-from lychgate.translate.policies.common import CompileContext
+from lychgate.translate.values import CompileContext
 
 
 def deep_merge(high: Any, low: Any) -> Any:

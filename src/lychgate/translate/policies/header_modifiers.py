@@ -20,15 +20,15 @@ from lychgate.api.lychgate import GROUP
 from lychgate.api.policy import TrafficPolicy
 from lychgate.store import Store
 from lychgate.translate.grants import grant_allows
-from lychgate.translate.policies.common import (
+from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.secrets import literal_header_value, secret_value
+from lychgate.translate.values import (
     CompileContext,
     Invalid,
     Unresolved,
     envoy_check,
     header_name,
 )
-from lychgate.translate.policies.fields import PolicyField, register
-from lychgate.translate.secrets import literal_header_value, secret_value
 
 _FROM = "referencedFrom"  # set by normalize: the namespace of the policy that names the Secret
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate.api.policy import TrafficPolicy
-from lychgate.translate.policies.common import CompileContext, Invalid
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid
 
 
 class HTTPUpgradeField(PolicyField):

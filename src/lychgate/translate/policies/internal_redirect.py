@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, header_name
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, header_name
 
 
 class InternalRedirectField(PolicyField):

@@ -24,13 +24,6 @@ from lychgate.api.core import ConfigMap
 from lychgate.api.policy import GatewayExtension
 from lychgate.store import Store
 from lychgate.translate.policies import extension_backend
-from lychgate.translate.policies.common import (
-    CompileContext,
-    Invalid,
-    Unresolved,
-    duration_ms,
-    header_name,
-)
 from lychgate.translate.policies.ext_auth import ExtensionField, check_switch
 from lychgate.translate.policies.extensions import (
     SERVICES,
@@ -41,6 +34,13 @@ from lychgate.translate.policies.extensions import (
     use_service,
 )
 from lychgate.translate.policies.fields import register
+from lychgate.translate.values import (
+    CompileContext,
+    Invalid,
+    Unresolved,
+    duration_ms,
+    header_name,
+)
 
 JWT = "JWT"
 

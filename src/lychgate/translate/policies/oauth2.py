@@ -31,7 +31,6 @@ from lychgate.api.auth import OAuth2CookieNames, OAuth2JWTProcessingConfig
 from lychgate.api.policy import GatewayExtension
 from lychgate.store import Store
 from lychgate.translate.policies import extension_backend, oidc_discovery
-from lychgate.translate.policies.common import CompileContext, Invalid, Unresolved, header_name
 from lychgate.translate.policies.ext_auth import normalize_ref
 from lychgate.translate.policies.extensions import (
     SERVICES,
@@ -43,6 +42,7 @@ from lychgate.translate.policies.extensions import (
 )
 from lychgate.translate.policies.fields import PolicyField, register
 from lychgate.translate.policies.secret_refs import entries, secret
+from lychgate.translate.values import CompileContext, Invalid, Unresolved, header_name
 
 OAUTH2 = "OAuth2"
 SECRET_KEY = "client-secret"

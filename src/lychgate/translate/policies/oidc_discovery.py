@@ -30,7 +30,7 @@ from lychgate import ir
 from lychgate.api.base import ObjectKey
 from lychgate.log import component_logger
 from lychgate.store import Store
-from lychgate.translate.policies.common import Unresolved
+from lychgate.translate.values import Unresolved
 
 if TYPE_CHECKING:
     import httpx

@@ -10,16 +10,16 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.policy import TrafficPolicy
-from lychgate.translate.policies.common import (
+from lychgate.translate.policies.ext_auth import normalize_ref
+from lychgate.translate.policies.extensions import rate_limit_service
+from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.policies.rate_limit_quota import compile_quota
+from lychgate.translate.values import (
     CompileContext,
     Invalid,
     descriptor_entry,
     duration_ms,
 )
-from lychgate.translate.policies.ext_auth import normalize_ref
-from lychgate.translate.policies.extensions import rate_limit_service
-from lychgate.translate.policies.fields import PolicyField, register
-from lychgate.translate.policies.rate_limit_quota import compile_quota
 
 
 class RateLimitField(PolicyField):

@@ -11,7 +11,6 @@ from typing import Any
 from lychgate import ir
 from lychgate.api.policy import GatewayExtension
 from lychgate.store import Store
-from lychgate.translate.policies.common import CompileContext, Invalid, duration_ms, header_name
 from lychgate.translate.policies.extensions import (
     SERVICES,
     VALIDATORS,
@@ -22,6 +21,7 @@ from lychgate.translate.policies.extensions import (
     service_retry,
     use_service,
 )
+from lychgate.translate.values import CompileContext, Invalid, duration_ms, header_name
 
 RATE_LIMIT_QUOTA = "RateLimitQuota"
 DEFAULT_REPORTING_MS = 5000  # kgateway's default reporting interval

@@ -15,8 +15,8 @@ import ipaddress
 from typing import Any
 
 from lychgate import cel, ir
-from lychgate.translate.policies.common import CompileContext, Invalid
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid
 
 
 def cidr(value: str, path: str) -> str:

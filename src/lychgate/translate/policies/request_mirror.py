@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, Invalid
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid
 
 # A DNS name, an IPv4 address or a bracketed IPv6 address, with an optional port.
 _HOST = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"

@@ -8,9 +8,9 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.policy import RouteTracing, TrafficPolicy
-from lychgate.translate.policies.common import CompileContext
 from lychgate.translate.policies.fields import PolicyField, register
 from lychgate.translate.tracing import trace_tag
+from lychgate.translate.values import CompileContext
 
 
 class TracingField(PolicyField):

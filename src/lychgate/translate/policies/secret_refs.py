@@ -12,8 +12,8 @@ from lychgate.api.core import Secret
 from lychgate.api.lychgate import GROUP
 from lychgate.store import Store
 from lychgate.translate.grants import grant_allows
-from lychgate.translate.policies.common import Unresolved
 from lychgate.translate.secrets import secret_field
+from lychgate.translate.values import Unresolved
 
 
 def secret(store: Store, policy_namespace: str, namespace: str, name: str, path: str) -> Secret:

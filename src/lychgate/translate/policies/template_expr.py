@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from lychgate.translate.policies.common import Invalid
+from lychgate.translate.values import Invalid
 
 Node = tuple[Any, ...]
 

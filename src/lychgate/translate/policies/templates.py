@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 
 from lychgate import ir
-from lychgate.translate.policies.common import Invalid
 from lychgate.translate.policies.template_expr import Node, Tokens, parse
+from lychgate.translate.values import Invalid
 
 _OPEN = re.compile(r"\{[{%#]")
 # Inja's loop variables or built-ins: `loop.index` then counts from 0, as in Inja.

@@ -6,8 +6,8 @@ from typing import Any
 
 from lychgate import ir
 from lychgate.api.policy import TrafficPolicy
-from lychgate.translate.policies.common import CompileContext, Invalid, duration_ms
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, Invalid, duration_ms
 
 _REQUEST_TIMEOUT = "policyRequestTimeout"  # set by normalize: the same policy's timeouts.request
 RETRY_ON = {

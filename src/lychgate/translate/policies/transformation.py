@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate import ir
-from lychgate.translate.policies.common import CompileContext, header_name
 from lychgate.translate.policies.fields import PolicyField, register
 from lychgate.translate.policies.templates import compile_template
+from lychgate.translate.values import CompileContext, header_name
 
 
 def _message(value: dict[str, Any], path: str) -> ir.MessageTransform:

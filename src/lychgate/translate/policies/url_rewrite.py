@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from lychgate import envoy_limits
-from lychgate.translate.policies.common import CompileContext, envoy_check
 from lychgate.translate.policies.fields import PolicyField, register
+from lychgate.translate.values import CompileContext, envoy_check
 
 
 class URLRewriteField(PolicyField):

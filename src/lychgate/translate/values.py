@@ -1,4 +1,9 @@
-"""What every policy feature module shares: errors that name a field, value parsers."""
+"""Errors that name a field of a user's object, and the parsers of its values: what every
+translator of a spec shares (policy features, listener and backend settings, access logs).
+
+Outside the policies package on purpose: importing a module of a package runs the package's
+`__init__` first, and the policies package imports every feature there, some of which import
+translators that use these helpers (a circle an entry point saw as an ImportError)."""
 
 from __future__ import annotations
 
