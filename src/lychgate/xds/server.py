@@ -525,8 +525,8 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         for an answer (anything but an ACK)."""
         type_url = sys.intern(request.type_url)  # (kept as a key by every stream)
         state = conn.types.get(type_url)
-        opening = state is None and not request.response_nonce
-        if opening and request.initial_entries and self._opened_alike(conn, type_url, raw):
+        first = state is None and not request.response_nonce  # (the stream's opening of the type)
+        if first and request.initial_entries and self._opened_alike(conn, type_url, raw):
             return True
         asked = state is None or not request.response_nonce
         if state is None:
@@ -573,7 +573,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
             hashes = snapshot.hashes.get(type_url) if snapshot is not None else None
             delta.initial_entries(request.initial_entries, hashes,
                                   snapshot.delta_bodies if snapshot is not None else None)
-            if opening and snapshot is not None and hashes is not None and delta.synced_to(hashes):
+            if first and snapshot is not None and hashes is not None and delta.synced_to(hashes):
                 self._keep_opening(snapshot, type_url, raw, delta)
         if feedback:
             self._safe_feedback(conn)
@@ -585,7 +585,7 @@ class AdsServer(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         keeps it in the snapshot's delta_bodies): taken as that one was, the same subscription
         and the snapshot held, without reading its thousands of names and versions again. When a
         fleet reconnects at once (a control-plane restart), its proxies mostly send the same
-        opening; reading each one's took about 40% of the controller's CPU in the storm.
+        opening; reading each one's took a third of the controller's CPU in a storm of 1,000.
 
         The bytes compared start at a field's boundary (the request's start, or the end of its node
         when that comes first), so equal bytes decode to equal fields; taking a request depends on
