@@ -253,7 +253,7 @@ FREE_FORM: dict[str, str] = {
     r"GatewayParameters \.spec\.kube\.envoyContainer\.bootstrap\.logFormat\.json":
         "--log-format text, Envoy takes any (measured): api/format_dict.JsonObject checks it is JSON",
     r"GatewayParameters \.spec\.kube\.(deploymentOverlay|serviceOverlay|serviceAccountOverlay)\.spec":
-        ("a patch of any part of the object (as kgateway's): translate/parameters.overlay_problem checks "
+        ("a patch of any part of the object (as kgateway's): translate/parameters.checked checks "
          "the object it makes, in both modes"),
 }
 

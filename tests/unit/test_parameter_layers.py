@@ -87,3 +87,8 @@ async def test_the_installations_layer_is_merged_and_checked_locally(tmp_path: P
     hpa = params.spec.kube.horizontal_pod_autoscaler
     assert hpa is not None and hpa.spec is not None
     assert hpa.spec.get("minReplicas") == 2 and hpa.spec.get("maxReplicas") == 6, hpa.spec
+
+    # A pass with nothing changed does not merge the layers again (a dump and a validation per
+    # Gateway each pass): the proxy keeps the very same parameters.
+    await cp.sync_once()
+    assert cp.translation.proxies["default/gw"].parameters is params

@@ -82,11 +82,15 @@ _VPA: dict[str, Any] = {
 }
 
 
-@functools.cache
-def _validator(definition: str) -> jsonschema.Draft202012Validator:
+def _draft(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
     import jsonschema  # (2.3 MiB, its meta-schemas: only once a Kubernetes piece is checked)
 
-    return jsonschema.Draft202012Validator({"$ref": f"#/$defs/{definition}", "$defs": _definitions()})
+    return jsonschema.Draft202012Validator({**schema, "$defs": _definitions()})
+
+
+@functools.cache
+def _validator(definition: str) -> jsonschema.Draft202012Validator:
+    return _draft({"$ref": f"#/$defs/{definition}"})
 
 
 def _where(error: jsonschema.ValidationError) -> str:
@@ -132,10 +136,7 @@ PARTIAL_KEY = "x-lychgate-partial"
 
 @functools.cache
 def _partial_validator(definition: str) -> jsonschema.Draft202012Validator:
-    top = {k: v for k, v in _definitions()[definition].items() if k != "required"}
-    import jsonschema
-
-    return jsonschema.Draft202012Validator({**top, "$defs": _definitions()})
+    return _draft({k: v for k, v in _definitions()[definition].items() if k != "required"})
 
 
 def check_partial(definition: str, value: Any) -> Any:

@@ -429,8 +429,7 @@ def _parameters(store: Store, gw: Gateway, gc: GatewayClass, installed: Mapping[
         if params is None:
             return None, f"spec.infrastructure.parametersRef: GatewayParameters {gw.namespace}/{ref.name} not found"
         layers.append(params)
-    merged = parameters.merge(*layers)
-    problem = parameters.problem(merged) or parameters.overlay_problem(gw, layers, ports)
+    merged, problem = parameters.checked(gw, layers, ports)
     if merged is not None and problem is not None:
         return None, f"GatewayParameters {merged.namespace}/{merged.name}: {problem}"
     return merged, None
